@@ -1,0 +1,1 @@
+//! libfabric.so.1 C entry points

@@ -1,0 +1,3 @@
+//! Shared object machinery that every provider composes: completion queues,
+//! counters, event queues, address vectors, memory registration and tag
+//! matching. Written once here, never copied per provider.
