@@ -1,1 +1,16 @@
-//! libfabric.so.1 C entry points
+//! libfabric.so.1: every symbol a C program binds to, and the ops-table
+//! trampolines that the inline wrappers in `<rdma/*.h>` call through.
+//!
+//! Each entry point goes through `guard!`, which contains panics and turns
+//! them into `-FI_EOTHER` plus a log line. Should one still escape, the
+//! language aborts at the `extern "C"` frame: unwinding into C cannot happen.
+#![allow(clippy::missing_safety_doc)]
+
+#[macro_use]
+mod guard;
+
+mod compat;
+mod getinfo;
+mod log_params;
+mod tostr;
+mod objects;
