@@ -1,1 +1,4 @@
-//! (filled in by the ABI types work)
+//! (placeholder until the ABI constants land)
+pub const FI_EINVAL: i32 = 22;
+pub const FI_EOTHER: i32 = 256;
+pub const FI_ETOOSMALL: i32 = 257;
