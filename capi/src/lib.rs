@@ -14,3 +14,11 @@ mod getinfo;
 mod log_params;
 mod tostr;
 mod objects;
+mod dl_calls;
+
+use rfabric_core::provider::Provider;
+
+/// The providers built into this library, in preference order.
+pub(crate) fn builtin_providers() -> Vec<Box<dyn Provider>> {
+    rfabric_shm::providers()
+}
