@@ -1,1 +1,4 @@
-//! (filled in by the ABI types work)
+//! `#[repr(C)]` mirrors of the C structs (being filled in).
+
+/// Fabric address handle (`fi_addr_t`).
+pub type fi_addr_t = u64;
