@@ -1683,3 +1683,38 @@ impl fi_mr_attr {
         unsafe { self.anon0.dmabuf }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_attrs_are_all_zero() {
+        let d = fi_domain_attr::default();
+        assert!(d.domain.is_null() && d.name.is_null());
+        assert_eq!(d.threading, FI_THREAD_UNSPEC);
+        assert_eq!(d.data_progress(), FI_PROGRESS_UNSPEC);
+        let ops = fi_ops_msg::default();
+        assert!(ops.send.is_none() && ops.recv.is_none());
+        let tx = fi_tx_attr::default();
+        assert_eq!((tx.caps, tx.size, tx.tclass), (0, 0, 0));
+    }
+
+    #[test]
+    fn progress_union_aliases() {
+        let mut d = fi_domain_attr::default();
+        d.set_data_progress(FI_PROGRESS_MANUAL);
+        assert_eq!(d.data_progress(), FI_PROGRESS_MANUAL);
+        // SAFETY: both union members are `u32`; reading the other name is valid.
+        assert_eq!(unsafe { d.anon0.progress }, FI_PROGRESS_MANUAL);
+        assert_ne!(d.data_progress(), FI_PROGRESS_AUTO);
+    }
+
+    #[test]
+    fn version_packing() {
+        assert_eq!(fi_version(1, 21), (1 << 16) | 21);
+        assert_eq!(fi_major(fi_version(2, 8)), 2);
+        assert_eq!(fi_minor(fi_version(2, 8)), 8);
+        assert!(FI_VERSION >= fi_version(2, 6));
+    }
+}
