@@ -11,6 +11,9 @@
 //! One deliberate difference from the reference table: `fi_xpu_ops.import`
 //! takes an `fd: c_int` after `flags` (same slot, same size).
 
+// Function-pointer members spell out their C prototypes on purpose.
+#![allow(clippy::type_complexity)]
+
 use core::ffi::{c_char, c_int, c_void};
 
 use super::consts::*;
