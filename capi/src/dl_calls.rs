@@ -12,7 +12,6 @@ use crate::getinfo::freeinfo_current;
 use libc::{c_char, c_int, c_void};
 use rfabric_core::abi::*;
 use rfabric_core::dl::{AbiNode, DlProvider};
-use rfabric_core::log::Subsys;
 use std::ptr;
 
 fn compat_of(node: AbiNode) -> Option<CompatVer> {
@@ -49,7 +48,7 @@ pub(crate) unsafe fn dl_getinfo(
     // SAFETY: the provider's own entry point with the caller's arguments.
     let rc = unsafe { getinfo(ver, node, service, flags, hints, &mut list) };
     if rc != 0 || list.is_null() {
-        rfabric_core::fi_info!(d.name(), Subsys::Core, "fi_getinfo: provider returned {} ({})", rc, rfabric_core::tostr::strerror(rc.saturating_abs()));
+        rfabric_core::fi_info!(d.name(), FI_LOG_CORE, "fi_getinfo: provider returned {} ({})", rc, rfabric_core::tostr::strerror(rc.saturating_abs()));
         return ptr::null_mut();
     }
     let list = match compat_of(d.abi()) {

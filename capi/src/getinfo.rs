@@ -8,13 +8,12 @@ use libc::{c_char, c_int, c_void};
 use rfabric_core::abi::*;
 use rfabric_core::error::{Error, EINVAL, ENODATA, ENOMEM, ENOSYS};
 use rfabric_core::info::{DomainAttr, EpAttr, FabricAttr, Info};
-use rfabric_core::log::Subsys;
 use rfabric_core::provider::{self, Entry, Request};
 use std::ffi::CStr;
 use std::ptr;
 
 /// The API version this library implements.
-pub(crate) const OUR_VERSION: u32 = fi_version(FI_MAJOR_VERSION, FI_MINOR_VERSION);
+pub(crate) const OUR_VERSION: u32 = rfabric_core::abi::fi_version(FI_MAJOR_VERSION, FI_MINOR_VERSION);
 
 /// Longest string we accept from a caller-built `fi_info` (names, node,
 /// service): anything longer is treated as unterminated.
@@ -87,7 +86,7 @@ pub(crate) unsafe fn info_from_c(i: *const fi_info) -> Result<Info, Error> {
         // SAFETY: as above.
         let e = unsafe { &*c.ep_attr };
         out.ep_attr = Some(EpAttr {
-            ep_type: e.type_,
+            ep_type: e.r#type,
             protocol: e.protocol,
             protocol_version: e.protocol_version,
             max_msg_size: e.max_msg_size,
@@ -113,7 +112,7 @@ pub(crate) unsafe fn info_from_c(i: *const fi_info) -> Result<Info, Error> {
             threading: d.threading,
             control_progress: d.control_progress,
             // SAFETY: the union's two members are the same enum type.
-            data_progress: unsafe { d.__anon0.data_progress },
+            data_progress: unsafe { d.anon0.data_progress },
             resource_mgmt: d.resource_mgmt,
             av_type: d.av_type,
             mr_mode: d.mr_mode,
@@ -240,7 +239,7 @@ pub(crate) fn info_to_c(i: &Info) -> *mut fi_info {
         if ok {
             // SAFETY: just allocated.
             let ce = unsafe { &mut *p };
-            ce.type_ = e.ep_type;
+            ce.r#type = e.ep_type;
             ce.protocol = e.protocol;
             ce.protocol_version = e.protocol_version;
             ce.max_msg_size = e.max_msg_size;
@@ -268,7 +267,7 @@ pub(crate) fn info_to_c(i: &Info) -> *mut fi_info {
             cd.name = c_strdup(&d.name);
             cd.threading = d.threading;
             cd.control_progress = d.control_progress;
-            cd.__anon0.data_progress = d.data_progress;
+            cd.anon0.data_progress = d.data_progress;
             cd.resource_mgmt = d.resource_mgmt;
             cd.av_type = d.av_type;
             cd.mr_mode = d.mr_mode;
@@ -449,7 +448,7 @@ pub(crate) fn check_version(version: u32) -> Result<(), Error> {
     if !(1..=FI_MAJOR_VERSION).contains(&major) || version > OUR_VERSION {
         rfabric_core::fi_warn!(
             "core",
-            Subsys::Core,
+            FI_LOG_CORE,
             "requested API version {}.{} is not supported (this library implements up to {}.{})",
             major,
             version & 0xffff,
@@ -481,7 +480,7 @@ pub(crate) unsafe fn getinfo_current(
     let (node_s, service_s) = match unsafe { (opt_str(node), opt_str(service)) } {
         (Ok(n), Ok(s)) => (n, s),
         _ => {
-            rfabric_core::fi_warn!("core", Subsys::Core, "node or service is not a terminated string");
+            rfabric_core::fi_warn!("core", FI_LOG_CORE, "node or service is not a terminated string");
             return EINVAL.to_c();
         }
     };
@@ -492,7 +491,7 @@ pub(crate) unsafe fn getinfo_current(
         match unsafe { info_from_c(hints) } {
             Ok(h) => Some(h),
             Err(e) => {
-                rfabric_core::fi_warn!("core", Subsys::Core, "hints hold an unterminated string or oversized address");
+                rfabric_core::fi_warn!("core", FI_LOG_CORE, "hints hold an unterminated string or oversized address");
                 return e.to_c();
             }
         }
@@ -573,7 +572,7 @@ pub(crate) unsafe fn getinfo_current(
 /// Reject hint combinations fi_getinfo(3) calls invalid.
 fn validate_hints(h: &Info, flags: u64) -> Result<(), Error> {
     let bad = |why: &str| {
-        rfabric_core::fi_warn!("core", Subsys::Core, "invalid hints: {}", why);
+        rfabric_core::fi_warn!("core", FI_LOG_CORE, "invalid hints: {}", why);
         Err(EINVAL)
     };
     if flags & FI_SOURCE != 0 && h.src_addr.is_some() && h.dest_addr.is_some() && false {
@@ -606,7 +605,7 @@ pub(crate) unsafe fn fabric_current(attr: *mut fi_fabric_attr, fabric: *mut *mut
     let prov_name = match unsafe { opt_str(a.prov_name) } {
         Ok(Some(n)) => n,
         Ok(None) => {
-            rfabric_core::fi_warn!("core", Subsys::Fabric, "fi_fabric: attr->prov_name is NULL; pass a fabric_attr returned by fi_getinfo");
+            rfabric_core::fi_warn!("core", FI_LOG_FABRIC, "fi_fabric: attr->prov_name is NULL; pass a fabric_attr returned by fi_getinfo");
             return EINVAL.to_c();
         }
         Err(e) => return e.to_c(),
@@ -639,7 +638,7 @@ pub(crate) unsafe fn fabric_current(attr: *mut fi_fabric_attr, fabric: *mut *mut
             }
         };
     }
-    rfabric_core::fi_warn!("core", Subsys::Fabric, "fi_fabric: no provider named {}", prov_name);
+    rfabric_core::fi_warn!("core", FI_LOG_FABRIC, "fi_fabric: no provider named {}", prov_name);
     ENODATA.to_c()
 }
 
@@ -663,7 +662,7 @@ pub unsafe extern "C" fn fi_open(
         }
         // SAFETY: name is non-NULL; bounded read.
         let n = unsafe { opt_str(name) }.ok().flatten().unwrap_or_default();
-        rfabric_core::fi_info!("core", Subsys::Core, "fi_open: no object named {:?} is offered", n);
+        rfabric_core::fi_info!("core", FI_LOG_CORE, "fi_open: no object named {:?} is offered", n);
         ENOSYS.to_c()
     })
 }

@@ -5,8 +5,7 @@
 //! This is an FFI edge: everything a loaded library hands back is checked
 //! before use, and a library that fails any check is skipped with a warning.
 
-use crate::abi::{fi_provider, FI_MAJOR_VERSION, FI_MINOR_VERSION};
-use crate::log::Subsys;
+use crate::abi::{fi_provider, FI_LOG_CORE, FI_MAJOR_VERSION, FI_MINOR_VERSION};
 use std::ffi::{CStr, OsStr};
 use std::path::{Path, PathBuf};
 
@@ -104,7 +103,7 @@ pub fn load_all(dirs: &[PathBuf]) -> Vec<DlProvider> {
         let rd = match std::fs::read_dir(dir) {
             Ok(rd) => rd,
             Err(e) => {
-                crate::fi_info!("core", Subsys::Core, "provider path {}: {}", dir.display(), e);
+                crate::fi_info!("core", FI_LOG_CORE, "provider path {}: {}", dir.display(), e);
                 continue;
             }
         };
@@ -116,10 +115,10 @@ pub fn load_all(dirs: &[PathBuf]) -> Vec<DlProvider> {
         for f in files {
             match load_one(&f) {
                 Ok(p) => {
-                    crate::fi_info!("core", Subsys::Core, "loaded DL provider {} from {}", p.name, f.display());
+                    crate::fi_info!("core", FI_LOG_CORE, "loaded DL provider {} from {}", p.name, f.display());
                     out.push(p)
                 }
-                Err(why) => crate::fi_warn!("core", Subsys::Core, "skipping DL provider {}: {}", f.display(), why),
+                Err(why) => crate::fi_warn!("core", FI_LOG_CORE, "skipping DL provider {}: {}", f.display(), why),
             }
         }
     }
@@ -155,7 +154,7 @@ pub fn load_one(path: &Path) -> Result<DlProvider, String> {
     // SAFETY: non-NULL pointer returned by the provider to its static
     // struct fi_provider, which lives as long as the library stays open.
     let p = unsafe { &*prov };
-    let ours = crate::abi::FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION);
+    let ours = crate::abi::fi_version(FI_MAJOR_VERSION, FI_MINOR_VERSION);
     let major = p.fi_version >> 16;
     if major != FI_MAJOR_VERSION && !(major == 1 && FI_MAJOR_VERSION == 2) {
         return Err(format!("unsupported provider API version {}.{}", major, p.fi_version & 0xffff));
@@ -178,7 +177,7 @@ pub fn load_one(path: &Path) -> Result<DlProvider, String> {
     if p.getinfo.is_none() || p.fabric.is_none() {
         return Err("provider lacks getinfo or fabric".into());
     }
-    let abi = abi_from_elf.unwrap_or(if p.fi_version >= crate::abi::FI_VERSION(2, 8) {
+    let abi = abi_from_elf.unwrap_or(if p.fi_version >= crate::abi::fi_version(2, 8) {
         AbiNode::CURRENT
     } else {
         AbiNode(9)
@@ -222,7 +221,7 @@ fn abi_node_of(raw: *mut libc::c_void) -> Option<AbiNode> {
     // SAFETY: glibc's link_map starts with l_addr, l_name, l_ld.
     let (l_addr, l_ld) = unsafe {
         let m = map as *const usize;
-        (*m, *(m.add(2)) as *const libc::Elf64_Dyn)
+        (*m, *(m.add(2)) as *const Elf64Dyn)
     };
     // ld.so relocates some d_ptr entries in place and not others: an address
     // below the load base is still an offset.
@@ -235,10 +234,10 @@ fn abi_node_of(raw: *mut libc::c_void) -> Option<AbiNode> {
         // SAFETY: the dynamic section is an array terminated by DT_NULL.
         let e = unsafe { &*d };
         match e.d_tag {
-            libc::DT_NULL => break,
-            libc::DT_STRTAB => strtab = e.d_un as usize,
-            0x6fff_fffe => verneed = e.d_un as usize,    // DT_VERNEED
-            0x6fff_ffff => verneednum = e.d_un as usize, // DT_VERNEEDNUM
+            DT_NULL => break,
+            DT_STRTAB => strtab = e.d_un as usize,
+            DT_VERNEED => verneed = e.d_un as usize,   
+            DT_VERNEEDNUM => verneednum = e.d_un as usize,
             _ => {}
         }
         // SAFETY: not yet at DT_NULL, so the next entry exists.
@@ -290,3 +289,14 @@ fn abi_node_of(raw: *mut libc::c_void) -> Option<AbiNode> {
     }
     best.map(AbiNode)
 }
+
+/// One entry of an ELF64 dynamic section.
+#[repr(C)]
+struct Elf64Dyn {
+    d_tag: i64,
+    d_un: u64,
+}
+const DT_NULL: i64 = 0;
+const DT_STRTAB: i64 = 5;
+const DT_VERNEED: i64 = 0x6fff_fffe;
+const DT_VERNEEDNUM: i64 = 0x6fff_ffff;

@@ -9,7 +9,6 @@
 
 use crate::abi::*;
 use crate::info::{DomainAttr, EpAttr, FabricAttr, Info};
-use crate::log::Subsys;
 use crate::provider::Request;
 
 /// Capabilities fi_getinfo(3) calls secondary: a provider may return them
@@ -38,7 +37,7 @@ impl Checker<'_> {
     fn fail(&mut self, field: &str, requested: String, supported: String) {
         if self.why.is_none() {
             let msg = format!("{field}: requested {requested}, supported {supported}");
-            crate::fi_info!(self.prov, Subsys::Core, "{}", msg);
+            crate::fi_info!(self.prov, FI_LOG_CORE, "{}", msg);
             self.why = Some(msg);
         }
     }
@@ -49,7 +48,7 @@ impl Checker<'_> {
         if missing != 0 {
             crate::fi_info!(
                 self.prov,
-                Subsys::Core,
+                FI_LOG_CORE,
                 "{field}: unsupported bits requested: {}",
                 bits_str(missing, ty)
             );
@@ -85,7 +84,7 @@ fn enum_str(v: u32, ty: u32) -> String {
 pub fn check(prov: &str, offer: &Info, hints: &Info, version: u32) -> Result<(), Mismatch> {
     let mut c = Checker { prov, why: None };
     c.bits("caps", hints.caps, offer.caps, FI_TYPE_CAPS);
-    if hints.mode != 0 || version >= FI_VERSION(1, 5) {
+    if hints.mode != 0 || version >= fi_version(1, 5) {
         // The provider's required modes must all be supported by the app.
         let needed = offer.mode & !hints.mode;
         if needed != 0 && hints.mode != 0 {
@@ -193,7 +192,9 @@ fn check_domain(c: &mut Checker<'_>, h: &DomainAttr, o: &DomainAttr, version: u3
     }
     c.same_or_unspec("domain_attr->control_progress", h.control_progress, o.control_progress, FI_PROGRESS_UNSPEC, FI_TYPE_PROGRESS);
     c.same_or_unspec("domain_attr->data_progress", h.data_progress, o.data_progress, FI_PROGRESS_UNSPEC, FI_TYPE_PROGRESS);
-    c.same_or_unspec("domain_attr->resource_mgmt", h.resource_mgmt, o.resource_mgmt, FI_RM_UNSPEC, FI_TYPE_RESOURCE_MGMT);
+    if h.resource_mgmt != FI_RM_UNSPEC && h.resource_mgmt != o.resource_mgmt {
+        c.fail("domain_attr->resource_mgmt", h.resource_mgmt.to_string(), o.resource_mgmt.to_string());
+    }
     c.same_or_unspec("domain_attr->av_type", h.av_type, o.av_type, FI_AV_UNSPEC, FI_TYPE_AV_TYPE);
     check_mr_mode(c, h.mr_mode, o.mr_mode, version);
     c.at_most("domain_attr->mr_key_size", h.mr_key_size as u64, o.mr_key_size as u64);
@@ -228,11 +229,11 @@ fn check_domain(c: &mut Checker<'_>, h: &DomainAttr, o: &DomainAttr, version: u3
 /// fixed bit sets; `FI_MR_UNSPEC` (0) accepts any mode.
 pub fn mr_mode_bits(mode: i32, version: u32) -> u64 {
     let m = mode as u32 as u64;
-    if version < FI_VERSION(1, 5) || m == FI_MR_BASIC || m == FI_MR_SCALABLE {
-        if m == FI_MR_BASIC {
+    if version < fi_version(1, 5) || m == FI_MR_BASIC as u64 || m == FI_MR_SCALABLE as u64 {
+        if m == FI_MR_BASIC as u64 {
             return FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
         }
-        if m == FI_MR_SCALABLE {
+        if m == FI_MR_SCALABLE as u64 {
             return 0;
         }
     }
@@ -246,8 +247,8 @@ fn check_mr_mode(c: &mut Checker<'_>, req: i32, have: i32, version: u32) {
     let app = mr_mode_bits(req, version);
     let needed = have as u32 as u64;
     // FI_MR_BASIC is the old spelling of VIRT_ADDR|ALLOCATED|PROV_KEY.
-    let needed = mr_mode_bits(needed as i32, FI_VERSION(1, 5));
-    let missing = needed & !app & !(FI_MR_BASIC | FI_MR_SCALABLE);
+    let needed = mr_mode_bits(needed as i32, fi_version(1, 5));
+    let missing = needed & !app & !((FI_MR_BASIC | FI_MR_SCALABLE) as u64);
     if missing != 0 {
         c.fail("domain_attr->mr_mode", bits_str(app, FI_TYPE_MR_MODE), format!("needs {}", bits_str(needed, FI_TYPE_MR_MODE)));
     }
@@ -348,7 +349,7 @@ pub fn narrow(offer: &Info, hints: &Info) -> Info {
         if h.av_type != FI_AV_UNSPEC {
             o.av_type = h.av_type;
         }
-        if h.mr_mode != 0 && h.mr_mode as u32 as u64 != FI_MR_BASIC && h.mr_mode as u32 as u64 != FI_MR_SCALABLE {
+        if h.mr_mode != 0 && h.mr_mode as u32 != FI_MR_BASIC && h.mr_mode as u32 != FI_MR_SCALABLE {
             // Report only the bits both sides agree on.
             o.mr_mode = (o.mr_mode as u32 & h.mr_mode as u32) as i32;
         }
@@ -393,7 +394,7 @@ pub fn match_provider(p: &dyn crate::provider::Provider, req: &Request<'_>) -> V
         };
         match p.resolve(fitted, req) {
             Ok(i) => out.push(i),
-            Err(e) => crate::fi_info!(p.name(), Subsys::Core, "cannot resolve node/service: {}", e),
+            Err(e) => crate::fi_info!(p.name(), FI_LOG_CORE, "cannot resolve node/service: {}", e),
         }
     }
     out

@@ -74,25 +74,25 @@ pub fn table(builtins: impl FnOnce() -> Vec<Box<dyn Provider>>) -> &'static Tabl
         let filter = crate::params::provider_filter_from_env();
         let mut entries: Vec<Entry> = Vec::new();
         for p in builtins() {
-            if filter.allows(p.name()) {
+            if !filter.excludes_at_init(p.name()) {
                 entries.push(Entry::Builtin(p));
             } else {
-                crate::fi_info!("core", crate::log::Subsys::Core, "provider {} excluded by FI_PROVIDER", p.name());
+                crate::fi_info!("core", crate::abi::FI_LOG_CORE, "provider {} excluded by FI_PROVIDER", p.name());
             }
         }
         for d in crate::dl::load_all(&crate::dl::search_path()) {
-            if !filter.allows(d.name()) {
-                crate::fi_info!("core", crate::log::Subsys::Core, "provider {} excluded by FI_PROVIDER", d.name());
+            if filter.excludes_at_init(d.name()) {
+                crate::fi_info!("core", crate::abi::FI_LOG_CORE, "provider {} excluded by FI_PROVIDER", d.name());
                 continue;
             }
             if let Some(i) = entries.iter().position(|e| e.name() == d.name()) {
                 // Same name twice: the newer provider version wins, as users expect
                 // when they drop a newer build into FI_PROVIDER_PATH.
                 if d.version() > entries[i].version() {
-                    crate::fi_info!("core", crate::log::Subsys::Core, "DL provider {} ({}) replaces the built-in one", d.name(), d.path().display());
+                    crate::fi_info!("core", crate::abi::FI_LOG_CORE, "DL provider {} ({}) replaces the built-in one", d.name(), d.path().display());
                     entries[i] = Entry::Dl(d);
                 } else {
-                    crate::fi_info!("core", crate::log::Subsys::Core, "DL provider {} ({}) is not newer than the one loaded; skipped", d.name(), d.path().display());
+                    crate::fi_info!("core", crate::abi::FI_LOG_CORE, "DL provider {} ({}) is not newer than the one loaded; skipped", d.name(), d.path().display());
                 }
                 continue;
             }
