@@ -141,7 +141,7 @@ unsafe fn c_dup_prefix(src: *const c_void, size: usize) -> *mut c_void {
     let p = unsafe { libc::calloc(1, size) };
     if !p.is_null() {
         // SAFETY: `p` is a fresh block of `size` bytes; the caller vouches for `src`.
-        unsafe { copy_prefix(src as *const u8, p as *mut u8, size) };
+        unsafe { ptr::copy_nonoverlapping(src as *const u8, p as *mut u8, size) };
     }
     p
 }
@@ -590,3 +590,7 @@ core::arch::global_asm!(
     ".symver rf_fi_dupinfo, fi_dupinfo@@FABRIC_1.10",
     ".symver rf_fi_fabric, fi_fabric@@FABRIC_1.1",
 );
+
+#[cfg(test)]
+#[path = "compat_tests.rs"]
+mod tests;

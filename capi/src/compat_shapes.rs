@@ -49,6 +49,8 @@ pub mod current {
         bind: *mut c_void,
         control: *mut c_void,
         ops_open: *mut c_void,
+        tostr: *mut c_void,
+        ops_set: *mut c_void,
     });
 
     // Only the head of `struct fid_nic` matters here (closing it).
