@@ -12,8 +12,6 @@ mod guard;
 mod compat;
 mod compat_shapes;
 mod getinfo;
-// Temporary: the current fi_getinfo family until getinfo.rs provides it.
-mod getinfo_stub;
 mod log_params;
 mod tostr;
 mod objects;
