@@ -400,6 +400,12 @@ pub fn provider_path_from_env(default_dirs: &str) -> ProviderPath {
     ProviderPath::parse(std::env::var("FI_PROVIDER_PATH").ok().as_deref(), default_dirs)
 }
 
+/// [`define_core_params`], once per process.
+pub fn ensure_core_params() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(define_core_params);
+}
+
 /// Define the core parameters the library honours, so that `fi_getparams`
 /// (and `fi_info -e`) lists them. Idempotent.
 pub fn define_core_params() {
