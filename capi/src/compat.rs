@@ -131,14 +131,38 @@ unsafe fn copy_prefix<S, D>(src: *const S, dst: *mut D, n: usize) {
     unsafe { ptr::copy_nonoverlapping(src as *const u8, dst as *mut u8, n) }
 }
 
-/// A C-allocated block of exactly `size` bytes holding the first `size`
-/// bytes of `src`; NULL when out of memory.
+/// The largest current-shape struct an old-shape block can stand for.
+const PADDED: usize = {
+    let a = [
+        size_of::<fi_info>(),
+        size_of::<fi_tx_attr>(),
+        size_of::<fi_rx_attr>(),
+        size_of::<fi_ep_attr>(),
+        size_of::<fi_domain_attr>(),
+        size_of::<fi_fabric_attr>(),
+    ];
+    let mut m = 0;
+    let mut i = 0;
+    while i < a.len() {
+        if a[i] > m {
+            m = a[i];
+        }
+        i += 1;
+    }
+    m
+};
+
+/// A C-allocated block holding the first `size` bytes of `src`, zero-filled
+/// up to the largest current struct; NULL when out of memory. The shape is
+/// the old one, but an old program that hands the block to a reader of the
+/// current shape (`fi_tostr(info, FI_TYPE_INFO)` does exactly that) makes it
+/// read zeros, not past the end of the block.
 ///
 /// # Safety
 /// `src` is readable for `size` bytes.
 unsafe fn c_dup_prefix(src: *const c_void, size: usize) -> *mut c_void {
     // SAFETY: plain C allocation.
-    let p = unsafe { libc::calloc(1, size) };
+    let p = unsafe { libc::calloc(1, size.max(PADDED)) };
     if !p.is_null() {
         // SAFETY: `p` is a fresh block of `size` bytes; the caller vouches for `src`.
         unsafe { ptr::copy_nonoverlapping(src as *const u8, p as *mut u8, size) };
