@@ -328,9 +328,10 @@ pub const FI_XPU_SUBGROUP: fi_xpu_scope = 1;
 pub const FI_XPU_WORK_GROUP: fi_xpu_scope = 2;
 pub const FI_XPU_DEVICE: fi_xpu_scope = 3;
 
-// ---- Error numbers: positive values; the C API returns them negated. Those below `FI_ERRNO_OFFSET` are the Linux errno values ----
+// ---- Error numbers ----
 
-// Error numbers: positive values; the C API returns them negated. Those below `FI_ERRNO_OFFSET` are the Linux errno values.
+// Positive values; the C API returns them negated. Those below
+// `FI_ERRNO_OFFSET` are the Linux errno values.
 pub const FI_SUCCESS: i32 = 0;
 pub const FI_EPERM: i32 = 1;
 pub const FI_ENOENT: i32 = 2;
@@ -422,7 +423,8 @@ pub const FI_GET_MR_XPU_DESC: i32 = 21;
 
 // ---- `fi_setopt`/`fi_getopt` levels and option names ----
 
-// `fi_setopt`/`fi_getopt` levels and option names (`int` arguments; negative names are provider specific).
+// `fi_setopt`/`fi_getopt` levels and option names (`int` arguments;
+// negative names are provider specific).
 pub const FI_OPT_EFA_RNR_RETRY: i32 = -251265024;
 pub const FI_OPT_EFA_EMULATED_READ: i32 = -251265023;
 pub const FI_OPT_EFA_EMULATED_WRITE: i32 = -251265022;
@@ -594,9 +596,10 @@ pub const FI_ADDR_UNSPEC: fi_addr_t = u64::MAX;
 // Memory key meaning "no key".
 pub const FI_KEY_NOTAVAIL: u64 = u64::MAX;
 
-// ---- Size sentinels: a context count meaning "shared" and an `auth_key_size` meaning "keys come from the AV" ----
+// ---- Size sentinels ----
 
-// Size sentinels: a context count meaning "shared" and an `auth_key_size` meaning "keys come from the AV".
+// A context count meaning "shared" and an `auth_key_size` meaning "keys come
+// from the AV".
 pub const FI_AV_AUTH_KEY: usize = usize::MAX;
 pub const FI_SHARED_CONTEXT: usize = usize::MAX;
 
