@@ -11,14 +11,11 @@
 //! appends it (at most `cap - 2` bytes of text in all), so `fi_tostr_r`
 //! truncates exactly where upstream does.
 
-mod cview;
-
 use std::ffi::{c_char, c_void, CStr};
 use std::fmt::Write as _;
 use std::sync::OnceLock;
 
 use crate::abi::*;
-use cview::{fi_ops,fid,fid_nic,fi_tx_attr,fi_rx_attr,fi_ep_attr,fi_domain_attr,fi_fabric_attr,fi_info,fi_av_attr,fi_cq_attr,fi_mr_attr,fi_cntr_attr,fi_cq_err_entry};
 
 /// Size of the buffer upstream's `fi_tostr` uses.
 pub const UPSTREAM_BUFSIZ: usize = 8192;
@@ -681,7 +678,7 @@ unsafe fn ep_attr(o: &mut Out, a: *const fi_ep_attr, p: &str) {
     };
     o.catf(format_args!("{p}fi_ep_attr:\n"));
     o.catf(format_args!("{p}{TAB}type: "));
-    o.enumval(a.type_ as u64, EP_TYPE);
+    o.enumval(a.r#type as u64, EP_TYPE);
     o.cat_str("\n");
     o.catf(format_args!("{p}{TAB}protocol: "));
     protocol(o, a.protocol);
@@ -720,7 +717,8 @@ unsafe fn domain_attr(o: &mut Out, a: *const fi_domain_attr, p: &str) {
     o.enumval(a.control_progress as u64, PROGRESS);
     o.cat_str("\n");
     o.catf(format_args!("{p}{TAB}data_progress: "));
-    o.enumval(a.data_progress as u64, PROGRESS);
+    // SAFETY: both union members are the same enum in the same slot.
+    o.enumval(unsafe { a.anon0.data_progress } as u64, PROGRESS);
     o.cat_str("\n");
     o.catf(format_args!("{p}{TAB}resource_mgmt: "));
     o.enumval(a.resource_mgmt as u64, RESOURCE_MGMT);
@@ -791,7 +789,7 @@ unsafe fn fabric_attr(o: &mut Out, a: *const fi_fabric_attr, p: &str) {
 unsafe fn av_attr(o: &mut Out, a: &fi_av_attr) {
     o.cat_str("fi_av_attr:\n");
     o.catf(format_args!("{TAB}type: "));
-    o.enumval(a.type_ as u64, AV_TYPE);
+    o.enumval(a.r#type as u64, AV_TYPE);
     o.cat_str("\n");
     o.catf(format_args!("{TAB}count: {}\n", a.count));
     o.catf(format_args!("{TAB}ep_per_node: {}\n", a.ep_per_node));
@@ -825,7 +823,8 @@ fn cq_attr(o: &mut Out, a: &fi_cq_attr) {
 
 fn mr_attr(o: &mut Out, a: &fi_mr_attr) {
     o.cat_str("fi_mr_attr:\n");
-    o.catf(format_args!("{TAB}mr_iov: {}\n", ptr(a.mr_iov)));
+    // SAFETY: both union members are pointers; only the address is printed.
+    o.catf(format_args!("{TAB}mr_iov: {}\n", ptr(unsafe { a.anon0.mr_iov })));
     o.catf(format_args!("{TAB}iov_count: {}\n", a.iov_count));
     o.catf(format_args!("{TAB}access: [ "));
     o.flags(a.access, MR_ACCESS);

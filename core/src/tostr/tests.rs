@@ -1,4 +1,5 @@
 use super::*;
+use crate::abi::*;
 use std::ffi::CString;
 use std::ptr::null;
 
