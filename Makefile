@@ -12,7 +12,7 @@ LIBDIR := $(PREFIX)/lib
 INCLUDEDIR := $(PREFIX)/include
 REAL := libfabric.so.1.$(VERSION)
 
-.PHONY: all build link install check check-rust check-symbols check-valgrind check-install clean
+.PHONY: all build link install check check-rust check-symbols check-compat-c check-valgrind check-install clean
 
 all: build
 
@@ -41,13 +41,21 @@ install: build
 	if [ -d man/man1 ]; then install -d $(PREFIX)/share/man/man1 && install -m 644 man/man1/* $(PREFIX)/share/man/man1/; fi
 	if [ -d man/man7 ]; then install -d $(PREFIX)/share/man/man7 && install -m 644 man/man7/* $(PREFIX)/share/man/man7/; fi
 
-check: check-rust check-symbols check-install
+check: check-rust check-symbols check-compat-c check-install
 
 check-rust:
 	$(CARGO) test $(CARGO_JOBS) --workspace
 
 check-symbols: build
 	tests/symbols/check_symbols.sh build/lib/libfabric.so.1
+
+# A C program bound to the old symbol versions, with exact-size old structs.
+check-compat-c: build
+	mkdir -p build/tests
+	$(CC) -Wall -o build/tests/compat_abi tests/symbols/compat_abi.c -Lbuild/lib -l:libfabric.so.1
+	if command -v valgrind >/dev/null; then \
+		LD_LIBRARY_PATH=build/lib valgrind -q --error-exitcode=9 --leak-check=full --show-possibly-lost=no build/tests/compat_abi; \
+	else LD_LIBRARY_PATH=build/lib build/tests/compat_abi; fi
 
 # The compat conversion tests under valgrind (reads/writes past old sizes, leaks).
 check-valgrind:
