@@ -54,13 +54,13 @@ check-compat-c: build
 	mkdir -p build/tests
 	$(CC) -Wall -o build/tests/compat_abi tests/symbols/compat_abi.c -Lbuild/lib -l:libfabric.so.1
 	if command -v valgrind >/dev/null; then \
-		LD_LIBRARY_PATH=build/lib valgrind -q --error-exitcode=9 --leak-check=full --show-possibly-lost=no build/tests/compat_abi; \
+		LD_LIBRARY_PATH=build/lib valgrind -q --error-exitcode=9 --leak-check=full --show-possibly-lost=no --errors-for-leak-kinds=definite build/tests/compat_abi; \
 	else LD_LIBRARY_PATH=build/lib build/tests/compat_abi; fi
 
 # The compat conversion tests under valgrind (reads/writes past old sizes, leaks).
 check-valgrind:
 	$(CARGO) test $(CARGO_JOBS) -p rfabric-capi --lib --no-run
-	valgrind -q --error-exitcode=9 --leak-check=full --show-possibly-lost=no \
+	valgrind -q --error-exitcode=9 --leak-check=full --show-possibly-lost=no --errors-for-leak-kinds=definite \
 		$$(ls -t target/debug/deps/rfabric_capi-* | grep -v '\.d$$' | head -n1) --test-threads=1
 
 check-install: install
