@@ -20,12 +20,12 @@ use core::ffi::{c_char, c_int, c_void};
 use core::mem::size_of;
 use core::ptr;
 
-use crate::compat_shapes::current::{
+use rfabric_core::abi::{
     fi_domain_attr, fi_ep_attr, fi_fabric_attr, fi_info, fi_rx_attr, fi_tx_attr, fid_fabric,
     fid_nic,
 };
 use crate::compat_shapes::*;
-use crate::getinfo_stub::{dupinfo_current, fabric_current, freeinfo_current, getinfo_current};
+use crate::getinfo::{dupinfo_current, fabric_current, freeinfo_current, getinfo_current};
 
 /// One of the ABI versions whose `fi_info` shape differs from the current one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -12,8 +12,14 @@ mod guard;
 mod compat;
 mod compat_shapes;
 mod getinfo;
-// Temporary: the current fi_getinfo family until getinfo.rs provides it.
-mod getinfo_stub;
 mod log_params;
 mod tostr;
 mod objects;
+mod dl_calls;
+
+use rfabric_core::provider::Provider;
+
+/// The providers built into this library, in preference order.
+pub(crate) fn builtin_providers() -> Vec<Box<dyn Provider>> {
+    rfabric_shm::providers()
+}

@@ -1,1 +1,144 @@
-//! (module stub)
+//! Handles for objects of built-in providers: a `#[repr(C)]` struct whose
+//! first member is the C handle (`fid_fabric`, ...) the application sees,
+//! followed by the Rust object. Ops-table trampolines cast the pointer they
+//! receive back to the handle: one indirect call, no lookup, no lock.
+
+use libc::{c_char, c_int, c_void};
+use rfabric_core::abi::*;
+use rfabric_core::info::FabricAttr;
+use rfabric_core::provider::Fabric;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// Children (domains, EQs, ...) keep their parent open: `fi_close` on a
+/// parent with live children returns `-FI_EBUSY`.
+#[derive(Default)]
+pub(crate) struct RefCount(AtomicUsize);
+
+impl RefCount {
+    pub(crate) fn get(&self) {
+        self.0.fetch_add(1, Ordering::AcqRel);
+    }
+    pub(crate) fn put(&self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+    pub(crate) fn busy(&self) -> bool {
+        self.0.load(Ordering::Acquire) != 0
+    }
+}
+
+#[repr(C)]
+pub(crate) struct FabricHandle {
+    pub(crate) fid: fid_fabric,
+    pub(crate) obj: Box<dyn Fabric>,
+    pub(crate) children: RefCount,
+    pub(crate) prov_name: String,
+}
+
+unsafe extern "C" fn enosys_bind(_f: *mut fid, _b: *mut fid, _flags: u64) -> c_int {
+    -FI_ENOSYS
+}
+unsafe extern "C" fn enosys_control(_f: *mut fid, _cmd: c_int, _arg: *mut c_void) -> c_int {
+    -FI_ENOSYS
+}
+unsafe extern "C" fn enosys_ops_open(_f: *mut fid, _n: *const c_char, _fl: u64, _ops: *mut *mut c_void, _ctx: *mut c_void) -> c_int {
+    -FI_ENOSYS
+}
+unsafe extern "C" fn enosys_ops_set(_f: *mut fid, _n: *const c_char, _fl: u64, _ops: *mut c_void, _ctx: *mut c_void) -> c_int {
+    -FI_ENOSYS
+}
+
+unsafe extern "C" fn fabric_close(f: *mut fid) -> c_int {
+    guard!(-FI_EOTHER, {
+        null_check!(f);
+        let h = f as *mut FabricHandle;
+        // SAFETY: `f` is the first member of a FabricHandle we published.
+        if unsafe { (*h).children.busy() } {
+            return -FI_EBUSY;
+        }
+        // SAFETY: the handle was created by Box::into_raw in publish_fabric
+        // and is closed exactly once (the application's contract).
+        drop(unsafe { Box::from_raw(h) });
+        0
+    })
+}
+
+unsafe extern "C" fn fabric_tostr(f: *const fid, buf: *mut c_char, len: usize) -> c_int {
+    guard!(-FI_EOTHER, {
+        null_check!(f, buf);
+        // SAFETY: f belongs to a FabricHandle.
+        let h = unsafe { &*(f as *const FabricHandle) };
+        let s = format!("fabric {}", h.prov_name);
+        let n = s.len().min(len.saturating_sub(1));
+        if len > 0 {
+            // SAFETY: buf has `len` bytes.
+            unsafe {
+                std::ptr::copy_nonoverlapping(s.as_ptr(), buf as *mut u8, n);
+                *buf.add(n) = 0;
+            }
+        }
+        0
+    })
+}
+
+unsafe extern "C" fn fabric_domain(_f: *mut fid_fabric, _i: *mut fi_info, _d: *mut *mut fid_domain, _c: *mut c_void) -> c_int {
+    -FI_ENOSYS
+}
+unsafe extern "C" fn fabric_domain2(_f: *mut fid_fabric, _i: *mut fi_info, _d: *mut *mut fid_domain, _fl: u64, _c: *mut c_void) -> c_int {
+    -FI_ENOSYS
+}
+unsafe extern "C" fn fabric_passive_ep(_f: *mut fid_fabric, _i: *mut fi_info, _p: *mut *mut fid_pep, _c: *mut c_void) -> c_int {
+    -FI_ENOSYS
+}
+unsafe extern "C" fn fabric_eq_open(_f: *mut fid_fabric, _a: *mut fi_eq_attr, _e: *mut *mut fid_eq, _c: *mut c_void) -> c_int {
+    -FI_ENOSYS
+}
+unsafe extern "C" fn fabric_wait_open(_f: *mut fid_fabric, _a: *mut fi_wait_attr, _w: *mut *mut fid_wait) -> c_int {
+    -FI_ENOSYS
+}
+unsafe extern "C" fn fabric_trywait(_f: *mut fid_fabric, _fids: *mut *mut fid, _n: c_int) -> c_int {
+    -FI_ENOSYS
+}
+
+static FABRIC_FI_OPS: fi_ops = fi_ops {
+    size: std::mem::size_of::<fi_ops>(),
+    close: Some(fabric_close),
+    bind: Some(enosys_bind),
+    control: Some(enosys_control),
+    ops_open: Some(enosys_ops_open),
+    tostr: Some(fabric_tostr),
+    ops_set: Some(enosys_ops_set),
+};
+
+static FABRIC_OPS: fi_ops_fabric = fi_ops_fabric {
+    size: std::mem::size_of::<fi_ops_fabric>(),
+    domain: Some(fabric_domain),
+    passive_ep: Some(fabric_passive_ep),
+    eq_open: Some(fabric_eq_open),
+    wait_open: Some(fabric_wait_open),
+    trywait: Some(fabric_trywait),
+    domain2: Some(fabric_domain2),
+};
+
+/// Hand a provider's fabric object to the application as a `fid_fabric`.
+///
+/// # Safety
+/// `out` is a valid pointer to write the handle to.
+pub(crate) unsafe fn publish_fabric(obj: Box<dyn Fabric>, attr: &FabricAttr, context: *mut c_void, out: *mut *mut fid_fabric) -> c_int {
+    let h = Box::new(FabricHandle {
+        fid: fid_fabric {
+            fid: fid {
+                fclass: FI_CLASS_FABRIC as usize,
+                context,
+                ops: &FABRIC_FI_OPS as *const fi_ops as *mut fi_ops,
+            },
+            ops: &FABRIC_OPS as *const fi_ops_fabric as *mut fi_ops_fabric,
+            api_version: attr.api_version,
+        },
+        obj,
+        children: RefCount::default(),
+        prov_name: attr.prov_name.clone().unwrap_or_default(),
+    });
+    // SAFETY: caller's out pointer.
+    unsafe { *out = Box::into_raw(h) as *mut fid_fabric };
+    0
+}

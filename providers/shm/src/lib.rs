@@ -1,1 +1,4 @@
 //! shm provider
+
+pub mod provider;
+pub use provider::providers;

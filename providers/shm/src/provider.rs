@@ -1,0 +1,160 @@
+//! The `shm` provider's entry in the provider table: what it offers to
+//! `fi_getinfo` and how a fabric is opened.
+
+use rfabric_core::abi::*;
+use rfabric_core::error::Result;
+use rfabric_core::info::{DomainAttr, EpAttr, FabricAttr, Info};
+use rfabric_core::provider::{Fabric, Provider, Request};
+
+pub const NAME: &str = "shm";
+/// Provider version: follows the library's API version.
+pub const VERSION: u32 = fi_version(FI_MAJOR_VERSION, FI_MINOR_VERSION);
+/// Largest payload carried inside a queue entry.
+pub const INJECT_SIZE: usize = 4096;
+
+/// Capabilities shm offers. `FI_REMOTE_COMM` is never among them: shm only
+/// reaches processes on the same node.
+pub const CAPS: u64 = FI_MSG
+    | FI_TAGGED
+    | FI_RMA
+    | FI_ATOMIC
+    | FI_SEND
+    | FI_RECV
+    | FI_READ
+    | FI_WRITE
+    | FI_REMOTE_READ
+    | FI_REMOTE_WRITE
+    | FI_MULTI_RECV
+    | FI_SOURCE
+    | FI_SOURCE_ERR
+    | FI_DIRECTED_RECV
+    | FI_RMA_EVENT
+    | FI_LOCAL_COMM;
+
+const MSG_ORDER: u64 = FI_ORDER_SAS | FI_ORDER_RAR | FI_ORDER_RAW | FI_ORDER_WAR | FI_ORDER_WAW | FI_ORDER_SAR | FI_ORDER_SAW;
+
+pub struct ShmProvider;
+
+impl ShmProvider {
+    fn offer(&self, progress: fi_progress) -> Info {
+        let tx = fi_tx_attr {
+            caps: CAPS & !(FI_RECV | FI_REMOTE_READ | FI_REMOTE_WRITE | FI_MULTI_RECV | FI_DIRECTED_RECV | FI_SOURCE | FI_SOURCE_ERR),
+            mode: 0,
+            op_flags: 0,
+            msg_order: MSG_ORDER,
+            comp_order: FI_ORDER_NONE,
+            inject_size: INJECT_SIZE,
+            size: 1024,
+            iov_limit: 4,
+            rma_iov_limit: 4,
+            tclass: 0,
+        };
+        let rx = fi_rx_attr {
+            caps: CAPS & !(FI_SEND | FI_READ | FI_WRITE),
+            mode: 0,
+            op_flags: 0,
+            msg_order: MSG_ORDER,
+            comp_order: FI_ORDER_NONE,
+            total_buffered_recv: 0,
+            size: 1024,
+            iov_limit: 4,
+        };
+        Info {
+            caps: CAPS,
+            mode: 0,
+            addr_format: FI_ADDR_STR,
+            tx_attr: Some(tx),
+            rx_attr: Some(rx),
+            ep_attr: Some(EpAttr {
+                ep_type: FI_EP_RDM,
+                protocol: FI_PROTO_SHM,
+                protocol_version: 1,
+                max_msg_size: usize::MAX >> 1,
+                max_order_raw_size: usize::MAX >> 1,
+                max_order_war_size: usize::MAX >> 1,
+                max_order_waw_size: usize::MAX >> 1,
+                mem_tag_format: 0xaaaa_aaaa_aaaa_aaaa, // upstream FI_TAG_GENERIC
+                tx_ctx_cnt: 1,
+                rx_ctx_cnt: 1,
+                ..EpAttr::default()
+            }),
+            domain_attr: Some(DomainAttr {
+                name: Some(NAME.to_string()),
+                threading: FI_THREAD_SAFE,
+                control_progress: progress,
+                data_progress: progress,
+                resource_mgmt: FI_RM_ENABLED,
+                av_type: FI_AV_UNSPEC,
+                mr_mode: 0,
+                mr_key_size: 8,
+                cq_data_size: 8,
+                cq_cnt: 1024,
+                ep_cnt: 256,
+                tx_ctx_cnt: 256,
+                rx_ctx_cnt: 256,
+                max_ep_tx_ctx: 1,
+                max_ep_rx_ctx: 1,
+                cntr_cnt: 1024,
+                mr_iov_limit: 1,
+                caps: FI_LOCAL_COMM,
+                max_err_data: 0,
+                mr_cnt: 1 << 16,
+                max_cntr_value: u64::MAX,
+                max_err_cntr_value: u64::MAX,
+                ..DomainAttr::default()
+            }),
+            fabric_attr: Some(FabricAttr {
+                name: Some(NAME.to_string()),
+                prov_name: Some(NAME.to_string()),
+                prov_version: VERSION,
+                api_version: VERSION,
+                fabric: 0,
+            }),
+            ..Info::default()
+        }
+    }
+}
+
+impl Provider for ShmProvider {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+    fn version(&self) -> u32 {
+        VERSION
+    }
+    fn offers(&self) -> Vec<Info> {
+        vec![self.offer(FI_PROGRESS_MANUAL), self.offer(FI_PROGRESS_AUTO)]
+    }
+    fn resolve(&self, mut offer: Info, req: &Request<'_>) -> Result<Info> {
+        if let Some(f) = offer.fabric_attr.as_mut() {
+            f.api_version = req.version;
+        }
+        // A request without explicit progress gets one entry only: MANUAL.
+        let asked_progress = req
+            .hints
+            .and_then(|h| h.domain_attr.as_ref())
+            .map_or(FI_PROGRESS_UNSPEC, |d| d.data_progress);
+        if asked_progress == FI_PROGRESS_UNSPEC
+            && offer.domain_attr.as_ref().is_some_and(|d| d.data_progress == FI_PROGRESS_AUTO)
+        {
+            return Err(rfabric_core::error::ENODATA);
+        }
+        Ok(offer)
+    }
+    fn fabric(&self, _attr: &FabricAttr) -> Result<Box<dyn Fabric>> {
+        Ok(Box::new(ShmFabric))
+    }
+}
+
+pub struct ShmFabric;
+
+impl Fabric for ShmFabric {
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}
+
+/// The providers this crate contributes to the table.
+pub fn providers() -> Vec<Box<dyn Provider>> {
+    vec![Box::new(ShmProvider)]
+}
