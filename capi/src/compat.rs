@@ -49,6 +49,9 @@ pub(crate) struct Shape {
     pub ep: usize,
     pub domain: usize,
     pub fabric: usize,
+    /// Bytes of the fabric attributes that hold members: the 1.0 shape ends
+    /// in 4 bytes of padding where the current one has `api_version`.
+    pub fabric_members: usize,
     /// `fi_info.nic` exists (ABI 1.2 and later).
     pub nic: bool,
     /// `fi_ep_attr.auth_key` / `fi_domain_attr.auth_key` exist (ABI 1.1 and later).
@@ -89,9 +92,12 @@ impl CompatVer {
             V1_0 | V1_1 => (size_of::<fi_info_1_0>(), false),
             _ => (size_of::<fi_info_1_2>(), true),
         };
-        let fabric = match self {
-            V1_0 => size_of::<fi_fabric_attr_1_0>(),
-            _ => size_of::<fi_fabric_attr>(),
+        let (fabric, fabric_members) = match self {
+            V1_0 => (
+                size_of::<fi_fabric_attr_1_0>(),
+                core::mem::offset_of!(fi_fabric_attr_1_0, prov_version) + size_of::<u32>(),
+            ),
+            _ => (size_of::<fi_fabric_attr>(), size_of::<fi_fabric_attr>()),
         };
         Shape {
             info,
@@ -100,6 +106,7 @@ impl CompatVer {
             ep,
             domain,
             fabric,
+            fabric_members,
             nic,
             auth_key: !matches!(self, V1_0),
         }
@@ -225,7 +232,7 @@ pub(crate) unsafe fn widen_info(old: *const c_void, v: CompatVer) -> *mut fi_inf
             info.domain_attr = &mut dom;
         }
         if !(*head).fabric_attr.is_null() {
-            copy_prefix((*head).fabric_attr, &mut fab, s.fabric);
+            copy_prefix((*head).fabric_attr, &mut fab, s.fabric_members);
             info.fabric_attr = &mut fab;
         }
     }
@@ -555,7 +562,7 @@ pub unsafe extern "C" fn rf_compat_fi_fabric_1_0(
         // SAFETY: all-zero is a valid fi_fabric_attr.
         let mut wide: fi_fabric_attr = unsafe { core::mem::zeroed() };
         // SAFETY: the program's struct is at least the 1.0 size.
-        unsafe { copy_prefix(attr, &mut wide, size_of::<fi_fabric_attr_1_0>()) };
+        unsafe { copy_prefix(attr, &mut wide, CompatVer::V1_0.shape().fabric_members) };
         wide.api_version = (1 << 16) | 0;
         // SAFETY: `wide` is valid for the call; the rest is the program's contract.
         unsafe { fabric_current(&mut wide, fabric, context) }

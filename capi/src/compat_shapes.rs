@@ -5,11 +5,13 @@
 //! `tests/abi/layout.tsv`. Every old shape is a byte prefix of the current
 //! one, which is what lets the conversions copy "the first N bytes".
 //!
-//! The current shapes are defined here until `rfabric_core::abi` provides
-//! them; then the `current` module below becomes a re-export.
+//! The old shapes here are untyped views (attribute pointers are `void *`),
+//! which keeps the conversions generic over versions; `rfabric_core::abi`
+//! has the typed mirrors. Both are checked against the same table.
 #![allow(non_camel_case_types, dead_code)]
 
 use core::ffi::{c_char, c_int, c_void};
+
 
 /// Declares a `#[repr(C)]` struct and a table of its members
 /// (name, offset, size) for the layout tests.
@@ -26,143 +28,6 @@ macro_rules! c_struct {
             ];
         }
     };
-}
-
-pub mod current {
-    use super::*;
-
-    /// Opaque handle types: only ever used behind pointers here.
-    #[repr(C)]
-    pub struct fid_fabric {
-        _opaque: [u8; 0],
-    }
-
-    c_struct!(fid {
-        fclass: usize,
-        context: *mut c_void,
-        ops: *mut fi_ops,
-    });
-
-    c_struct!(fi_ops {
-        size: usize,
-        close: Option<unsafe extern "C" fn(*mut fid) -> c_int>,
-        bind: *mut c_void,
-        control: *mut c_void,
-        ops_open: *mut c_void,
-        tostr: *mut c_void,
-        ops_set: *mut c_void,
-    });
-
-    // Only the head of `struct fid_nic` matters here (closing it).
-    c_struct!(fid_nic {
-        fid: fid,
-        device_attr: *mut c_void,
-        bus_attr: *mut c_void,
-        link_attr: *mut c_void,
-        prov_attr: *mut c_void,
-    });
-
-    c_struct!(fi_tx_attr {
-        caps: u64,
-        mode: u64,
-        op_flags: u64,
-        msg_order: u64,
-        comp_order: u64,
-        inject_size: usize,
-        size: usize,
-        iov_limit: usize,
-        rma_iov_limit: usize,
-        tclass: u32,
-    });
-
-    c_struct!(fi_rx_attr {
-        caps: u64,
-        mode: u64,
-        op_flags: u64,
-        msg_order: u64,
-        comp_order: u64,
-        total_buffered_recv: usize,
-        size: usize,
-        iov_limit: usize,
-    });
-
-    c_struct!(fi_ep_attr {
-        r#type: u32,
-        protocol: u32,
-        protocol_version: u32,
-        max_msg_size: usize,
-        msg_prefix_size: usize,
-        max_order_raw_size: usize,
-        max_order_war_size: usize,
-        max_order_waw_size: usize,
-        mem_tag_format: u64,
-        tx_ctx_cnt: usize,
-        rx_ctx_cnt: usize,
-        auth_key_size: usize,
-        auth_key: *mut u8,
-        xpu_ctx: *mut c_void,
-    });
-
-    c_struct!(fi_domain_attr {
-        domain: *mut c_void,
-        name: *mut c_char,
-        threading: u32,
-        control_progress: u32,
-        data_progress: u32,
-        resource_mgmt: u32,
-        av_type: u32,
-        mr_mode: c_int,
-        mr_key_size: usize,
-        cq_data_size: usize,
-        cq_cnt: usize,
-        ep_cnt: usize,
-        tx_ctx_cnt: usize,
-        rx_ctx_cnt: usize,
-        max_ep_tx_ctx: usize,
-        max_ep_rx_ctx: usize,
-        max_ep_stx_ctx: usize,
-        max_ep_srx_ctx: usize,
-        cntr_cnt: usize,
-        mr_iov_limit: usize,
-        caps: u64,
-        mode: u64,
-        auth_key: *mut u8,
-        auth_key_size: usize,
-        max_err_data: usize,
-        mr_cnt: usize,
-        tclass: u32,
-        max_ep_auth_key: usize,
-        max_group_id: u32,
-        max_cntr_value: u64,
-        max_err_cntr_value: u64,
-        max_xpu_ctx_cnt: usize,
-    });
-
-    c_struct!(fi_fabric_attr {
-        fabric: *mut fid_fabric,
-        name: *mut c_char,
-        prov_name: *mut c_char,
-        prov_version: u32,
-        api_version: u32,
-    });
-
-    c_struct!(fi_info {
-        next: *mut fi_info,
-        caps: u64,
-        mode: u64,
-        addr_format: u32,
-        src_addrlen: usize,
-        dest_addrlen: usize,
-        src_addr: *mut c_void,
-        dest_addr: *mut c_void,
-        handle: *mut fid,
-        tx_attr: *mut fi_tx_attr,
-        rx_attr: *mut fi_rx_attr,
-        ep_attr: *mut fi_ep_attr,
-        domain_attr: *mut fi_domain_attr,
-        fabric_attr: *mut fi_fabric_attr,
-        nic: *mut fid_nic,
-    });
 }
 
 // ---- old shapes (layout-compat.tsv) ----

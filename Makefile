@@ -1,0 +1,71 @@
+# rfabric: build, link and install libfabric.so.1.
+#   make build                 cargo build --release, then link build/lib/libfabric.so.1
+#   make install PREFIX=/opt/x (default: ./prefix)
+#   make check                 Rust tests, symbol table check, installed-prefix check
+#   make clean
+
+PREFIX ?= $(CURDIR)/prefix
+VERSION := 2.8.0
+CARGO ?= cargo
+CARGO_JOBS ?= -j1
+LIBDIR := $(PREFIX)/lib
+INCLUDEDIR := $(PREFIX)/include
+REAL := libfabric.so.1.$(VERSION)
+
+.PHONY: all build link install check check-rust check-symbols check-compat-c check-valgrind check-install clean
+
+all: build
+
+build:
+	$(CARGO) build $(CARGO_JOBS) --release -p rfabric-capi -p rfabric-fi-info
+	$(MAKE) link
+
+link:
+	RFABRIC_VERSION=$(VERSION) capi/link.sh target/release/librfabric_capi.a build/lib
+
+install: build
+	install -d $(LIBDIR) $(LIBDIR)/pkgconfig $(INCLUDEDIR)/rdma $(PREFIX)/bin
+	install -m 755 build/lib/$(REAL) $(LIBDIR)/$(REAL)
+	ln -sf $(REAL) $(LIBDIR)/libfabric.so.1
+	ln -sf libfabric.so.1 $(LIBDIR)/libfabric.so
+	if [ -d include/rdma ]; then \
+		find include/rdma -name '*.h' | while read -r h; do \
+			d=$(INCLUDEDIR)/$${h#include/}; install -d "$$(dirname "$$d")"; install -m 644 "$$h" "$$d"; \
+		done; \
+	fi
+	sed -e 's|@prefix@|$(PREFIX)|' -e 's|@libdir@|$${prefix}/lib|' \
+	    -e 's|@includedir@|$${prefix}/include|' -e 's|@version@|$(VERSION)|' \
+	    pkgconfig/libfabric.pc.in > $(LIBDIR)/pkgconfig/libfabric.pc
+	install -m 755 target/release/fi_info $(PREFIX)/bin/fi_info
+	if [ -d man/man3 ]; then install -d $(PREFIX)/share/man/man3 && install -m 644 man/man3/* $(PREFIX)/share/man/man3/; fi
+	if [ -d man/man1 ]; then install -d $(PREFIX)/share/man/man1 && install -m 644 man/man1/* $(PREFIX)/share/man/man1/; fi
+	if [ -d man/man7 ]; then install -d $(PREFIX)/share/man/man7 && install -m 644 man/man7/* $(PREFIX)/share/man/man7/; fi
+
+check: check-rust check-symbols check-compat-c check-install
+
+check-rust:
+	$(CARGO) test $(CARGO_JOBS) --workspace
+
+check-symbols: build
+	tests/symbols/check_symbols.sh build/lib/libfabric.so.1
+
+# A C program bound to the old symbol versions, with exact-size old structs.
+check-compat-c: build
+	mkdir -p build/tests
+	$(CC) -Wall -o build/tests/compat_abi tests/symbols/compat_abi.c -Lbuild/lib -l:libfabric.so.1
+	if command -v valgrind >/dev/null; then \
+		LD_LIBRARY_PATH=build/lib valgrind -q --error-exitcode=9 --leak-check=full --show-possibly-lost=no --errors-for-leak-kinds=definite build/tests/compat_abi; \
+	else LD_LIBRARY_PATH=build/lib build/tests/compat_abi; fi
+
+# The compat conversion tests under valgrind (reads/writes past old sizes, leaks).
+check-valgrind:
+	$(CARGO) test $(CARGO_JOBS) -p rfabric-capi --lib --no-run
+	valgrind -q --error-exitcode=9 --leak-check=full --show-possibly-lost=no --errors-for-leak-kinds=definite \
+		$$(ls -t target/debug/deps/rfabric_capi-* | grep -v '\.d$$' | head -n1) --test-threads=1
+
+check-install: install
+	RFABRIC_VERSION=$(VERSION) tests/pkgconfig/check_pkgconfig.sh $(PREFIX)
+
+clean:
+	$(CARGO) clean
+	rm -rf build prefix
