@@ -682,3 +682,23 @@ fn cstr_of(p: *const c_char) -> Option<&'static CStr> {
         Some(unsafe { CStr::from_ptr(p) })
     }
 }
+
+/// fi_fabric2(3): open the fabric an `fi_info` from fi_getinfo describes.
+#[no_mangle]
+pub unsafe extern "C" fn fi_fabric2(info: *mut fi_info, fabric: *mut *mut fid_fabric, flags: u64, context: *mut c_void) -> c_int {
+    guard!(-(FI_EOTHER), {
+        null_check!(info, fabric);
+        if flags != 0 {
+            rfabric_core::fi_warn!("core", FI_LOG_FABRIC, "fi_fabric2: unknown flags {:#x}", flags);
+            return EINVAL.to_c();
+        }
+        // SAFETY: info is non-NULL; its fabric_attr is NULL or valid.
+        let attr = unsafe { (*info).fabric_attr };
+        if attr.is_null() {
+            rfabric_core::fi_warn!("core", FI_LOG_FABRIC, "fi_fabric2: info->fabric_attr is NULL");
+            return EINVAL.to_c();
+        }
+        // SAFETY: checked arguments, current-shape attr.
+        unsafe { fabric_current(attr, fabric, context) }
+    })
+}

@@ -10,6 +10,11 @@
 extern "C" {
 #endif // __cplusplus
 
+/**
+ * fi_fabric2(3): open the fabric an `fi_info` from fi_getinfo describes.
+ */
+int fi_fabric2(fi_info *info, fid_fabric **fabric, uint64_t flags, void *context);
+
 void fi_freeparams(struct fi_param *params);
 
 int fi_getparams(struct fi_param **params, int *count);
@@ -62,11 +67,11 @@ uint32_t fi_version(void);
  * `fi_fabric@FABRIC_1.0`: the attribute struct has no `api_version`; the
  * program's API version is somewhere in 1.0 … 1.4, so 1.0 is assumed.
  */
-int rf_compat_fi_fabric_1_0(const void *attr, struct fid_fabric **fabric, void *context);
+int rf_compat_fi_fabric_1_0(const void *attr, fid_fabric **fabric, void *context);
 
 fi_info *rf_fi_dupinfo(const fi_info *info);
 
-int rf_fi_fabric(fi_fabric_attr *attr, struct fid_fabric **fabric, void *context);
+int rf_fi_fabric(fi_fabric_attr *attr, fid_fabric **fabric, void *context);
 
 void rf_fi_freeinfo(fi_info *info);
 
