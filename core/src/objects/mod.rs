@@ -4,3 +4,4 @@
 
 mod c;
 pub mod wait;
+pub mod cq;
