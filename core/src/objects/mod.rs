@@ -5,3 +5,5 @@
 mod c;
 pub mod wait;
 pub mod cq;
+pub mod cntr;
+pub mod eq;
