@@ -15,6 +15,9 @@ pub const FI_PEEK: u64 = 1 << 19;
 pub const FI_DISCARD: u64 = 1 << 58;
 pub const FI_CLAIM: u64 = 1 << 59;
 pub const FI_AV_USER_ID: u64 = 1 << 41;
+pub const FI_MORE: u64 = 1 << 18;
+pub const FI_SYNC_ERR: u64 = 1 << 58;
+pub const FI_FIREWALL_ADDR: u64 = 1 << 42;
 
 pub const FI_EAGAIN: i32 = 11;
 pub const FI_EAVAIL: i32 = 259;
@@ -28,6 +31,7 @@ pub const FI_EACCES: i32 = 13;
 pub const FI_ENOSPC: i32 = 28;
 pub const FI_ENOMSG: i32 = 42;
 pub const FI_EADDRNOTAVAIL: i32 = 99;
+pub const FI_EBADFLAGS: i32 = 260;
 
 pub const FI_CQ_FORMAT_UNSPEC: u32 = 0;
 pub const FI_CQ_FORMAT_CONTEXT: u32 = 1;
@@ -91,7 +95,8 @@ mod tests {
             ("FI_REMOTE_WRITE", FI_REMOTE_WRITE), ("FI_MULTI_RECV", FI_MULTI_RECV),
             ("FI_REMOTE_CQ_DATA", FI_REMOTE_CQ_DATA), ("FI_PEEK", FI_PEEK),
             ("FI_DISCARD", FI_DISCARD), ("FI_CLAIM", FI_CLAIM),
-            ("FI_AV_USER_ID", FI_AV_USER_ID),
+            ("FI_AV_USER_ID", FI_AV_USER_ID), ("FI_MORE", FI_MORE),
+            ("FI_SYNC_ERR", FI_SYNC_ERR), ("FI_FIREWALL_ADDR", FI_FIREWALL_ADDR),
         ] {
             check(n, v as i64);
         }
@@ -99,7 +104,8 @@ mod tests {
             ("FI_EAGAIN", FI_EAGAIN), ("FI_EAVAIL", FI_EAVAIL), ("FI_ENOKEY", FI_ENOKEY),
             ("FI_EKEYREJECTED", FI_EKEYREJECTED), ("FI_ECANCELED", FI_ECANCELED),
             ("FI_EOVERFLOW", FI_EOVERFLOW), ("FI_ETIMEDOUT", FI_ETIMEDOUT),
-            ("FI_ETOOSMALL", FI_ETOOSMALL), ("FI_EACCES", FI_EACCES), ("FI_ENOSPC", FI_ENOSPC),
+            ("FI_ETOOSMALL", FI_ETOOSMALL), ("FI_ENOMSG", FI_ENOMSG),
+            ("FI_EADDRNOTAVAIL", FI_EADDRNOTAVAIL), ("FI_EBADFLAGS", FI_EBADFLAGS), ("FI_EACCES", FI_EACCES), ("FI_ENOSPC", FI_ENOSPC),
         ] {
             check(n, v as i64);
         }

@@ -7,3 +7,4 @@ pub mod wait;
 pub mod cq;
 pub mod cntr;
 pub mod eq;
+pub mod av;
