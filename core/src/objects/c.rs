@@ -16,6 +16,8 @@ pub const FI_DISCARD: u64 = 1 << 58;
 pub const FI_CLAIM: u64 = 1 << 59;
 pub const FI_AV_USER_ID: u64 = 1 << 41;
 pub const FI_MORE: u64 = 1 << 18;
+pub const FI_MR_VIRT_ADDR: u64 = 1 << 4;
+pub const FI_MR_PROV_KEY: u64 = 1 << 6;
 pub const FI_SYNC_ERR: u64 = 1 << 58;
 pub const FI_FIREWALL_ADDR: u64 = 1 << 42;
 
@@ -95,7 +97,8 @@ mod tests {
             ("FI_REMOTE_WRITE", FI_REMOTE_WRITE), ("FI_MULTI_RECV", FI_MULTI_RECV),
             ("FI_REMOTE_CQ_DATA", FI_REMOTE_CQ_DATA), ("FI_PEEK", FI_PEEK),
             ("FI_DISCARD", FI_DISCARD), ("FI_CLAIM", FI_CLAIM),
-            ("FI_AV_USER_ID", FI_AV_USER_ID), ("FI_MORE", FI_MORE),
+            ("FI_AV_USER_ID", FI_AV_USER_ID), ("FI_MORE", FI_MORE), ("FI_MR_VIRT_ADDR", FI_MR_VIRT_ADDR),
+            ("FI_MR_PROV_KEY", FI_MR_PROV_KEY),
             ("FI_SYNC_ERR", FI_SYNC_ERR), ("FI_FIREWALL_ADDR", FI_FIREWALL_ADDR),
         ] {
             check(n, v as i64);

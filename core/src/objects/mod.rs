@@ -8,3 +8,4 @@ pub mod cq;
 pub mod cntr;
 pub mod eq;
 pub mod av;
+pub mod mr;
