@@ -415,4 +415,5 @@ pub fn prov_attr_only(name: &str, version: u32, api_version: u32) -> Info {
 }
 
 #[cfg(test)]
+#[path = "getinfo_tests.rs"]
 mod tests;

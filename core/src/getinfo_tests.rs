@@ -1,0 +1,141 @@
+use super::*;
+use crate::info::{DomainAttr, EpAttr, FabricAttr, Info};
+
+fn offer() -> Info {
+    let mut i = Info::alloc();
+    i.caps = FI_MSG | FI_TAGGED | FI_SEND | FI_RECV | FI_LOCAL_COMM | FI_SOURCE;
+    i.addr_format = FI_ADDR_STR;
+    i.mode = FI_CONTEXT;
+    let tx = i.tx_attr.as_mut().unwrap();
+    tx.inject_size = 64;
+    tx.size = 128;
+    tx.iov_limit = 4;
+    tx.msg_order = FI_ORDER_SAS;
+    i.ep_attr = Some(EpAttr { ep_type: FI_EP_RDM, max_msg_size: 1 << 20, tx_ctx_cnt: 1, rx_ctx_cnt: 1, ..EpAttr::default() });
+    i.domain_attr = Some(DomainAttr {
+        name: Some("dom".into()),
+        threading: FI_THREAD_DOMAIN,
+        control_progress: FI_PROGRESS_MANUAL,
+        data_progress: FI_PROGRESS_MANUAL,
+        mr_mode: (FI_MR_LOCAL | FI_MR_VIRT_ADDR) as i32,
+        cq_cnt: 8,
+        ..DomainAttr::default()
+    });
+    i.fabric_attr = Some(FabricAttr { name: Some("fab".into()), prov_name: Some("p".into()), prov_version: 5, ..FabricAttr::default() });
+    i
+}
+
+fn hints() -> Info {
+    let mut h = Info::alloc();
+    h.mode = FI_CONTEXT;
+    h
+}
+
+const V: u32 = fi_version(2, 8);
+
+#[test]
+fn empty_hints_match() {
+    assert!(check("p", &offer(), &hints(), V).is_ok());
+}
+
+#[test]
+fn caps_primary_and_secondary() {
+    let mut h = hints();
+    h.caps = FI_MSG | FI_SOURCE;
+    assert!(check("p", &offer(), &h, V).is_ok());
+    h.caps = FI_RMA;
+    assert!(check("p", &offer(), &h, V).unwrap_err().0.contains("caps"));
+    h.caps = FI_MSG | FI_REMOTE_COMM;
+    assert!(check("p", &offer(), &h, V).is_err());
+}
+
+#[test]
+fn narrowed_caps_keep_secondary_and_drop_unrequested_primary() {
+    let mut h = hints();
+    h.caps = FI_MSG;
+    let n = narrow(&offer(), &h);
+    assert_eq!(n.caps & FI_TAGGED, 0);
+    assert_ne!(n.caps & FI_MSG, 0);
+    assert_ne!(n.caps & FI_SOURCE, 0, "secondary caps may be returned");
+}
+
+#[test]
+fn required_mode_must_be_supported() {
+    let mut h = hints();
+    h.mode = FI_MSG_PREFIX;
+    assert!(check("p", &offer(), &h, V).unwrap_err().0.contains("mode"));
+}
+
+#[test]
+fn ep_type_addr_format_and_names() {
+    let mut h = hints();
+    h.ep_attr.as_mut().unwrap().ep_type = FI_EP_MSG;
+    assert!(check("p", &offer(), &h, V).is_err());
+    let mut h = hints();
+    h.addr_format = FI_SOCKADDR_IN;
+    assert!(check("p", &offer(), &h, V).is_err());
+    let mut h = hints();
+    h.domain_attr.as_mut().unwrap().name = Some("other".into());
+    assert!(check("p", &offer(), &h, V).is_err());
+    let mut h = hints();
+    h.fabric_attr.as_mut().unwrap().name = Some("fab".into());
+    h.fabric_attr.as_mut().unwrap().prov_name = Some("x;p".into());
+    assert!(check("p", &offer(), &h, V).is_ok());
+    h.fabric_attr.as_mut().unwrap().prov_name = Some("q".into());
+    assert!(check("p", &offer(), &h, V).is_err());
+}
+
+#[test]
+fn threading_order() {
+    let mut h = hints();
+    h.domain_attr.as_mut().unwrap().threading = FI_THREAD_SAFE;
+    assert!(check("p", &offer(), &h, V).is_err(), "DOMAIN offer cannot serve SAFE");
+    h.domain_attr.as_mut().unwrap().threading = FI_THREAD_ENDPOINT;
+    assert!(check("p", &offer(), &h, V).is_ok(), "DOMAIN offer serves ENDPOINT");
+}
+
+#[test]
+fn limits_and_sizes() {
+    let mut h = hints();
+    h.tx_attr.as_mut().unwrap().inject_size = 65;
+    assert!(check("p", &offer(), &h, V).unwrap_err().0.contains("inject_size"));
+    let mut h = hints();
+    h.ep_attr.as_mut().unwrap().max_msg_size = 2 << 20;
+    assert!(check("p", &offer(), &h, V).is_err());
+    let mut h = hints();
+    h.tx_attr.as_mut().unwrap().inject_size = 16;
+    let n = narrow(&offer(), &h);
+    assert_eq!(n.tx_attr.unwrap().inject_size, 16);
+}
+
+#[test]
+fn mr_mode_rules() {
+    let mut h = hints();
+    // App supports nothing the provider requires.
+    h.domain_attr.as_mut().unwrap().mr_mode = FI_MR_ALLOCATED as i32;
+    assert!(check("p", &offer(), &h, V).unwrap_err().0.contains("mr_mode"));
+    h.domain_attr.as_mut().unwrap().mr_mode = (FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED) as i32;
+    assert!(check("p", &offer(), &h, V).is_ok());
+    // FI_MR_UNSPEC accepts any.
+    h.domain_attr.as_mut().unwrap().mr_mode = 0;
+    assert!(check("p", &offer(), &h, V).is_ok());
+    // Before 1.5, FI_MR_BASIC stands for VIRT_ADDR|ALLOCATED|PROV_KEY: no FI_MR_LOCAL.
+    h.domain_attr.as_mut().unwrap().mr_mode = FI_MR_BASIC as i32;
+    assert!(check("p", &offer(), &h, fi_version(1, 4)).is_err());
+}
+
+#[test]
+fn progress_must_match_when_given() {
+    let mut h = hints();
+    h.domain_attr.as_mut().unwrap().data_progress = FI_PROGRESS_AUTO;
+    assert!(check("p", &offer(), &h, V).is_err());
+    h.domain_attr.as_mut().unwrap().data_progress = FI_PROGRESS_MANUAL;
+    assert!(check("p", &offer(), &h, V).is_ok());
+}
+
+#[test]
+fn prov_attr_only_has_only_names() {
+    let i = prov_attr_only("shm", 7, V);
+    assert!(i.tx_attr.is_none() && i.domain_attr.is_none());
+    assert_eq!(i.prov_name(), Some("shm"));
+}
