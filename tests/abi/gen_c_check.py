@@ -86,6 +86,11 @@ EXTRA_CONSTANTS = {
     "FI_XPU_PROV_SHM": (2, "provider id of the shm provider's host XPU"),
 }
 
+# Only libfabric's own names are checked.  The constant table also lists a
+# few PTHREAD_* enumerators that leaked in from <pthread.h>; their values
+# belong to the C library, and several exist only with _GNU_SOURCE.
+FOREIGN_PREFIX_OK = ("FI_",)
+
 ANON_RE = re.compile(r"^\(anonymous ")
 BITFIELD_RE = re.compile(r":\s*\d+\s*$")
 IDENT_RE = re.compile(r"^[A-Za-z_][A-Za-z_0-9]*$")
@@ -214,6 +219,11 @@ def load_items(tables, use_types=True):
     _, consts = read_tsv(os.path.join(tables, "constants.tsv"))
     for lineno, cols in consts:
         name, value = cols[0], int(cols[1])
+        if not name.startswith(FOREIGN_PREFIX_OK):
+            notes.append("constants.tsv:%d %s: not a libfabric name (it comes "
+                         "from a system header the tables' headers pulled "
+                         "in), not checked" % (lineno, name))
+            continue
         rel = CONSTANT_RELATIONS.get(name)
         op = rel[0] if rel else "=="
         v = rel[1] if rel else value
@@ -445,7 +455,11 @@ def main(argv):
     elif args.mode == "explain":
         # One line per problem:  FAILED key / BROKEN key<TAB>error / OTHER line
         failed, broken, other = explain(args.generated, args.errors)
-        lines = ["FAILED\t%s" % k for k in failed]
+        decls = {}
+        for it in items:
+            if it.kind == "type":
+                decls[it.key] = it.decl
+        lines = ["FAILED\t%s\t%s" % (k, decls.get(k, "")) for k in failed]
         lines += ["BROKEN\t%s\t%s" % (k, v) for k, v in broken.items()]
         lines += ["OTHER\t%s" % o for o in other]
         text = "\n".join(lines) + ("\n" if lines else "")
