@@ -185,6 +185,16 @@ else
 	skip "sample against system headers (none installed)"
 fi
 
+# The roff man pages must be rebuilt from their Markdown sources.
+for md in man/*.md; do
+	[ -f "$md" ] || continue
+	if $PY man/md2man.py --check "$md" >"$TMP/man.out" 2>&1; then
+		pass "${md%.md} up to date with $md"
+	else
+		fail "${md%.md} up to date with $md"; show "$TMP/man.out"
+	fi
+done
+
 # 6. The checks can fail: alter one struct size and one constant in a copy of
 # the tables; each must break the build.
 mkdir -p "$TMP/bad"
