@@ -86,6 +86,11 @@ EXTRA_CONSTANTS = {
     "FI_XPU_PROV_SHM": (2, "provider id of the shm provider's host XPU"),
 }
 
+# Only libfabric's own names are checked.  The constant table also lists a
+# few PTHREAD_* enumerators that leaked in from <pthread.h>; their values
+# belong to the C library, and several exist only with _GNU_SOURCE.
+FOREIGN_PREFIX_OK = ("FI_",)
+
 ANON_RE = re.compile(r"^\(anonymous ")
 BITFIELD_RE = re.compile(r":\s*\d+\s*$")
 IDENT_RE = re.compile(r"^[A-Za-z_][A-Za-z_0-9]*$")
@@ -214,6 +219,11 @@ def load_items(tables, use_types=True):
     _, consts = read_tsv(os.path.join(tables, "constants.tsv"))
     for lineno, cols in consts:
         name, value = cols[0], int(cols[1])
+        if not name.startswith(FOREIGN_PREFIX_OK):
+            notes.append("constants.tsv:%d %s: not a libfabric name (it comes "
+                         "from a system header the tables' headers pulled "
+                         "in), not checked" % (lineno, name))
+            continue
         rel = CONSTANT_RELATIONS.get(name)
         op = rel[0] if rel else "=="
         v = rel[1] if rel else value
@@ -246,46 +256,46 @@ def emit_prologue(out, headers, lang, mode):
     for h in headers:
         out.append("#include <%s>" % h)
     out.append("")
-    if lang == "c":
-        out.append("#define ABI_ASSERT(cond, msg) _Static_assert(cond, msg)")
-        out.append("#define ABI_SAME_TYPE(expr, T) _Generic((expr), T: 1, "
-                   "default: 0)")
-    else:
-        out.append("#define ABI_ASSERT(cond, msg) static_assert(cond, msg)")
-        out.append("#define ABI_SAME_TYPE(expr, T) "
-                   "(std::is_same<decltype(expr), T>::value)")
-    out.append("#define ABI_MEMBER(T, m) (((T *)0)->m)")
     out.append("")
 
 
-def assert_line(it):
+def assert_line(it, lang):
+    """One static assertion, written out in full (no macros) so that a
+    compiler error always points at the item's own line."""
+    sa = "_Static_assert" if lang == "c" else "static_assert"
     msg = c_string_literal(it.key)
+
+    def member(t, m):
+        return "(((%s *)0)->%s)" % (t, m)
+
     if it.kind == "sizeof":
-        return "ABI_ASSERT(sizeof(%s) == %d, %s);" % (it.type, it.value, msg)
-    if it.kind == "offsetof":
-        return "ABI_ASSERT(offsetof(%s, %s) == %d, %s);" % (
-            it.type, it.member, it.value, msg)
-    if it.kind == "membersize":
-        return "ABI_ASSERT(sizeof(ABI_MEMBER(%s, %s)) == %d, %s);" % (
-            it.type, it.member, it.value, msg)
-    if it.kind == "type":
-        return "ABI_ASSERT(ABI_SAME_TYPE(&ABI_MEMBER(%s, %s), %s), %s);" % (
-            it.type, it.member, it.ptrtype, c_string_literal(
-                "%s: expected %s" % (it.key, it.decl)))
-    if it.kind == "const":
-        return "ABI_ASSERT((long long)(%s) %s %s, %s);" % (
-            it.name, it.op, c_int64_literal(it.value), msg)
-    if it.kind == "string":
-        return "ABI_ASSERT(sizeof(\"\" %s) == %d, %s);" % (
-            it.name, len(it.value.encode()) + 1, msg)
-    raise ValueError(it.kind)
+        cond = "sizeof(%s) == %d" % (it.type, it.value)
+    elif it.kind == "offsetof":
+        cond = "offsetof(%s, %s) == %d" % (it.type, it.member, it.value)
+    elif it.kind == "membersize":
+        cond = "sizeof%s == %d" % (member(it.type, it.member), it.value)
+    elif it.kind == "type":
+        e = "&" + member(it.type, it.member)
+        if lang == "c":
+            cond = "_Generic((%s), %s: 1, default: 0)" % (e, it.ptrtype)
+        else:
+            cond = "std::is_same<decltype(%s), %s>::value" % (e, it.ptrtype)
+        msg = c_string_literal("%s: expected %s" % (it.key, it.decl))
+    elif it.kind == "const":
+        cond = "(long long)(%s) %s %s" % (it.name, it.op,
+                                         c_int64_literal(it.value))
+    elif it.kind == "string":
+        cond = "sizeof(\"\" %s) == %d" % (it.name, len(it.value.encode()) + 1)
+    else:
+        raise ValueError(it.kind)
+    return "%s(%s, %s);" % (sa, cond, msg)
 
 
 def gen_assert(items, headers, lang):
     out = []
     emit_prologue(out, headers, lang, "assert")
     for it in items:
-        out.append(assert_line(it))
+        out.append(assert_line(it, lang))
     out.append("")
     out.append("/* Content of the string constants; returns the number of "
                "mismatches. */")
@@ -323,7 +333,7 @@ def print_line(it):
     elif it.kind == "offsetof":
         expr = "(long long)offsetof(%s, %s)" % (it.type, it.member)
     elif it.kind == "membersize":
-        expr = "(long long)sizeof(ABI_MEMBER(%s, %s))" % (it.type, it.member)
+        expr = "(long long)sizeof(((%s *)0)->%s)" % (it.type, it.member)
     elif it.kind == "const":
         expr = "(long long)(%s)" % it.name
     elif it.kind == "string":
@@ -333,13 +343,13 @@ def print_line(it):
     return "\tprintf(\"%%s%%lld\\n\", %s, %s); %s" % (k, expr, tag)
 
 
-def gen_print(items, headers, lang, skip):
+def gen_print(items, headers, lang, skip, only=None):
     out = []
     emit_prologue(out, headers, lang, "print")
     out.append("int main(void)")
     out.append("{")
     for it in items:
-        if it.key in skip:
+        if it.key in skip or (only is not None and it.key not in only):
             continue
         line = print_line(it)
         if line is not None:
@@ -362,10 +372,54 @@ def expected_lines(items):
     return lines
 
 
+KEY_IN_LINE = re.compile(r'"((?:sizeof|offsetof|membersize|type|const|string) [^"]*?)(?:: expected [^"]*)?"\);\s*$')
+ERR_LINE = re.compile(r'^(?P<file>[^:]+):(?P<line>\d+):\d+: error: (?P<msg>.*)$')
+
+
+def explain(generated, errlog):
+    """Map compiler errors on a generated assert file back to table items.
+
+    Returns (failed, broken, other): keys whose assertion failed, a dict of
+    keys that could not be evaluated -> first error, and errors that belong
+    to no item (in the headers themselves, for instance).
+    """
+    with open(generated, encoding="utf-8") as f:
+        lines = f.read().split("\n")
+    base = os.path.basename(generated)
+    failed, broken, other = [], {}, []
+    with open(errlog, encoding="utf-8", errors="replace") as f:
+        for raw in f:
+            m = ERR_LINE.match(raw.rstrip("\n"))
+            if not m:
+                continue
+            msg = m.group("msg")
+            key = None
+            if os.path.basename(m.group("file")) == base:
+                n = int(m.group("line"))
+                if 1 <= n <= len(lines):
+                    km = KEY_IN_LINE.search(lines[n - 1])
+                    if km:
+                        key = km.group(1)
+            if key is None:
+                if "static assertion failed" in msg:
+                    km = re.search(r'static assertion failed: "?(.*?)(?:: expected .*)?"?$', msg)
+                    if km:
+                        key = km.group(1)
+            if key is None:
+                other.append(raw.rstrip("\n"))
+            elif "static assertion failed" in msg:
+                if key not in failed:
+                    failed.append(key)
+            elif key not in broken and key not in failed:
+                broken[key] = msg
+    return failed, broken, other
+
+
 def main(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--lang", choices=("c", "c++"), default="c")
-    ap.add_argument("--mode", choices=("assert", "print", "expected", "notes"),
+    ap.add_argument("--mode", choices=("assert", "print", "expected", "notes",
+                             "explain"),
                     default="assert",
                     help="assert: static checks; print: value printer; "
                          "expected: KEY<TAB>VALUE from the tables; notes: "
@@ -374,6 +428,9 @@ def main(argv):
     ap.add_argument("--headers", default=",".join(ALL_HEADERS),
                     help="comma-separated list of headers to include")
     ap.add_argument("--skip", help="file of item keys to leave out (print)")
+    ap.add_argument("--only", help="file of item keys to keep (print)")
+    ap.add_argument("--errors", help="explain: compiler error log")
+    ap.add_argument("--generated", help="explain: the generated assert file")
     ap.add_argument("--no-types", action="store_true",
                     help="do not check member types")
     ap.add_argument("-o", "--output", default="-")
@@ -386,10 +443,26 @@ def main(argv):
         with open(args.skip, encoding="utf-8") as f:
             skip = {l.rstrip("\n") for l in f if l.strip()}
 
+    only = None
+    if args.only:
+        with open(args.only, encoding="utf-8") as f:
+            only = {l.rstrip("\n") for l in f if l.strip()}
+
     if args.mode == "assert":
         text = gen_assert(items, headers, args.lang)
     elif args.mode == "print":
-        text = gen_print(items, headers, args.lang, skip)
+        text = gen_print(items, headers, args.lang, skip, only)
+    elif args.mode == "explain":
+        # One line per problem:  FAILED key / BROKEN key<TAB>error / OTHER line
+        failed, broken, other = explain(args.generated, args.errors)
+        decls = {}
+        for it in items:
+            if it.kind == "type":
+                decls[it.key] = it.decl
+        lines = ["FAILED\t%s\t%s" % (k, decls.get(k, "")) for k in failed]
+        lines += ["BROKEN\t%s\t%s" % (k, v) for k, v in broken.items()]
+        lines += ["OTHER\t%s" % o for o in other]
+        text = "\n".join(lines) + ("\n" if lines else "")
     elif args.mode == "expected":
         text = "\n".join(expected_lines(items)) + "\n"
     else:

@@ -100,7 +100,7 @@ if [ "${1:-}" = "--self-test" ]; then
 		echo "self-test: FAILED, an altered '$key' went unnoticed"
 		rc=1
 	else
-		grep "MISMATCH $key" "$TMP/self.out"
+		grep "MISMATCH $key" "$TMP/self.out" | sed "s/^MISMATCH /self-test: caught the altered /"
 		echo "self-test: ok, the altered value was caught"
 	fi
 fi
