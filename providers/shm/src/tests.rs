@@ -1,0 +1,1 @@
+//! Multi-process tests.
