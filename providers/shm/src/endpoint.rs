@@ -625,6 +625,10 @@ impl Endpoint {
                 Ok(None) => {
                     self.ring.release(pos);
                     self.head = pos.wrapping_add(1);
+                    // Completions come out in ring order.
+                    if !self.events.is_empty() {
+                        break;
+                    }
                 }
                 Err(err) => {
                     self.ring.release(pos);
