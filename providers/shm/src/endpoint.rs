@@ -1,0 +1,933 @@
+//! The transport endpoint: one owned segment (its ring is our receive
+//! queue), a peer table, and fixed tables of in-flight large transfers.
+//!
+//! Protocol (one 64-byte line per message header, after the cell's
+//! sequence word):
+//! - `EAGER`: payload inline in the cell (len <= the receiver's inline max).
+//! - `RTS`: large message. Carries the sender's address (inline), the total
+//!   length, a message id, the sender's buffer address (for CMA) and/or a
+//!   bounce slot in the sender's segment. The receiver, once it has a
+//!   buffer, pulls the data and answers `FIN`.
+//! - `NACK`: the receiver could not use CMA; the sender switches the
+//!   message to a bounce slot and sends `BOUNCE` naming it.
+//! - `FIN`: the receiver is done (or gave up: error flag); the sender
+//!   completes the send.
+//!
+//! The fast path (eager send, poll, inline receive) performs no
+//! allocation, takes no lock and makes no system call.
+
+use crate::cma::{self, CmaFailure, CmaMode};
+use crate::peer::{Address, PeerId, PeerTable, ADDR_LEN};
+use crate::ring::{Ring, CELL_HDR};
+use crate::segment::{Geometry, Segment, CHUNK_HDR};
+use crate::{err_connreset, err_io};
+use rfabric_core::error::{Error, Result, EAGAIN, EINVAL};
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+pub const OP_EAGER: u8 = 1;
+pub const OP_RTS: u8 = 2;
+pub const OP_FIN: u8 = 3;
+pub const OP_NACK: u8 = 4;
+pub const OP_BOUNCE: u8 = 5;
+
+const MODE_CMA: u8 = 1;
+const MODE_BOUNCE: u8 = 2;
+const PF_ERR: u8 = 1;
+
+const CHUNK_FREE: u32 = 0;
+const CHUNK_FULL: u32 = 1;
+
+/// Fields the layer above chooses for each message.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MsgHeader {
+    /// Opaque flags for the layer above (tagged, remote CQ data, ...).
+    pub flags: u8,
+    pub tag: u64,
+    pub cq_data: u64,
+}
+
+/// The header words as they sit in a cell (bytes 8..64).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Wire {
+    pub op: u8,
+    pub uflags: u8,
+    pub pflags: u8,
+    pub aux: u32,
+    pub src_key: u64,
+    pub tag: u64,
+    pub cq_data: u64,
+    pub len: u64,
+    pub msg_id: u64,
+    pub addr: u64,
+}
+
+impl Wire {
+    fn words(&self) -> [u64; 7] {
+        let w0 = self.op as u64 | (self.uflags as u64) << 8 | (self.pflags as u64) << 16 | (self.aux as u64) << 32;
+        [w0, self.src_key, self.tag, self.cq_data, self.len, self.msg_id, self.addr]
+    }
+    fn from_words(w: [u64; 7]) -> Wire {
+        Wire {
+            op: w[0] as u8,
+            uflags: (w[0] >> 8) as u8,
+            pflags: (w[0] >> 16) as u8,
+            aux: (w[0] >> 32) as u32,
+            src_key: w[1],
+            tag: w[2],
+            cq_data: w[3],
+            len: w[4],
+            msg_id: w[5],
+            addr: w[6],
+        }
+    }
+    /// # Safety
+    /// `cell` must be a reserved cell of at least 64 bytes.
+    pub unsafe fn store(&self, cell: *mut u8) {
+        for (i, w) in self.words().iter().enumerate() {
+            // SAFETY: words 1..8 of the cell's first line, 8-aligned.
+            unsafe { std::ptr::write_volatile(cell.add(8 + 8 * i).cast::<u64>(), *w) };
+        }
+    }
+    /// # Safety
+    /// `cell` must be a published cell of at least 64 bytes.
+    pub unsafe fn load(cell: *const u8) -> Wire {
+        let mut w = [0u64; 7];
+        for (i, v) in w.iter_mut().enumerate() {
+            // SAFETY: as in store.
+            *v = unsafe { std::ptr::read_volatile(cell.add(8 + 8 * i).cast::<u64>()) };
+        }
+        Wire::from_words(w)
+    }
+}
+
+/// How the payload of an incoming message is obtained.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// In our ring cell; call [`Endpoint::recv_inline`] or [`Endpoint::discard`].
+    Inline { pos: u64 },
+    /// Rendezvous: call [`Endpoint::recv_rndv`] or [`Endpoint::discard`].
+    Rndv { peer: PeerId, msg_id: u64, addr: u64, mode: u8, slot: u32 },
+}
+
+/// A message that arrived and waits for a destination buffer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Incoming {
+    pub hdr: MsgHeader,
+    /// Sender's [`Address::key`].
+    pub src_key: u64,
+    pub len: u64,
+    pub kind: Kind,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Event {
+    Msg(Incoming),
+    SendDone { ctx: u64 },
+    SendError { ctx: u64, err: Error },
+    RecvDone { ctx: u64, len: u64 },
+    RecvError { ctx: u64, err: Error },
+    /// A malformed entry was dropped.
+    Error { src_key: u64, err: Error },
+}
+
+/// What [`Endpoint::send`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SendStatus {
+    /// Delivered into the peer's ring; no completion event follows.
+    Done,
+    /// A SendDone/SendError event with the caller's `ctx` follows.
+    Pending,
+}
+
+#[derive(Clone, Copy, Debug)]
+pub struct Config {
+    pub geometry: Geometry,
+    pub max_sends: usize,
+    pub max_recvs: usize,
+    pub cma: CmaMode,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config { geometry: Geometry::default(), max_sends: 64, max_recvs: 64, cma: CmaMode::from_env() }
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum SendState {
+    Idle,
+    /// Needs a bounce slot; RTS (or BOUNCE after a NACK) not yet sent.
+    WaitSlot { after_nack: bool },
+    Active,
+}
+
+#[derive(Clone, Copy)]
+struct SendOp {
+    state: SendState,
+    gen: u64,
+    peer: PeerId,
+    buf: *const u8,
+    len: u64,
+    hdr: MsgHeader,
+    ctx: u64,
+    bounce: bool,
+    slot: u32,
+    pushed: u64,
+    next_chunk: u64,
+}
+
+#[derive(Clone, Copy)]
+struct RecvOp {
+    active: bool,
+    peer: PeerId,
+    msg_id: u64,
+    dst: *mut u8,
+    dst_len: u64,
+    len: u64,
+    got: u64,
+    next_chunk: u64,
+    slot: Option<u32>,
+    ctx: u64,
+}
+
+pub struct Endpoint {
+    seg: Segment,
+    ring: Ring,
+    head: u64,
+    held: Option<u64>,
+    addr: Address,
+    key: u64,
+    peers: PeerTable,
+    sends: Box<[SendOp]>,
+    recvs: Box<[RecvOp]>,
+    slot_used: u64,
+    ctl: VecDeque<(PeerId, Wire)>,
+    events: VecDeque<Event>,
+    cma: CmaMode,
+    polls: u32,
+    last_check_ns: u64,
+    /// Events dropped because the internal queue was full (should stay 0).
+    pub dropped_events: u64,
+}
+
+// SAFETY: raw pointers in the op tables refer to caller buffers whose
+// validity the unsafe send/recv contracts guarantee; the endpoint itself
+// is used by one thread at a time (&mut self).
+unsafe impl Send for Endpoint {}
+
+static RECLAIM: std::sync::Once = std::sync::Once::new();
+
+fn coarse_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: ts is a valid out-parameter.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC_COARSE, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Interval between liveness checks of peers with work in flight.
+const CHECK_NS: u64 = 2_000_000;
+
+impl Endpoint {
+    pub fn new(cfg: Config) -> Result<Endpoint> {
+        RECLAIM.call_once(|| {
+            crate::segment::reclaim_stale();
+        });
+        if cfg.max_sends == 0 || cfg.max_sends > 0xffff || cfg.max_recvs == 0 || cfg.geometry.nslots > 64 {
+            return Err(EINVAL);
+        }
+        let seg = Segment::create(cfg.geometry)?;
+        let g = seg.geometry();
+        // SAFETY: the ring region was initialised by Segment::create.
+        let ring = unsafe { Ring::from_raw(seg.ring_base(), g.ncells, g.cell_size as usize) };
+        let h = seg.header();
+        let addr = Address { pid: h.pid, nonce: h.nonce, start_time: h.start_time };
+        let idle_send = SendOp {
+            state: SendState::Idle,
+            gen: 0,
+            peer: 0,
+            buf: std::ptr::null(),
+            len: 0,
+            hdr: MsgHeader::default(),
+            ctx: 0,
+            bounce: false,
+            slot: 0,
+            pushed: 0,
+            next_chunk: 0,
+        };
+        let idle_recv = RecvOp {
+            active: false,
+            peer: 0,
+            msg_id: 0,
+            dst: std::ptr::null_mut(),
+            dst_len: 0,
+            len: 0,
+            got: 0,
+            next_chunk: 0,
+            slot: None,
+            ctx: 0,
+        };
+        let cap = cfg.max_sends + cfg.max_recvs + 16;
+        Ok(Endpoint {
+            ring,
+            head: 0,
+            held: None,
+            key: addr.key(),
+            addr,
+            seg,
+            peers: PeerTable::default(),
+            sends: vec![idle_send; cfg.max_sends].into_boxed_slice(),
+            recvs: vec![idle_recv; cfg.max_recvs].into_boxed_slice(),
+            slot_used: 0,
+            ctl: VecDeque::with_capacity(cap),
+            events: VecDeque::with_capacity(cap),
+            cma: cfg.cma,
+            polls: 0,
+            last_check_ns: coarse_ns(),
+            dropped_events: 0,
+        })
+    }
+
+    pub fn address(&self) -> Address {
+        self.addr
+    }
+    pub fn segment(&self) -> &Segment {
+        &self.seg
+    }
+    /// Largest payload an eager send to `peer` can carry.
+    pub fn inline_max(&self, peer: PeerId) -> Result<usize> {
+        Ok(self.peers.get(peer).ok_or(EINVAL)?.ring.inline_max())
+    }
+
+    /// Attaches to the endpoint at `addr` (slow path: maps its segment and
+    /// probes CMA once).
+    pub fn attach(&mut self, addr: &Address) -> Result<PeerId> {
+        let id = self.peers.insert(addr)?;
+        let cma = self.cma;
+        let p = self.peers.get_mut(id).ok_or(EINVAL)?;
+        if p.cma_ok.is_none() && cma != CmaMode::Off {
+            let h = p.seg.header();
+            let mut expect = [0u8; 16];
+            // SAFETY: the header page is mapped; we copy 16 plain bytes.
+            unsafe { std::ptr::copy_nonoverlapping(p.seg.base(), expect.as_mut_ptr(), 16) };
+            p.cma_ok = Some(cma::probe(h.pid, h.probe_addr, &expect)?);
+        }
+        Ok(id)
+    }
+
+    fn push_event(&mut self, e: Event) {
+        if self.events.len() < self.events.capacity() {
+            self.events.push_back(e);
+        } else {
+            self.dropped_events += 1;
+        }
+    }
+
+    /// Writes one entry into `peer`'s ring.
+    fn post(&mut self, peer: PeerId, w: &Wire, payload: &[u8]) -> Result<()> {
+        let p = self.peers.get_mut(peer).ok_or(EINVAL)?;
+        if !p.alive {
+            return Err(err_connreset());
+        }
+        if payload.len() > p.ring.inline_max() {
+            return Err(EINVAL);
+        }
+        let pos = match p.ring.reserve() {
+            Ok(pos) => pos,
+            Err(e) => {
+                let now = coarse_ns();
+                if now.saturating_sub(self.last_check_ns) > CHECK_NS {
+                    self.last_check_ns = now;
+                    if !p.check_alive() {
+                        return Err(err_connreset());
+                    }
+                }
+                return Err(e);
+            }
+        };
+        let cell = p.ring.cell(pos);
+        // SAFETY: the reserved cell is ours until publish; payload fits the
+        // inline area (checked above).
+        unsafe {
+            w.store(cell);
+            std::ptr::copy_nonoverlapping(payload.as_ptr(), cell.add(CELL_HDR), payload.len());
+        }
+        p.ring.publish(pos);
+        Ok(())
+    }
+
+    /// Posts a control entry now, or queues it for the next poll.
+    fn post_ctl(&mut self, peer: PeerId, w: Wire) {
+        match self.post(peer, &w, &[]) {
+            Err(e) if e == EAGAIN => {
+                if self.ctl.len() < self.ctl.capacity() {
+                    self.ctl.push_back((peer, w));
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Sends a message that fits inline. EAGAIN when the peer's ring is full.
+    pub fn send_inline(&mut self, peer: PeerId, hdr: &MsgHeader, data: &[u8]) -> Result<()> {
+        let w = Wire {
+            op: OP_EAGER,
+            uflags: hdr.flags,
+            src_key: self.key,
+            tag: hdr.tag,
+            cq_data: hdr.cq_data,
+            len: data.len() as u64,
+            ..Wire::default()
+        };
+        self.post(peer, &w, data)
+    }
+
+    /// Sends `len` bytes at `buf`: inline when they fit, otherwise by
+    /// rendezvous (CMA or bounce buffers).
+    ///
+    /// # Safety
+    /// `buf` must be readable for `len` bytes. When the result is
+    /// `Pending`, the buffer must stay valid and unchanged until the
+    /// SendDone/SendError event carrying `ctx` has been returned by `poll`
+    /// (or the endpoint is dropped).
+    pub unsafe fn send(&mut self, peer: PeerId, hdr: &MsgHeader, buf: *const u8, len: usize, ctx: u64) -> Result<SendStatus> {
+        let p = self.peers.get(peer).ok_or(EINVAL)?;
+        if len <= p.ring.inline_max() {
+            let data = if len == 0 {
+                &[][..]
+            } else {
+                // SAFETY: caller guarantees buf is readable for len bytes.
+                unsafe { std::slice::from_raw_parts(buf, len) }
+            };
+            self.send_inline(peer, hdr, data)?;
+            return Ok(SendStatus::Done);
+        }
+        if !p.alive {
+            return Err(err_connreset());
+        }
+        let bounce = match self.cma {
+            CmaMode::Off => true,
+            CmaMode::Force => false,
+            CmaMode::Auto => p.cma_ok != Some(true),
+        };
+        let idx = self.sends.iter().position(|s| s.state == SendState::Idle).ok_or(EAGAIN)?;
+        let gen = self.sends[idx].gen.wrapping_add(1) & 0xffff_ffff_ffff;
+        let msg_id = gen << 16 | idx as u64;
+        let mut op = SendOp {
+            state: SendState::Active,
+            gen,
+            peer,
+            buf,
+            len: len as u64,
+            hdr: *hdr,
+            ctx,
+            bounce,
+            slot: 0,
+            pushed: 0,
+            next_chunk: 0,
+        };
+        if bounce {
+            match self.alloc_slot() {
+                Some(s) => op.slot = s,
+                None => op.state = SendState::WaitSlot { after_nack: false },
+            }
+        }
+        if op.state == SendState::Active {
+            let w = self.rts_wire(&op, msg_id);
+            let payload = self.addr.to_bytes();
+            if let Err(e) = self.post(peer, &w, &payload) {
+                if bounce {
+                    self.free_slot(op.slot);
+                }
+                return Err(e);
+            }
+        }
+        self.sends[idx] = op;
+        if let Some(p) = self.peers.get_mut(peer) {
+            p.active += 1;
+        }
+        Ok(SendStatus::Pending)
+    }
+
+    fn rts_wire(&self, op: &SendOp, msg_id: u64) -> Wire {
+        Wire {
+            op: OP_RTS,
+            uflags: op.hdr.flags,
+            pflags: if op.bounce { MODE_BOUNCE } else { MODE_CMA },
+            aux: op.slot,
+            src_key: self.key,
+            tag: op.hdr.tag,
+            cq_data: op.hdr.cq_data,
+            len: op.len,
+            msg_id,
+            addr: op.buf as u64,
+        }
+    }
+
+    fn alloc_slot(&mut self) -> Option<u32> {
+        let n = self.seg.geometry().nslots;
+        let s = (0..n).find(|s| self.slot_used & (1 << s) == 0)?;
+        self.slot_used |= 1 << s;
+        // Reset chunk states so a slot never carries stale data.
+        for c in 0..self.seg.geometry().nchunks {
+            if let Ok(ch) = self.seg.chunk_ptr(s, c) {
+                chunk_state(ch).store(CHUNK_FREE, Ordering::Release);
+            }
+        }
+        Some(s)
+    }
+    fn free_slot(&mut self, s: u32) {
+        self.slot_used &= !(1u64 << s);
+    }
+
+    /// Copies an inline message into `dst` and releases its cell. Returns
+    /// the number of bytes copied (min of message and buffer length).
+    pub fn recv_inline(&mut self, inc: &Incoming, dst: &mut [u8]) -> Result<usize> {
+        let Kind::Inline { pos } = inc.kind else { return Err(EINVAL) };
+        if self.held != Some(pos) {
+            return Err(EINVAL);
+        }
+        let n = (inc.len as usize).min(dst.len());
+        // SAFETY: len was checked against inline_max when the entry was
+        // parsed; the cell stays ours until release.
+        unsafe { std::ptr::copy_nonoverlapping(self.ring.cell(pos).add(CELL_HDR), dst.as_mut_ptr(), n) };
+        self.release_held();
+        Ok(n)
+    }
+
+    fn release_held(&mut self) {
+        if let Some(pos) = self.held.take() {
+            self.ring.release(pos);
+            self.head = pos.wrapping_add(1);
+        }
+    }
+
+    /// Drops an incoming message; a rendezvous sender gets an error completion.
+    pub fn discard(&mut self, inc: &Incoming) {
+        match inc.kind {
+            Kind::Inline { pos } => {
+                if self.held == Some(pos) {
+                    self.release_held();
+                }
+            }
+            Kind::Rndv { peer, msg_id, .. } => {
+                let w = Wire { op: OP_FIN, pflags: PF_ERR, src_key: self.key, msg_id, ..Wire::default() };
+                self.post_ctl(peer, w);
+            }
+        }
+    }
+
+    /// Starts pulling a rendezvous message into `dst`. Completion (with the
+    /// number of bytes placed, at most `dst_len`) comes as RecvDone/RecvError
+    /// with `ctx`. EAGAIN when the receive table is full (retry later).
+    ///
+    /// # Safety
+    /// `dst` must be writable for `dst_len` bytes until that event.
+    pub unsafe fn recv_rndv(&mut self, inc: &Incoming, dst: *mut u8, dst_len: usize, ctx: u64) -> Result<()> {
+        let Kind::Rndv { peer, msg_id, addr, mode, slot } = inc.kind else { return Err(EINVAL) };
+        let idx = self.recvs.iter().position(|r| !r.active).ok_or(EAGAIN)?;
+        let p = self.peers.get_mut(peer).ok_or(EINVAL)?;
+        let n = inc.len.min(dst_len as u64);
+        let fin_ok = Wire { op: OP_FIN, src_key: self.key, msg_id, ..Wire::default() };
+        let fin_err = Wire { pflags: PF_ERR, ..fin_ok };
+        if mode == MODE_CMA {
+            let r = if self.cma == CmaMode::Off {
+                Err(CmaFailure::Refused)
+            } else {
+                // SAFETY: caller guarantees dst for dst_len >= n bytes.
+                unsafe { cma::read_from(p.addr.pid, dst, addr, n as usize) }
+            };
+            match r {
+                Ok(()) => {
+                    p.cma_ok = Some(true);
+                    self.post_ctl(peer, fin_ok);
+                    self.push_event(Event::RecvDone { ctx, len: n });
+                }
+                Err(CmaFailure::Refused) if self.cma != CmaMode::Force => {
+                    p.cma_ok = Some(false);
+                    p.active += 1;
+                    self.recvs[idx] = RecvOp {
+                        active: true,
+                        peer,
+                        msg_id,
+                        dst,
+                        dst_len: dst_len as u64,
+                        len: inc.len,
+                        got: 0,
+                        next_chunk: 0,
+                        slot: None,
+                        ctx,
+                    };
+                    let w = Wire { op: OP_NACK, src_key: self.key, msg_id, ..Wire::default() };
+                    self.post_ctl(peer, w);
+                }
+                Err(CmaFailure::PeerGone) => {
+                    p.alive = false;
+                    self.push_event(Event::RecvError { ctx, err: err_connreset() });
+                }
+                Err(CmaFailure::Refused) => {
+                    self.post_ctl(peer, fin_err);
+                    self.push_event(Event::RecvError { ctx, err: Error(libc::EPERM) });
+                }
+                Err(CmaFailure::Fault(_)) => {
+                    self.post_ctl(peer, fin_err);
+                    self.push_event(Event::RecvError { ctx, err: err_io() });
+                }
+            }
+            return Ok(());
+        }
+        // Bounce path: the slot index was range-checked when parsed.
+        p.active += 1;
+        self.recvs[idx] = RecvOp {
+            active: true,
+            peer,
+            msg_id,
+            dst,
+            dst_len: dst_len as u64,
+            len: inc.len,
+            got: 0,
+            next_chunk: 0,
+            slot: Some(slot),
+            ctx,
+        };
+        Ok(())
+    }
+
+    /// Makes progress and returns the next event, if any.
+    pub fn poll(&mut self) -> Option<Event> {
+        if let Some(e) = self.events.pop_front() {
+            return Some(e);
+        }
+        self.progress();
+        if let Some(e) = self.events.pop_front() {
+            return Some(e);
+        }
+        // Handle up to a few control entries per call; return the first
+        // data message.
+        for _ in 0..16 {
+            if self.held.is_some() {
+                break;
+            }
+            let Some(cell) = self.ring.peek(self.head) else { break };
+            // SAFETY: published cell, ours until release.
+            let w = unsafe { Wire::load(cell) };
+            let pos = self.head;
+            match self.parse(pos, cell, &w) {
+                Ok(Some(inc)) => {
+                    if !matches!(inc.kind, Kind::Inline { .. }) {
+                        self.ring.release(pos);
+                        self.head = pos.wrapping_add(1);
+                    } else {
+                        self.held = Some(pos);
+                    }
+                    return Some(Event::Msg(inc));
+                }
+                Ok(None) => {
+                    self.ring.release(pos);
+                    self.head = pos.wrapping_add(1);
+                    // Completions come out in ring order.
+                    if !self.events.is_empty() {
+                        break;
+                    }
+                }
+                Err(err) => {
+                    self.ring.release(pos);
+                    self.head = pos.wrapping_add(1);
+                    return Some(Event::Error { src_key: w.src_key, err });
+                }
+            }
+        }
+        self.events.pop_front()
+    }
+
+    /// Validates one ring entry. Data messages become `Incoming`; control
+    /// messages are applied here.
+    fn parse(&mut self, pos: u64, cell: *mut u8, w: &Wire) -> Result<Option<Incoming>> {
+        let hdr = MsgHeader { flags: w.uflags, tag: w.tag, cq_data: w.cq_data };
+        match w.op {
+            OP_EAGER => {
+                if w.len > self.ring.inline_max() as u64 {
+                    return Err(err_io());
+                }
+                Ok(Some(Incoming { hdr, src_key: w.src_key, len: w.len, kind: Kind::Inline { pos } }))
+            }
+            OP_RTS => {
+                let mut ab = [0u8; ADDR_LEN];
+                // SAFETY: the inline area holds at least ADDR_LEN bytes.
+                unsafe { std::ptr::copy_nonoverlapping(cell.add(CELL_HDR), ab.as_mut_ptr(), ADDR_LEN) };
+                let a = Address::from_bytes(&ab).map_err(|_| err_io())?;
+                if a.key() != w.src_key || w.len == 0 {
+                    return Err(err_io());
+                }
+                let peer = match self.peers.find_key(w.src_key) {
+                    Some(p) => p,
+                    None => self.attach(&a)?,
+                };
+                let g = self.peers.get(peer).ok_or(EINVAL)?.seg.geometry();
+                let mode = w.pflags;
+                if !(mode == MODE_CMA || (mode == MODE_BOUNCE && w.aux < g.nslots)) {
+                    return Err(err_io());
+                }
+                let kind = Kind::Rndv { peer, msg_id: w.msg_id, addr: w.addr, mode, slot: w.aux };
+                Ok(Some(Incoming { hdr, src_key: w.src_key, len: w.len, kind }))
+            }
+            OP_FIN | OP_NACK => {
+                let idx = (w.msg_id & 0xffff) as usize;
+                let op = *self.sends.get(idx).ok_or_else(err_io)?;
+                let key_ok = self.peers.get(op.peer).map(|p| p.key) == Some(w.src_key);
+                if op.state == SendState::Idle || op.gen != w.msg_id >> 16 || !key_ok {
+                    return Err(err_io());
+                }
+                if w.op == OP_FIN {
+                    let res = if w.pflags & PF_ERR != 0 { Err(Error(libc::ECANCELED)) } else { Ok(()) };
+                    self.finish_send(idx, res);
+                } else if self.cma == CmaMode::Force || op.bounce {
+                    self.finish_send(idx, Err(Error(libc::EPERM)));
+                } else {
+                    if let Some(p) = self.peers.get_mut(op.peer) {
+                        p.cma_ok = Some(false);
+                    }
+                    self.sends[idx].bounce = true;
+                    self.sends[idx].state = SendState::WaitSlot { after_nack: true };
+                }
+                Ok(None)
+            }
+            OP_BOUNCE => {
+                let peer = self.peers.find_key(w.src_key).ok_or_else(err_io)?;
+                let nslots = self.peers.get(peer).ok_or_else(err_io)?.seg.geometry().nslots;
+                if w.aux >= nslots {
+                    return Err(err_io());
+                }
+                let r = self
+                    .recvs
+                    .iter_mut()
+                    .find(|r| r.active && r.peer == peer && r.msg_id == w.msg_id && r.slot.is_none())
+                    .ok_or_else(err_io)?;
+                r.slot = Some(w.aux);
+                Ok(None)
+            }
+            _ => Err(err_io()),
+        }
+    }
+
+    fn finish_send(&mut self, idx: usize, res: Result<()>) {
+        let op = self.sends[idx];
+        if op.state == SendState::Active && op.bounce {
+            self.free_slot(op.slot);
+        }
+        self.sends[idx].state = SendState::Idle;
+        if let Some(p) = self.peers.get_mut(op.peer) {
+            p.active = p.active.saturating_sub(1);
+        }
+        let e = match res {
+            Ok(()) => Event::SendDone { ctx: op.ctx },
+            Err(err) => Event::SendError { ctx: op.ctx, err },
+        };
+        self.push_event(e);
+    }
+
+    fn finish_recv(&mut self, idx: usize, res: Result<u64>) {
+        let r = self.recvs[idx];
+        self.recvs[idx].active = false;
+        if let Some(p) = self.peers.get_mut(r.peer) {
+            p.active = p.active.saturating_sub(1);
+        }
+        let e = match res {
+            Ok(len) => Event::RecvDone { ctx: r.ctx, len },
+            Err(err) => Event::RecvError { ctx: r.ctx, err },
+        };
+        self.push_event(e);
+    }
+
+    fn progress(&mut self) {
+        // Retry queued control entries.
+        for _ in 0..self.ctl.len() {
+            let Some((peer, w)) = self.ctl.pop_front() else { break };
+            match self.post(peer, &w, &[]) {
+                Err(e) if e == EAGAIN => self.ctl.push_back((peer, w)),
+                _ => {}
+            }
+        }
+        for i in 0..self.sends.len() {
+            match self.sends[i].state {
+                SendState::Idle => {}
+                SendState::WaitSlot { after_nack } => self.start_bounce(i, after_nack),
+                SendState::Active => {
+                    if self.sends[i].bounce {
+                        self.fill_chunks(i);
+                    }
+                }
+            }
+        }
+        for i in 0..self.recvs.len() {
+            if self.recvs[i].active && self.recvs[i].slot.is_some() {
+                self.drain_chunks(i);
+            }
+        }
+        self.polls = self.polls.wrapping_add(1);
+        if self.polls % 64 == 0 {
+            let now = coarse_ns();
+            if now.saturating_sub(self.last_check_ns) > CHECK_NS {
+                self.last_check_ns = now;
+                self.check_peers();
+            }
+        }
+    }
+
+    fn start_bounce(&mut self, i: usize, after_nack: bool) {
+        let Some(slot) = self.alloc_slot() else { return };
+        let op = &mut self.sends[i];
+        op.slot = slot;
+        op.bounce = true;
+        op.pushed = 0;
+        op.next_chunk = 0;
+        op.state = SendState::Active;
+        let op = *op;
+        let msg_id = op.gen << 16 | i as u64;
+        if after_nack {
+            let w = Wire { op: OP_BOUNCE, aux: slot, src_key: self.key, msg_id, ..Wire::default() };
+            self.post_ctl(op.peer, w);
+        } else {
+            let w = self.rts_wire(&op, msg_id);
+            let payload = self.addr.to_bytes();
+            match self.post(op.peer, &w, &payload) {
+                Ok(()) => {}
+                Err(e) if e == EAGAIN => {
+                    self.free_slot(slot);
+                    self.sends[i].state = SendState::WaitSlot { after_nack: false };
+                }
+                Err(e) => self.finish_send(i, Err(e)),
+            }
+        }
+    }
+
+    /// Sender side of the bounce path: copy into free chunks of our slot.
+    fn fill_chunks(&mut self, i: usize) {
+        let g = self.seg.geometry();
+        let op = self.sends[i];
+        let msg_id = op.gen << 16 | i as u64;
+        let mut pushed = op.pushed;
+        let mut next = op.next_chunk;
+        while pushed < op.len {
+            let Ok(ch) = self.seg.chunk_ptr(op.slot, (next % g.nchunks as u64) as u32) else { break };
+            if chunk_state(ch).load(Ordering::Acquire) != CHUNK_FREE {
+                break;
+            }
+            let n = (op.len - pushed).min(g.chunk_size as u64);
+            // SAFETY: the chunk is free (the receiver is done with it) and
+            // holds chunk_size bytes after its header; the send contract
+            // keeps op.buf readable for op.len bytes.
+            unsafe {
+                std::ptr::copy_nonoverlapping(op.buf.add(pushed as usize), ch.add(CHUNK_HDR), n as usize);
+                std::ptr::write_volatile(ch.add(4).cast::<u32>(), n as u32);
+                std::ptr::write_volatile(ch.add(8).cast::<u64>(), pushed);
+                std::ptr::write_volatile(ch.add(16).cast::<u64>(), msg_id);
+            }
+            chunk_state(ch).store(CHUNK_FULL, Ordering::Release);
+            pushed += n;
+            next += 1;
+        }
+        self.sends[i].pushed = pushed;
+        self.sends[i].next_chunk = next;
+    }
+
+    /// Receiver side of the bounce path: copy full chunks out of the
+    /// sender's slot. Every field is checked before use.
+    fn drain_chunks(&mut self, i: usize) {
+        let r = self.recvs[i];
+        let Some(slot) = r.slot else { return };
+        let Some(p) = self.peers.get(r.peer) else { return };
+        let g = p.seg.geometry();
+        let mut got = r.got;
+        let mut next = r.next_chunk;
+        let mut bad = false;
+        while got < r.len {
+            let Ok(ch) = p.seg.chunk_ptr(slot, (next % g.nchunks as u64) as u32) else {
+                bad = true;
+                break;
+            };
+            if chunk_state(ch).load(Ordering::Acquire) != CHUNK_FULL {
+                break;
+            }
+            // SAFETY: the chunk header lies inside the peer's mapping.
+            let (n, off, id) = unsafe {
+                (
+                    std::ptr::read_volatile(ch.add(4).cast::<u32>()) as u64,
+                    std::ptr::read_volatile(ch.add(8).cast::<u64>()),
+                    std::ptr::read_volatile(ch.add(16).cast::<u64>()),
+                )
+            };
+            if id != r.msg_id || off != got || n == 0 || n > g.chunk_size as u64 || n > r.len - got {
+                bad = true;
+                break;
+            }
+            if off < r.dst_len {
+                let m = n.min(r.dst_len - off);
+                // SAFETY: m bytes fit in the chunk (n <= chunk_size) and in
+                // dst (off + m <= dst_len, the recv_rndv contract).
+                unsafe { std::ptr::copy_nonoverlapping(ch.add(CHUNK_HDR), r.dst.add(off as usize), m as usize) };
+            }
+            chunk_state(ch).store(CHUNK_FREE, Ordering::Release);
+            got += n;
+            next += 1;
+        }
+        self.recvs[i].got = got;
+        self.recvs[i].next_chunk = next;
+        let fin = Wire { op: OP_FIN, src_key: self.key, msg_id: r.msg_id, ..Wire::default() };
+        if bad {
+            self.post_ctl(r.peer, Wire { pflags: PF_ERR, ..fin });
+            self.finish_recv(i, Err(err_io()));
+        } else if got == r.len {
+            self.post_ctl(r.peer, fin);
+            self.finish_recv(i, Ok(r.len.min(r.dst_len)));
+        }
+    }
+
+    /// Fails every operation whose peer has died.
+    fn check_peers(&mut self) {
+        let mut any = false;
+        for p in self.peers.iter_mut() {
+            if p.active > 0 && !p.check_alive() {
+                any = true;
+            }
+        }
+        if !any {
+            return;
+        }
+        let is_dead = |peers: &PeerTable, id: PeerId| peers.get(id).map(|p| !p.alive).unwrap_or(true);
+        for i in 0..self.sends.len() {
+            if self.sends[i].state != SendState::Idle && is_dead(&self.peers, self.sends[i].peer) {
+                self.finish_send(i, Err(err_connreset()));
+            }
+        }
+        for i in 0..self.recvs.len() {
+            if self.recvs[i].active && is_dead(&self.peers, self.recvs[i].peer) {
+                self.finish_recv(i, Err(err_connreset()));
+            }
+        }
+    }
+
+    /// Number of operations still in flight (sends + receives).
+    pub fn in_flight(&self) -> usize {
+        self.sends.iter().filter(|s| s.state != SendState::Idle).count() + self.recvs.iter().filter(|r| r.active).count()
+    }
+
+    /// Test hook: writes a raw entry into our own ring as if a peer had.
+    #[cfg(test)]
+    pub(crate) fn inject_raw(&self, w: &Wire, payload: &[u8]) {
+        let pos = self.ring.reserve().expect("ring space");
+        let cell = self.ring.cell(pos);
+        // SAFETY: reserved cell; payload no longer than the inline area.
+        unsafe {
+            w.store(cell);
+            std::ptr::copy_nonoverlapping(payload.as_ptr(), cell.add(CELL_HDR), payload.len().min(self.ring.inline_max()));
+        }
+        self.ring.publish(pos);
+    }
+}
+
+fn chunk_state<'a>(ch: *mut u8) -> &'a AtomicU32 {
+    // SAFETY: callers pass a chunk header from chunk_ptr (inside a live
+    // mapping, 64-aligned); AtomicU32 may alias shared memory.
+    unsafe { &*ch.cast::<AtomicU32>() }
+}

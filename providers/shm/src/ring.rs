@@ -1,0 +1,239 @@
+//! Bounded multi-producer single-consumer queue of fixed-size cells in
+//! shared memory (per-cell sequence numbers, after Vyukov's bounded queue).
+//!
+//! Memory: `[tail: u64 | pad to 64][spare line][cell 0][cell 1]...`. Each
+//! cell starts with its 8-byte sequence word; the rest of the first line is
+//! the message header and the remainder is inline payload. Only offsets are
+//! stored; every process computes addresses from its own mapping.
+//!
+//! Cell `i` is free for the producer that claims position `p` (p % n == i)
+//! when its sequence equals `p`; the producer publishes it by storing
+//! `p + 1`; the consumer releases it by storing `p + n`. The consumer's head
+//! is private to the owning process.
+
+use rfabric_core::error::{Result, EAGAIN};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Bytes of a cell before the inline payload (sequence word + header).
+pub const CELL_HDR: usize = 64;
+
+#[derive(Clone, Copy)]
+pub struct Ring {
+    base: *mut u8,
+    ncells: u64,
+    cell_size: usize,
+}
+
+// SAFETY: a Ring is a view of shared memory accessed only through atomics
+// and raw copies; it can move between and be shared by threads.
+unsafe impl Send for Ring {}
+// SAFETY: as above.
+unsafe impl Sync for Ring {}
+
+/// How many times a producer retries a lost race before reporting EAGAIN;
+/// bounds the loop even when a hostile process scribbles on the ring.
+const MAX_SPINS: u32 = 1024;
+
+impl Ring {
+    /// Writes the initial sequence numbers.
+    ///
+    /// # Safety
+    /// `base` must point to `128 + ncells * cell_size` writable bytes,
+    /// 64-byte aligned, that nobody else uses yet.
+    pub unsafe fn init(base: *mut u8, ncells: u32, cell_size: usize) {
+        // SAFETY: caller guarantees the region.
+        let r = unsafe { Ring::from_raw(base, ncells, cell_size) };
+        r.tail().store(0, Ordering::Relaxed);
+        for i in 0..ncells as u64 {
+            r.seq(i).store(i, Ordering::Relaxed);
+        }
+        std::sync::atomic::fence(Ordering::Release);
+    }
+
+    /// # Safety
+    /// `base` must point to a region laid out by [`Ring::init`] with the same
+    /// `ncells` (a power of two) and `cell_size` (multiple of 64, >= 128),
+    /// that stays mapped while the Ring is used.
+    pub unsafe fn from_raw(base: *mut u8, ncells: u32, cell_size: usize) -> Ring {
+        Ring { base, ncells: ncells as u64, cell_size }
+    }
+
+    pub fn ncells(&self) -> u64 {
+        self.ncells
+    }
+    pub fn cell_size(&self) -> usize {
+        self.cell_size
+    }
+    pub fn inline_max(&self) -> usize {
+        self.cell_size - CELL_HDR
+    }
+
+    fn tail(&self) -> &AtomicU64 {
+        // SAFETY: offset 0 of the ring is the 8-aligned tail word.
+        unsafe { &*self.base.cast::<AtomicU64>() }
+    }
+
+    /// Pointer to the cell that holds position `pos`.
+    pub fn cell(&self, pos: u64) -> *mut u8 {
+        let i = (pos & (self.ncells - 1)) as usize;
+        // SAFETY: i < ncells, so the cell lies inside the region.
+        unsafe { self.base.add(128 + i * self.cell_size) }
+    }
+
+    fn seq(&self, pos: u64) -> &AtomicU64 {
+        // SAFETY: each cell begins with an 8-aligned sequence word.
+        unsafe { &*self.cell(pos).cast::<AtomicU64>() }
+    }
+
+    /// Claims a cell; the caller fills it through [`Ring::cell`] and then
+    /// calls [`Ring::publish`]. EAGAIN when full.
+    pub fn reserve(&self) -> Result<u64> {
+        let mut pos = self.tail().load(Ordering::Relaxed);
+        for _ in 0..MAX_SPINS {
+            let seq = self.seq(pos).load(Ordering::Acquire);
+            let dif = seq.wrapping_sub(pos) as i64;
+            if dif == 0 {
+                match self.tail().compare_exchange_weak(pos, pos.wrapping_add(1), Ordering::Relaxed, Ordering::Relaxed) {
+                    Ok(_) => return Ok(pos),
+                    Err(cur) => pos = cur,
+                }
+            } else if dif < 0 {
+                return Err(EAGAIN);
+            } else {
+                pos = self.tail().load(Ordering::Relaxed);
+            }
+            std::hint::spin_loop();
+        }
+        Err(EAGAIN)
+    }
+
+    pub fn publish(&self, pos: u64) {
+        self.seq(pos).store(pos.wrapping_add(1), Ordering::Release);
+    }
+
+    /// Consumer: the cell at `head` if a producer has published it.
+    pub fn peek(&self, head: u64) -> Option<*mut u8> {
+        (self.seq(head).load(Ordering::Acquire) == head.wrapping_add(1)).then(|| self.cell(head))
+    }
+
+    /// Consumer: hands the cell at `head` back to producers.
+    pub fn release(&self, head: u64) {
+        self.seq(head).store(head.wrapping_add(self.ncells), Ordering::Release);
+    }
+
+    /// Writes a raw sequence value (tests use it to forge entries).
+    #[cfg(test)]
+    pub fn force_seq(&self, pos: u64, v: u64) {
+        self.seq(pos).store(v, Ordering::Release);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    struct Mem(Vec<u64>);
+    fn ring(ncells: u32, cell: usize) -> (Mem, Ring) {
+        let mut m = Mem(vec![0u64; (128 + ncells as usize * cell) / 8]);
+        let p = m.0.as_mut_ptr().cast::<u8>();
+        // SAFETY: the vector is large enough and 8-aligned (64-alignment is
+        // a performance matter only).
+        unsafe { Ring::init(p, ncells, cell) };
+        // SAFETY: as above.
+        (m, unsafe { Ring::from_raw(p, ncells, cell) })
+    }
+
+    fn put(r: &Ring, v: u64) -> Result<()> {
+        let pos = r.reserve()?;
+        // SAFETY: the cell is ours until publish.
+        unsafe { std::ptr::write(r.cell(pos).add(8).cast::<u64>(), v) };
+        r.publish(pos);
+        Ok(())
+    }
+    fn get(r: &Ring, head: &mut u64) -> Option<u64> {
+        let c = r.peek(*head)?;
+        // SAFETY: published cell, consumer owns it until release.
+        let v = unsafe { std::ptr::read(c.add(8).cast::<u64>()) };
+        r.release(*head);
+        *head += 1;
+        Some(v)
+    }
+
+    #[test]
+    fn fifo_full_empty_wrap() {
+        let (_m, r) = ring(4, 128);
+        let mut head = 0;
+        assert!(get(&r, &mut head).is_none());
+        for round in 0..10u64 {
+            for i in 0..4 {
+                put(&r, round * 10 + i).unwrap();
+            }
+            assert_eq!(put(&r, 99), Err(EAGAIN));
+            for i in 0..4 {
+                assert_eq!(get(&r, &mut head), Some(round * 10 + i));
+            }
+            assert!(get(&r, &mut head).is_none());
+        }
+    }
+
+    #[test]
+    fn unpublished_cell_blocks_consumer() {
+        let (_m, r) = ring(4, 128);
+        let mut head = 0;
+        let p0 = r.reserve().unwrap();
+        put(&r, 7).unwrap();
+        assert!(get(&r, &mut head).is_none(), "must wait for position 0");
+        r.publish(p0);
+        assert!(get(&r, &mut head).is_some());
+        assert_eq!(get(&r, &mut head), Some(7));
+    }
+
+    #[test]
+    fn hostile_sequence_does_not_hang_producer() {
+        let (_m, r) = ring(4, 128);
+        r.force_seq(0, 12345);
+        // Producer sees a sequence ahead of its position and retries a
+        // bounded number of times.
+        assert_eq!(put(&r, 1), Err(EAGAIN));
+    }
+
+    #[test]
+    fn concurrent_producers() {
+        const P: u64 = 4;
+        const N: u64 = 20_000;
+        let (m, r) = ring(64, 128);
+        let m = Arc::new(m);
+        let mut hs = Vec::new();
+        for t in 0..P {
+            let _keep = m.clone();
+            hs.push(std::thread::spawn(move || {
+                let _k = _keep;
+                for i in 0..N {
+                    while put(&r, (t << 32) | i).is_err() {
+                        std::thread::yield_now();
+                    }
+                }
+            }));
+        }
+        let mut next = [0u64; P as usize];
+        let mut head = 0;
+        let mut got = 0;
+        while got < P * N {
+            match get(&r, &mut head) {
+                Some(v) => {
+                    let (t, i) = ((v >> 32) as usize, v & 0xffff_ffff);
+                    assert_eq!(i, next[t], "per-producer order");
+                    next[t] += 1;
+                    got += 1;
+                }
+                None => std::thread::yield_now(),
+            }
+        }
+        for h in hs {
+            h.join().unwrap();
+        }
+        assert!(get(&r, &mut head).is_none());
+        drop(m);
+    }
+}

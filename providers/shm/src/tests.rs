@@ -1,0 +1,535 @@
+//! Tests that run real peer processes: the test binary re-executes itself
+//! with `RFSHM_ROLE` set, running only the `child_entry` test, which then
+//! plays the requested role.
+
+use crate::cma::CmaMode;
+use crate::endpoint::{Config, Endpoint, Event, Incoming, Kind, MsgHeader, SendStatus, Wire, OP_EAGER, OP_FIN, OP_RTS};
+use crate::peer::{Address, PeerId};
+use crate::segment::{self, Geometry, Segment};
+use rfabric_core::error::{Error, EINVAL};
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const ROLE: &str = "RFSHM_ROLE";
+const PEER: &str = "RFSHM_PEER";
+const ARG: &str = "RFSHM_ARG";
+
+const F_HELLO: u8 = 0x40;
+const F_QUIT: u8 = 0x41;
+
+fn spawn(role: &str, peer: Option<&Address>, arg: &str, cma: &str, stdout: bool) -> Child {
+    let mut c = Command::new(std::env::current_exe().unwrap());
+    c.args(["tests::child_entry", "--exact", "--nocapture", "--test-threads=1", "-q"])
+        .env(ROLE, role)
+        .env(ARG, arg)
+        .env("FI_SHM_CMA", cma);
+    if let Some(p) = peer {
+        c.env(PEER, p.to_hex());
+    }
+    c.stdout(if stdout { Stdio::piped() } else { Stdio::null() });
+    c.spawn().unwrap()
+}
+
+fn cfg(cma: CmaMode) -> Config {
+    Config { cma, ..Config::default() }
+}
+
+fn pattern(len: usize, seed: u8) -> Vec<u8> {
+    (0..len).map(|i| (i as u32).wrapping_mul(2654435761).rotate_left(7) as u8 ^ seed).collect()
+}
+
+/// Polls until an event arrives or the deadline passes (test failure).
+fn wait(ep: &mut Endpoint, secs: u64) -> Event {
+    let end = Instant::now() + Duration::from_secs(secs);
+    loop {
+        if let Some(e) = ep.poll() {
+            return e;
+        }
+        assert!(Instant::now() < end, "timed out waiting for an event");
+        std::thread::yield_now();
+    }
+}
+
+/// Receives the payload of `inc` completely (bounded wait). Send
+/// completions seen meanwhile are counted in `sends_done`.
+fn take(ep: &mut Endpoint, inc: &Incoming, sends_done: &mut u32) -> Result<Vec<u8>, Error> {
+    let mut buf = vec![0u8; inc.len as usize];
+    match inc.kind {
+        Kind::Inline { .. } => {
+            let n = ep.recv_inline(inc, &mut buf)?;
+            assert_eq!(n, buf.len());
+        }
+        Kind::Rndv { .. } => {
+            // SAFETY: buf outlives the wait below.
+            unsafe { ep.recv_rndv(inc, buf.as_mut_ptr(), buf.len(), 77) }?;
+            loop {
+                match wait(ep, 30) {
+                    Event::RecvDone { ctx: 77, len } => {
+                        assert_eq!(len, inc.len);
+                        break;
+                    }
+                    Event::RecvError { ctx: 77, err } => return Err(err),
+                    Event::SendDone { .. } => *sends_done += 1,
+                    e => panic!("unexpected {e:?}"),
+                }
+            }
+        }
+    }
+    Ok(buf)
+}
+
+/// Sends `data` and (for rendezvous) keeps polling until the completion;
+/// an incoming message seen meanwhile is returned.
+fn send_all(ep: &mut Endpoint, peer: PeerId, hdr: &MsgHeader, data: &[u8]) -> (Result<(), Error>, Option<Incoming>) {
+    let end = Instant::now() + Duration::from_secs(30);
+    let st = loop {
+        // SAFETY: data stays alive until the completion we wait for below.
+        match unsafe { ep.send(peer, hdr, data.as_ptr(), data.len(), 5) } {
+            Ok(s) => break s,
+            Err(e) if e == rfabric_core::error::EAGAIN => {
+                assert!(Instant::now() < end, "send stuck");
+                let _ = ep.poll();
+                std::thread::yield_now();
+            }
+            Err(e) => return (Err(e), None),
+        }
+    };
+    if st == SendStatus::Done {
+        return (Ok(()), None);
+    }
+    let mut pending = None;
+    loop {
+        match wait(ep, 30) {
+            Event::SendDone { ctx: 5 } => return (Ok(()), pending),
+            Event::SendError { ctx: 5, err } => return (Err(err), pending),
+            Event::Msg(m) if pending.is_none() => pending = Some(m),
+            e => panic!("unexpected {e:?}"),
+        }
+    }
+}
+
+/// Child side: endpoint, attach to the parent, say hello with our address.
+fn child_connect() -> (Endpoint, PeerId) {
+    let parent = Address::from_hex(&std::env::var(PEER).unwrap()).unwrap();
+    let mut ep = Endpoint::new(Config::default()).unwrap();
+    let p = ep.attach(&parent).unwrap();
+    let hello = MsgHeader { flags: F_HELLO, ..MsgHeader::default() };
+    ep.send_inline(p, &hello, &ep.address().to_bytes()).unwrap();
+    (ep, p)
+}
+
+/// Parent side: wait for the child's hello and attach to it.
+fn parent_accept(ep: &mut Endpoint) -> PeerId {
+    match wait(ep, 30) {
+        Event::Msg(inc) if inc.hdr.flags == F_HELLO => {
+            let mut b = [0u8; 32];
+            ep.recv_inline(&inc, &mut b).unwrap();
+            let a = Address::from_bytes(&b).unwrap();
+            assert_eq!(a.key(), inc.src_key);
+            ep.attach(&a).unwrap()
+        }
+        e => panic!("expected hello, got {e:?}"),
+    }
+}
+
+#[test]
+fn child_entry() {
+    let Ok(role) = std::env::var(ROLE) else { return };
+    let arg = std::env::var(ARG).unwrap_or_default();
+    match role.as_str() {
+        "attach" => {
+            // Exit status: 0 attached, else the errno-style code.
+            let code = match Segment::attach_name(&arg, None) {
+                Ok(_) => 0,
+                Err(e) => e.0,
+            };
+            std::process::exit(code);
+        }
+        "holder" => {
+            let ep = Endpoint::new(Config::default()).unwrap();
+            println!("{}", ep.segment().name());
+            std::thread::sleep(Duration::from_secs(60));
+        }
+        "echo" => {
+            let (mut ep, p) = child_connect();
+            let mut sends = 0;
+            loop {
+                let Event::Msg(inc) = wait(&mut ep, 60) else { continue };
+                if inc.hdr.flags == F_QUIT {
+                    ep.discard(&inc);
+                    std::process::exit(0);
+                }
+                let mut data = take(&mut ep, &inc, &mut sends).unwrap();
+                for b in data.iter_mut() {
+                    *b = b.wrapping_add(1);
+                }
+                let hdr = MsgHeader { tag: inc.hdr.tag + 1, ..inc.hdr };
+                let (r, extra) = send_all(&mut ep, p, &hdr, &data);
+                r.unwrap();
+                assert!(extra.is_none());
+            }
+        }
+        "die_on_rts" => {
+            // Receives the announcement of a large message, then dies
+            // without pulling it.
+            let (mut ep, _p) = child_connect();
+            loop {
+                if let Event::Msg(inc) = wait(&mut ep, 60) {
+                    assert!(matches!(inc.kind, Kind::Rndv { .. }));
+                    // SAFETY: plain process exit.
+                    unsafe { libc::_exit(3) };
+                }
+            }
+        }
+        "send_then_die" => {
+            let (mut ep, p) = child_connect();
+            let data = pattern(16 << 20, 1);
+            // SAFETY: data outlives the process.
+            let st = unsafe { ep.send(p, &MsgHeader::default(), data.as_ptr(), data.len(), 1) }.unwrap();
+            assert_eq!(st, SendStatus::Pending);
+            for _ in 0..10 {
+                let _ = ep.poll();
+            }
+            std::thread::sleep(Duration::from_millis(200));
+            // SAFETY: plain process exit.
+            unsafe { libc::_exit(4) };
+        }
+        r => panic!("unknown role {r}"),
+    }
+}
+
+#[test]
+fn segment_create_permissions_unlink() {
+    let seg = Segment::create(Geometry::default()).unwrap();
+    let path = format!("{}/{}", segment::SHM_DIR, seg.name());
+    use std::os::unix::fs::MetadataExt;
+    let md = std::fs::symlink_metadata(&path).unwrap();
+    assert_eq!(md.mode() & 0o777, 0o600);
+    // SAFETY: geteuid cannot fail.
+    assert_eq!(md.uid(), unsafe { libc::geteuid() });
+    assert_eq!(md.len(), Geometry::default().total_size());
+    // The name carries 128 random bits: two segments never collide.
+    let seg2 = Segment::create(Geometry::default()).unwrap();
+    assert_ne!(seg.name(), seg2.name());
+    assert_eq!(seg.name().len(), segment::NAME_PREFIX.len() + std::process::id().to_string().len() + 1 + 32);
+    drop(seg);
+    assert!(std::fs::symlink_metadata(&path).is_err(), "unlinked on close");
+    drop(seg2);
+    assert!(Segment::create(Geometry { ncells: 3, ..Geometry::default() }).is_err());
+}
+
+fn child_attach(name: &str) -> i32 {
+    spawn("attach", None, name, "", false).wait().unwrap().code().unwrap()
+}
+
+#[test]
+fn segment_attach_validation_in_other_process() {
+    let seg = Segment::create(Geometry::default()).unwrap();
+    let name = seg.name().to_string();
+    assert_eq!(child_attach(&name), 0);
+    let base = seg.base();
+    let poke = |off: usize, v: u32| {
+        // SAFETY: offsets inside our own header page.
+        unsafe {
+            let p = base.add(off).cast::<u32>();
+            let old = p.read_volatile();
+            p.write_volatile(v);
+            old
+        }
+    };
+    // Wrong magic.
+    let old = poke(0, 0xdead_beef);
+    assert_eq!(child_attach(&name), libc::EINVAL);
+    poke(0, old);
+    // Wrong layout version (offset 8).
+    let old = poke(8, 99);
+    assert_eq!(child_attach(&name), libc::EINVAL);
+    poke(8, old);
+    // Wrong size recorded (total_size at offset 16).
+    let old = poke(16, 12345);
+    assert_eq!(child_attach(&name), libc::EINVAL);
+    poke(16, old);
+    // Geometry out of bounds (ncells at offset 72).
+    let old = poke(72, 3);
+    assert_eq!(child_attach(&name), libc::EINVAL);
+    poke(72, old);
+    assert_eq!(child_attach(&name), 0);
+    // File size that disagrees with the header.
+    let path = format!("{}/{}", segment::SHM_DIR, name);
+    let f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+    let len = f.metadata().unwrap().len();
+    f.set_len(len + 4096).unwrap();
+    assert_eq!(child_attach(&name), libc::EINVAL);
+    f.set_len(len).unwrap();
+    // Group/other permission bits are refused.
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+    assert_eq!(child_attach(&name), libc::EPERM);
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+    assert_eq!(child_attach(&name), 0);
+    // Names outside our namespace and missing segments.
+    assert_eq!(child_attach("rfabric-shm.1.00"), libc::ENOENT);
+    assert_eq!(Segment::attach_name("../etc/passwd", None).err(), Some(EINVAL));
+    // Identity must match the address.
+    let h = *seg.header();
+    assert!(Segment::attach(h.pid, &h.nonce).is_ok());
+    let mut n2 = h.nonce;
+    n2[0] ^= 1;
+    assert!(Segment::attach(h.pid, &n2).is_err());
+}
+
+#[test]
+fn stale_segment_reclaimed_after_kill() {
+    // Our own endpoint first: runs the once-per-process reclaim now.
+    let mine = Endpoint::new(Config::default()).unwrap();
+    let mut child = spawn("holder", None, "", "", true);
+    // The harness prints its own lines too; ours is the segment name.
+    let mut rd = BufReader::new(child.stdout.take().unwrap());
+    let name = loop {
+        let mut line = String::new();
+        assert!(rd.read_line(&mut line).unwrap() > 0, "child ended early");
+        if line.starts_with(segment::NAME_PREFIX) {
+            break line.trim().to_string();
+        }
+    };
+    let path = format!("{}/{}", segment::SHM_DIR, name);
+    assert!(std::path::Path::new(&path).exists());
+    segment::reclaim_stale();
+    assert!(std::path::Path::new(&path).exists(), "live owner keeps its segment");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(std::path::Path::new(&path).exists(), "SIGKILL leaves the segment behind");
+    assert!(segment::reclaim_stale() >= 1);
+    assert!(!std::path::Path::new(&path).exists());
+    let own = format!("{}/{}", segment::SHM_DIR, mine.segment().name());
+    assert!(std::path::Path::new(&own).exists(), "our own segment survives");
+}
+
+fn echo_sizes(parent_cma: CmaMode, child_cma: &str, sizes: &[usize]) {
+    let mut ep = Endpoint::new(cfg(parent_cma)).unwrap();
+    let mut child = spawn("echo", Some(&ep.address()), "", child_cma, false);
+    let p = parent_accept(&mut ep);
+    let mut sends = 0;
+    for (i, &n) in sizes.iter().enumerate() {
+        let data = pattern(n, i as u8);
+        let hdr = MsgHeader { flags: 1, tag: 1000 + i as u64, cq_data: n as u64 };
+        let (r, got) = send_all(&mut ep, p, &hdr, &data);
+        r.unwrap_or_else(|e| panic!("send {n}: {e:?}"));
+        let inc = match got {
+            Some(m) => m,
+            None => loop {
+                match wait(&mut ep, 30) {
+                    Event::Msg(m) => break m,
+                    e => panic!("unexpected {e:?}"),
+                }
+            },
+        };
+        assert_eq!(inc.hdr.tag, 1001 + i as u64);
+        assert_eq!(inc.hdr.cq_data, n as u64);
+        assert_eq!(inc.len, n as u64);
+        let back = take(&mut ep, &inc, &mut sends).unwrap();
+        let ok = back.iter().zip(&data).all(|(b, d)| *b == d.wrapping_add(1));
+        assert!(ok && back.len() == n, "data mismatch at size {n}");
+    }
+    ep.send_inline(p, &MsgHeader { flags: F_QUIT, ..MsgHeader::default() }, &[]).unwrap();
+    assert!(child.wait().unwrap().success());
+    assert_eq!(ep.in_flight(), 0);
+}
+
+const CELL: usize = 64 + 4096;
+const LARGE: &[usize] = &[1, CELL - 1, CELL, CELL + 1, 4095, 4096, 4097, 6144, 65536, 65537, 1 << 20, 16 << 20];
+
+#[test]
+fn small_pingpong_two_processes() {
+    let sizes: Vec<usize> = [0usize, 1, 7, 8, 55, 56, 63, 64, 65, 100, 1000, 4000, 4096].iter().cycle().take(200).copied().collect();
+    echo_sizes(CmaMode::Auto, "", &sizes);
+}
+
+#[test]
+fn large_messages_via_cma() {
+    echo_sizes(CmaMode::Force, "1", LARGE);
+}
+
+#[test]
+fn large_messages_via_bounce() {
+    echo_sizes(CmaMode::Off, "0", LARGE);
+}
+
+#[test]
+fn cma_refused_by_receiver_falls_back_to_bounce() {
+    // Parent offers CMA; the child refuses it and NACKs; the parent then
+    // streams through a bounce slot. The child's replies go bounce-only.
+    echo_sizes(CmaMode::Auto, "0", &[6144, 1 << 20, 3 << 20]);
+}
+
+#[test]
+fn receiver_death_fails_send() {
+    for mode in [CmaMode::Off, CmaMode::Force] {
+        let mut ep = Endpoint::new(cfg(mode)).unwrap();
+        let mut child = spawn("die_on_rts", Some(&ep.address()), "", "", false);
+        let p = parent_accept(&mut ep);
+        let data = pattern(16 << 20, 9);
+        let t = Instant::now();
+        let (r, _) = send_all(&mut ep, p, &MsgHeader::default(), &data);
+        assert_eq!(r, Err(Error(libc::ECONNRESET)), "mode {mode:?}");
+        assert!(t.elapsed() < Duration::from_secs(10));
+        assert_eq!(child.wait().unwrap().code(), Some(3));
+        // Sending again fails at once.
+        let err = ep.send_inline(p, &MsgHeader::default(), b"x");
+        assert_eq!(err, Err(Error(libc::ECONNRESET)));
+        segment::reclaim_stale();
+    }
+}
+
+#[test]
+fn sender_death_fails_receive() {
+    for mode in ["0", "1"] {
+        let mut ep = Endpoint::new(Config::default()).unwrap();
+        let mut child = spawn("send_then_die", Some(&ep.address()), "", mode, false);
+        let _p = parent_accept(&mut ep);
+        let inc = match wait(&mut ep, 30) {
+            Event::Msg(m) => m,
+            e => panic!("unexpected {e:?}"),
+        };
+        assert_eq!(inc.len, 16 << 20);
+        // Let the child exit before (CMA) or during (bounce) the pull.
+        std::thread::sleep(Duration::from_millis(400));
+        let mut sends = 0;
+        let r = take(&mut ep, &inc, &mut sends);
+        assert_eq!(r.err(), Some(Error(libc::ECONNRESET)), "mode {mode}");
+        assert_eq!(child.wait().unwrap().code(), Some(4));
+        assert_eq!(ep.in_flight(), 0);
+        segment::reclaim_stale();
+    }
+}
+
+#[test]
+fn hostile_ring_entries_are_errors() {
+    let mut ep = Endpoint::new(cfg(CmaMode::Auto)).unwrap();
+    let me = ep.address();
+    let key = me.key();
+    let bad = |ep: &mut Endpoint, w: Wire, payload: &[u8]| {
+        ep.inject_raw(&w, payload);
+        match ep.poll() {
+            Some(Event::Error { err, .. }) => assert_eq!(err, Error(libc::EIO), "{w:?}"),
+            e => panic!("expected error for {w:?}, got {e:?}"),
+        }
+    };
+    // Inline length beyond the cell.
+    bad(&mut ep, Wire { op: OP_EAGER, src_key: key, len: 1 << 40, ..Wire::default() }, &[]);
+    bad(&mut ep, Wire { op: OP_EAGER, src_key: key, len: 4097, ..Wire::default() }, &[]);
+    // Unknown op.
+    bad(&mut ep, Wire { op: 200, src_key: key, ..Wire::default() }, &[]);
+    // RTS with garbage sender address, with mismatching key, with bad slot.
+    bad(&mut ep, Wire { op: OP_RTS, src_key: key, len: 10, pflags: 1, ..Wire::default() }, &[0xff; 32]);
+    bad(&mut ep, Wire { op: OP_RTS, src_key: key ^ 1, len: 10, pflags: 1, ..Wire::default() }, &me.to_bytes());
+    bad(&mut ep, Wire { op: OP_RTS, src_key: key, len: 10, pflags: 2, aux: 1000, ..Wire::default() }, &me.to_bytes());
+    bad(&mut ep, Wire { op: OP_RTS, src_key: key, len: 10, pflags: 9, ..Wire::default() }, &me.to_bytes());
+    // FIN for a message that does not exist.
+    bad(&mut ep, Wire { op: OP_FIN, src_key: key, msg_id: 0xffff_ffff, ..Wire::default() }, &[]);
+    // RTS pointing CMA at an unmapped address: the pull fails cleanly.
+    ep.inject_raw(&Wire { op: OP_RTS, src_key: key, len: 100_000, pflags: 1, addr: 8, msg_id: 3 << 16, ..Wire::default() }, &me.to_bytes());
+    let inc = match ep.poll() {
+        Some(Event::Msg(m)) => m,
+        e => panic!("{e:?}"),
+    };
+    let mut buf = vec![0u8; 100_000];
+    let mut sends = 0;
+    let r = take(&mut ep, &inc, &mut sends);
+    assert!(r.is_err());
+    // The bogus FIN we sent ourselves comes back as an error entry.
+    match wait(&mut ep, 5) {
+        Event::Error { err, .. } => assert_eq!(err, Error(libc::EIO)),
+        e => panic!("{e:?}"),
+    }
+    // Still healthy: a valid message goes through.
+    let p = ep.attach(&me).unwrap();
+    ep.send_inline(p, &MsgHeader { tag: 5, ..MsgHeader::default() }, b"ok").unwrap();
+    match ep.poll() {
+        Some(Event::Msg(m)) => {
+            assert_eq!(ep.recv_inline(&m, &mut buf).unwrap(), 2);
+            assert_eq!(&buf[..2], b"ok");
+        }
+        e => panic!("{e:?}"),
+    }
+    assert_eq!(ep.recv_inline(&inc, &mut buf), Err(EINVAL));
+}
+
+#[test]
+fn corrupt_bounce_chunk_is_error() {
+    let mut a = Endpoint::new(cfg(CmaMode::Off)).unwrap();
+    let mut b = Endpoint::new(cfg(CmaMode::Off)).unwrap();
+    let pb = a.attach(&b.address()).unwrap();
+    let data = pattern(300_000, 3);
+    // SAFETY: data outlives the transfer.
+    assert_eq!(unsafe { a.send(pb, &MsgHeader::default(), data.as_ptr(), data.len(), 9) }, Ok(SendStatus::Pending));
+    let _ = a.poll(); // fills the chunks
+    let inc = match b.poll() {
+        Some(Event::Msg(m)) => m,
+        e => panic!("{e:?}"),
+    };
+    let Kind::Rndv { slot, .. } = inc.kind else { panic!() };
+    // Corrupt the length of the first chunk in A's segment.
+    let ch = a.segment().chunk_ptr(slot, 0).unwrap();
+    // SAFETY: chunk header inside A's mapping.
+    unsafe { ch.add(4).cast::<u32>().write_volatile(u32::MAX) };
+    let mut buf = vec![0u8; data.len()];
+    // SAFETY: buf outlives the wait.
+    unsafe { b.recv_rndv(&inc, buf.as_mut_ptr(), buf.len(), 1) }.unwrap();
+    assert_eq!(wait(&mut b, 5), Event::RecvError { ctx: 1, err: Error(libc::EIO) });
+    assert_eq!(wait(&mut a, 5), Event::SendError { ctx: 9, err: Error(libc::ECANCELED) });
+    assert_eq!(a.in_flight() + b.in_flight(), 0);
+    // A second transfer between the same endpoints works.
+    // SAFETY: as above.
+    unsafe { a.send(pb, &MsgHeader::default(), data.as_ptr(), data.len(), 10) }.unwrap();
+    let inc = loop {
+        let _ = a.poll();
+        if let Some(Event::Msg(m)) = b.poll() {
+            break m;
+        }
+    };
+    // SAFETY: as above.
+    unsafe { b.recv_rndv(&inc, buf.as_mut_ptr(), buf.len(), 2) }.unwrap();
+    let end = Instant::now() + Duration::from_secs(10);
+    let (mut sd, mut rd) = (false, false);
+    while !(sd && rd) {
+        assert!(Instant::now() < end);
+        match a.poll() {
+            Some(Event::SendDone { ctx: 10 }) => sd = true,
+            Some(e) => panic!("{e:?}"),
+            None => {}
+        }
+        match b.poll() {
+            Some(Event::RecvDone { ctx: 2, len }) => {
+                assert_eq!(len, data.len() as u64);
+                rd = true;
+            }
+            Some(e) => panic!("{e:?}"),
+            None => {}
+        }
+    }
+    assert_eq!(buf, data);
+}
+
+#[test]
+fn truncating_receive_and_discard() {
+    let mut a = Endpoint::new(cfg(CmaMode::Auto)).unwrap();
+    let mut b = Endpoint::new(cfg(CmaMode::Auto)).unwrap();
+    let pb = a.attach(&b.address()).unwrap();
+    let data = pattern(50_000, 4);
+    // SAFETY: data outlives the transfers.
+    unsafe { a.send(pb, &MsgHeader::default(), data.as_ptr(), data.len(), 1) }.unwrap();
+    let Some(Event::Msg(inc)) = b.poll() else { panic!() };
+    let mut small = vec![0u8; 1000];
+    // SAFETY: small outlives the wait.
+    unsafe { b.recv_rndv(&inc, small.as_mut_ptr(), small.len(), 7) }.unwrap();
+    assert_eq!(wait(&mut b, 5), Event::RecvDone { ctx: 7, len: 1000 });
+    assert_eq!(&small[..], &data[..1000]);
+    assert_eq!(wait(&mut a, 5), Event::SendDone { ctx: 1 });
+    // SAFETY: as above.
+    unsafe { a.send(pb, &MsgHeader::default(), data.as_ptr(), data.len(), 2) }.unwrap();
+    let Some(Event::Msg(inc)) = b.poll() else { panic!() };
+    b.discard(&inc);
+    assert_eq!(wait(&mut a, 5), Event::SendError { ctx: 2, err: Error(libc::ECANCELED) });
+}
