@@ -13,17 +13,19 @@ extern "C" {
 /**
  * fi_fabric2(3): open the fabric an `fi_info` from fi_getinfo describes.
  */
-int fi_fabric2(fi_info *info, fid_fabric **fabric, uint64_t flags, void *context);
+int fi_fabric2(struct fi_info *info, struct fid_fabric **fabric, uint64_t flags, void *context);
 
 void fi_freeparams(struct fi_param *params);
 
 int fi_getparams(struct fi_param **params, int *count);
 
-int fi_log_enabled(const struct fi_provider *prov, fi_log_level level, fi_log_subsys subsys);
+int fi_log_enabled(const struct fi_provider *prov,
+                   enum fi_log_level level,
+                   enum fi_log_subsys subsys);
 
 int fi_log_ready(const struct fi_provider *prov,
-                 fi_log_level level,
-                 fi_log_subsys subsys,
+                 enum fi_log_level level,
+                 enum fi_log_subsys subsys,
                  uint64_t *showtime);
 
 /**
@@ -35,7 +37,7 @@ int fi_open(uint32_t version,
             void *attr,
             size_t attr_len,
             uint64_t flags,
-            fid **fid,
+            struct fid **fid,
             void *context);
 
 int fi_param_get(struct fi_provider *provider, const char *param_name, void *value);
@@ -67,27 +69,27 @@ uint32_t fi_version(void);
  * `fi_fabric@FABRIC_1.0`: the attribute struct has no `api_version`; the
  * program's API version is somewhere in 1.0 … 1.4, so 1.0 is assumed.
  */
-int rf_compat_fi_fabric_1_0(const void *attr, fid_fabric **fabric, void *context);
+int rf_compat_fi_fabric_1_0(const void *attr, struct fid_fabric **fabric, void *context);
 
-fi_info *rf_fi_dupinfo(const fi_info *info);
+struct fi_info *rf_fi_dupinfo(const struct fi_info *info);
 
-int rf_fi_fabric(fi_fabric_attr *attr, fid_fabric **fabric, void *context);
+int rf_fi_fabric(struct fi_fabric_attr *attr, struct fid_fabric **fabric, void *context);
 
-void rf_fi_freeinfo(fi_info *info);
+void rf_fi_freeinfo(struct fi_info *info);
 
 int rf_fi_getinfo(uint32_t version,
                   const char *node,
                   const char *service,
                   uint64_t flags,
-                  const fi_info *hints,
-                  fi_info **info);
+                  const struct fi_info *hints,
+                  struct fi_info **info);
 
 /**
  * The second half of `fi_log`: `msg` is already formatted.
  */
 void rf_log_emit(const struct fi_provider *prov,
-                 fi_log_level level,
-                 fi_log_subsys subsys,
+                 enum fi_log_level level,
+                 enum fi_log_subsys subsys,
                  const char *func,
                  int line,
                  const char *msg);

@@ -1,16 +1,23 @@
 #!/bin/sh
 # Build a test libfabric.so.1 from the capi static library and run
 # tests/c/log_params.c against it in each of its modes.
-# Usage: tests/c/log_params.sh   (from the repository root)
+# Usage: tests/c/log_params.sh [LIBDIR]   (from the repository root)
+# With LIBDIR, the versioned library in it is tested; without, a debug build
+# is linked here. CFLAGS_EXTRA adds flags (the sanitizer run uses it).
 set -eu
-out=${RF_TEST_DIR:-/tmp/lp}
-mkdir -p "$out"
-cargo build -j1 -p rfabric-capi
-cc -shared -o "$out/libfabric.so.1" \
-   -Wl,--whole-archive target/debug/librfabric_capi.a -Wl,--no-whole-archive \
-   -Wl,-soname,libfabric.so.1 -lpthread -ldl -lm
-cc -std=gnu11 -Wall -Wextra -Werror -o "$out/log_params" tests/c/log_params.c \
-   "$out/libfabric.so.1" -Wl,-rpath,"$out"
+out=$(mktemp -d "${TMPDIR:-/tmp}/lp.XXXXXX")
+trap 'rm -rf "$out"' EXIT
+if [ $# -ge 1 ]; then
+   lib=$(cd "$1" && pwd)
+else
+   lib=$out
+   cargo build -j1 -p rfabric-capi
+   cc -shared -o "$out/libfabric.so.1" \
+      -Wl,--whole-archive target/debug/librfabric_capi.a -Wl,--no-whole-archive \
+      -Wl,-soname,libfabric.so.1 -lpthread -ldl -lm
+fi
+cc -std=gnu11 -Wall -Wextra -Werror -Iinclude ${CFLAGS_EXTRA:-} -o "$out/log_params" tests/c/log_params.c \
+   -L"$lib" -l:libfabric.so.1 -Wl,-rpath,"$lib"
 
 unset FI_LOG_LEVEL FI_LOG_PROV FI_LOG_SUBSYS FI_LOG_INTERVAL FI_LOG_LOCATION FI_LOG_LOCATION_MODE || true
 "$out/log_params" params
