@@ -69,3 +69,10 @@ check-install: install
 clean:
 	$(CARGO) clean
 	rm -rf build prefix
+
+# The main job: build, install into PREFIX and list what the library offers
+# with the installed fi_info.
+.PHONY: demo
+demo: install
+	LD_LIBRARY_PATH=$(LIBDIR) $(PREFIX)/bin/fi_info -l
+	LD_LIBRARY_PATH=$(LIBDIR) $(PREFIX)/bin/fi_info -p shm
