@@ -40,7 +40,7 @@ fn next_event(ep: &mut Endpoint) -> Event {
             return e;
         }
         spins += 1;
-        if spins % 4096 == 0 && Instant::now() > end {
+        if spins & 4095 == 0 && Instant::now() > end {
             die("timed out");
         }
     }
@@ -80,11 +80,9 @@ fn send_wait(ep: &mut Endpoint, p: PeerId, flags: u8, buf: &[u8]) {
             Err(e) => die(&format!("send: {e:?}")),
         }
     }
-    loop {
-        match next_event(ep) {
-            Event::SendDone { ctx: 2 } => return,
-            e => die(&format!("unexpected {e:?}")),
-        }
+    match next_event(ep) {
+        Event::SendDone { ctx: 2 } => {}
+        e => die(&format!("unexpected {e:?}")),
     }
 }
 
