@@ -359,11 +359,7 @@ impl Endpoint {
     /// Posts a control entry now, or queues it for the next poll.
     fn post_ctl(&mut self, peer: PeerId, w: Wire) {
         match self.post(peer, &w, &[]) {
-            Err(e) if e == EAGAIN => {
-                if self.ctl.len() < self.ctl.capacity() {
-                    self.ctl.push_back((peer, w));
-                }
-            }
+            Err(e) if e == EAGAIN && self.ctl.len() < self.ctl.capacity() => self.ctl.push_back((peer, w)),
             _ => {}
         }
     }
@@ -765,7 +761,7 @@ impl Endpoint {
             }
         }
         self.polls = self.polls.wrapping_add(1);
-        if self.polls % 64 == 0 {
+        if self.polls & 63 == 0 {
             let now = coarse_ns();
             if now.saturating_sub(self.last_check_ns) > CHECK_NS {
                 self.last_check_ns = now;

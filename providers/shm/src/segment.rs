@@ -74,11 +74,11 @@ impl Geometry {
     pub fn check(&self) -> Result<()> {
         let ok = self.ncells.is_power_of_two()
             && (2..=1 << 16).contains(&self.ncells)
-            && self.cell_size % 64 == 0
+            && self.cell_size & 63 == 0
             && (128..=1 << 20).contains(&self.cell_size)
             && (1..=64).contains(&self.nslots)
             && (1..=64).contains(&self.nchunks)
-            && self.chunk_size % 64 == 0
+            && self.chunk_size & 63 == 0
             && (64..=1 << 24).contains(&self.chunk_size);
         if ok && self.total_size() <= MAX_SEGMENT {
             Ok(())

@@ -318,11 +318,9 @@ fn echo_sizes(parent_cma: CmaMode, child_cma: &str, sizes: &[usize]) {
         r.unwrap_or_else(|e| panic!("send {n}: {e:?}"));
         let inc = match got {
             Some(m) => m,
-            None => loop {
-                match wait(&mut ep, 30) {
-                    Event::Msg(m) => break m,
-                    e => panic!("unexpected {e:?}"),
-                }
+            None => match wait(&mut ep, 30) {
+                Event::Msg(m) => m,
+                e => panic!("unexpected {e:?}"),
             },
         };
         assert_eq!(inc.hdr.tag, 1001 + i as u64);
