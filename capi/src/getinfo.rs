@@ -460,6 +460,11 @@ pub(crate) fn check_version(version: u32) -> Result<(), Error> {
     Ok(())
 }
 
+/// Flags fi_getinfo(3) defines, plus the three bits (57..59) upstream's
+/// layered providers pass to the core's fi_getinfo for their own lookups;
+/// they are accepted and have no effect here.
+const GETINFO_FLAGS: u64 = FI_NUMERICHOST | FI_SOURCE | FI_PROV_ATTR_ONLY | FI_RESCAN | (7u64 << 57);
+
 /// # Safety
 /// Arguments as fi_getinfo(3); `hints` in the current shape.
 pub(crate) unsafe fn getinfo_current(
@@ -475,6 +480,10 @@ pub(crate) unsafe fn getinfo_current(
     unsafe { *info = ptr::null_mut() };
     if let Err(e) = check_version(version) {
         return e.to_c();
+    }
+    if flags & !GETINFO_FLAGS != 0 {
+        rfabric_core::fi_warn!("core", FI_LOG_CORE, "fi_getinfo: unsupported flags {:#x}", flags & !GETINFO_FLAGS);
+        return -FI_EBADFLAGS;
     }
     // SAFETY: caller's strings.
     let (node_s, service_s) = match unsafe { (opt_str(node), opt_str(service)) } {

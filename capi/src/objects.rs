@@ -80,8 +80,11 @@ unsafe extern "C" fn fabric_tostr(f: *const fid, buf: *mut c_char, len: usize) -
     })
 }
 
-unsafe extern "C" fn fabric_domain(_f: *mut fid_fabric, _i: *mut fi_info, _d: *mut *mut fid_domain, _c: *mut c_void) -> c_int {
-    -FI_ENOSYS
+unsafe extern "C" fn fabric_domain(f: *mut fid_fabric, i: *mut fi_info, d: *mut *mut fid_domain, _c: *mut c_void) -> c_int {
+    guard!(-FI_EOTHER, {
+        null_check!(f, i, d);
+        -FI_ENOSYS
+    })
 }
 unsafe extern "C" fn fabric_domain2(_f: *mut fid_fabric, _i: *mut fi_info, _d: *mut *mut fid_domain, _fl: u64, _c: *mut c_void) -> c_int {
     -FI_ENOSYS
