@@ -103,12 +103,20 @@ unsafe extern "C" fn domain_cq_open(d: *mut fid_domain, a: *mut fi_cq_attr, cq: 
         null_check!(a, cq);
         // SAFETY: checked against our ops table.
         let Some(h) = (unsafe { ours::<DomainHandle>(d as *const fid, &DOMAIN_FI_OPS) }) else { return -FI_EINVAL };
-        // SAFETY: a non-NULL.
-        let a = unsafe { &*a };
-        if !a.wait_set.is_null() {
+        // SAFETY: a non-NULL; fields read one by one (a 1.x caller's
+        // struct ends before xpu_ctx).
+        let (size, format, wait_obj, wait_set) = unsafe {
+            (
+                std::ptr::addr_of!((*a).size).read(),
+                std::ptr::addr_of!((*a).format).read(),
+                std::ptr::addr_of!((*a).wait_obj).read(),
+                std::ptr::addr_of!((*a).wait_set).read(),
+            )
+        };
+        if !wait_set.is_null() {
             return -FI_ENOSYS;
         }
-        let attr = CqAttr { size: a.size, format: a.format as u32, wait_obj: a.wait_obj as u32 };
+        let attr = CqAttr { size, format: format as u32, wait_obj: wait_obj as u32 };
         match h.obj.cq_open(&attr) {
             Ok(obj) => {
                 h.children.get();
@@ -335,15 +343,25 @@ unsafe extern "C" fn mr_regv(f: *mut fid, iov: *const libc::iovec, count: usize,
 unsafe extern "C" fn mr_regattr(f: *mut fid, attr: *const fi_mr_attr, flags: u64, mr: *mut *mut fid_mr) -> c_int {
     guard!(-FI_EOTHER, {
         null_check!(attr, mr);
-        // SAFETY: attr non-NULL.
-        let a = unsafe { &*attr };
-        if a.iov_count != 1 || flags & FI_MR_DMABUF != 0 {
+        // SAFETY: attr non-NULL; only fields present since 1.x are read, one
+        // by one (older callers' structs are shorter).
+        let (iov_count, access, offset, key, context, iov) = unsafe {
+            (
+                std::ptr::addr_of!((*attr).iov_count).read(),
+                std::ptr::addr_of!((*attr).access).read(),
+                std::ptr::addr_of!((*attr).offset).read(),
+                std::ptr::addr_of!((*attr).requested_key).read(),
+                std::ptr::addr_of!((*attr).context).read(),
+                std::ptr::addr_of!((*attr).anon0).read(),
+            )
+        };
+        if iov_count != 1 || flags & FI_MR_DMABUF != 0 {
             return -FI_EINVAL;
         }
         // SAFETY: without FI_MR_DMABUF the union holds mr_iov.
-        let iov = unsafe { a.anon0.mr_iov };
+        let iov = unsafe { iov.mr_iov };
         // SAFETY: forwarded.
-        unsafe { mr_regv(f, iov, 1, a.access, a.offset, a.requested_key, flags, mr, a.context) }
+        unsafe { mr_regv(f, iov, 1, access, offset, key, flags, mr, context) }
     })
 }
 
@@ -454,6 +472,18 @@ unsafe extern "C" fn cq_sreadfrom(cq: *mut fid_cq, buf: *mut c_void, count: usiz
     guard!(-(FI_EOTHER as isize), unsafe { cq_read_common(cq, buf, count, src, Some(timeout)) })
 }
 
+/// Size of `struct fi_cq_err_entry` for a fabric opened with `api`:
+/// `src_addr` came with 2.0, `err_data_size` with 1.5.
+pub(crate) fn err_entry_size(api: u32) -> usize {
+    if api >= fi_version(2, 0) {
+        ERR_ENTRY_SIZE
+    } else if api >= fi_version(1, 5) {
+        ERR_ENTRY_SIZE - 8
+    } else {
+        ERR_ENTRY_SIZE - 16
+    }
+}
+
 unsafe extern "C" fn cq_readerr(cq: *mut fid_cq, e: *mut fi_cq_err_entry, flags: u64) -> isize {
     guard!(-(FI_EOTHER as isize), {
         null_check_ssize!(e);
@@ -462,8 +492,13 @@ unsafe extern "C" fn cq_readerr(cq: *mut fid_cq, e: *mut fi_cq_err_entry, flags:
         if flags != 0 {
             return -(FI_EBADFLAGS as isize);
         }
-        // SAFETY: e non-NULL, the caller's entry.
-        let (ud, us) = unsafe { ((*e).err_data, (*e).err_data_size) };
+        // SAFETY: e non-NULL, the caller's entry; err_data_size exists
+        // from API 1.5 on.
+        let (ud, us) = unsafe {
+            let ud = std::ptr::addr_of!((*e).err_data).read();
+            let us = if h.api_version >= fi_version(1, 5) { std::ptr::addr_of!((*e).err_data_size).read() } else { 0 };
+            (ud, us)
+        };
         let user = if ud.is_null() || us == 0 {
             None
         } else {
@@ -473,12 +508,15 @@ unsafe extern "C" fn cq_readerr(cq: *mut fid_cq, e: *mut fi_cq_err_entry, flags:
         match h.obj.readerr(user, h.api_version) {
             Ok((info, p)) => {
                 let ptr = if info.err_data == ErrDataLoc::Provider { p } else { ud as usize };
-                // SAFETY: fi_cq_err_entry is ERR_ENTRY_SIZE bytes.
-                let out = unsafe { std::slice::from_raw_parts_mut(e as *mut u8, ERR_ENTRY_SIZE) };
-                match encode_err(&info, ptr, out) {
-                    Ok(()) => 1,
-                    Err(err) => err.to_c() as isize,
+                let mut full = [0u8; ERR_ENTRY_SIZE];
+                if let Err(err) = encode_err(&info, ptr, &mut full) {
+                    return err.to_c() as isize;
                 }
+                let n = err_entry_size(h.api_version);
+                // SAFETY: the caller's fi_cq_err_entry has the size of the
+                // API version it opened the fabric with (n bytes).
+                unsafe { std::ptr::copy_nonoverlapping(full.as_ptr(), e as *mut u8, n) };
+                1
             }
             Err(err) => err.to_c() as isize,
         }
@@ -791,27 +829,42 @@ unsafe extern "C" fn eq_readerr(e: *mut fid_eq, out: *mut fi_eq_err_entry, flags
         null_check_ssize!(out);
         // SAFETY: checked against our ops table.
         let Some(h) = (unsafe { ours::<EqHandle>(e as *const fid, &EQ_FI_OPS) }) else { return -(FI_EINVAL as isize) };
-        // SAFETY: out non-NULL.
-        let o = unsafe { &mut *out };
-        let user = if o.err_data.is_null() || o.err_data_size == 0 {
+        // err_data_size exists from API 1.5 on; older entries end before it.
+        let has_size = h.api_version >= fi_version(1, 5);
+        // SAFETY: out non-NULL; fields read and written one by one.
+        let (ud, us) = unsafe {
+            (
+                std::ptr::addr_of!((*out).err_data).read(),
+                if has_size { std::ptr::addr_of!((*out).err_data_size).read() } else { 0 },
+            )
+        };
+        let user = if ud.is_null() || us == 0 {
             None
         } else {
             // SAFETY: err_data holds err_data_size bytes.
-            Some(unsafe { std::slice::from_raw_parts_mut(o.err_data as *mut u8, o.err_data_size) })
+            Some(unsafe { std::slice::from_raw_parts_mut(ud as *mut u8, us) })
         };
         let mut q = h.eq.lock();
         match q.readerr(user, h.api_version, flags) {
             Ok(info) => {
-                o.fid = info.fid as fid_t;
-                o.context = info.context as *mut c_void;
-                o.data = info.data;
-                o.err = info.err;
-                o.prov_errno = info.prov_errno;
-                o.err_data_size = info.err_data_size;
-                if info.err_data == ErrDataLoc::Provider {
-                    o.err_data = q.last_err_data().as_ptr() as *mut c_void;
+                let ed = if info.err_data == ErrDataLoc::Provider { q.last_err_data().as_ptr() as *mut c_void } else { ud };
+                // SAFETY: out non-NULL; err_data_size only where it exists.
+                unsafe {
+                    std::ptr::addr_of_mut!((*out).fid).write(info.fid as fid_t);
+                    std::ptr::addr_of_mut!((*out).context).write(info.context as *mut c_void);
+                    std::ptr::addr_of_mut!((*out).data).write(info.data);
+                    std::ptr::addr_of_mut!((*out).err).write(info.err);
+                    std::ptr::addr_of_mut!((*out).prov_errno).write(info.prov_errno);
+                    std::ptr::addr_of_mut!((*out).err_data).write(ed);
+                    if has_size {
+                        std::ptr::addr_of_mut!((*out).err_data_size).write(info.err_data_size);
+                    }
                 }
-                std::mem::size_of::<fi_eq_err_entry>() as isize
+                if has_size {
+                    std::mem::size_of::<fi_eq_err_entry>() as isize
+                } else {
+                    (std::mem::size_of::<fi_eq_err_entry>() - 8) as isize
+                }
             }
             Err(err) => err.to_c() as isize,
         }
