@@ -11,7 +11,7 @@ use rfabric_core::error::{Error, EINVAL};
 use rfabric_core::objects::cq::{encode_err, CqAttr, ErrDataLoc, ERR_ENTRY_SIZE};
 use rfabric_core::objects::eq::Eq;
 use rfabric_core::objects::wait::Locked;
-use rfabric_core::provider::{AddressVector, AvAttr, CompletionQueue, Domain, MrReq};
+use rfabric_core::provider::{AddressVector, AvAttr, CompletionQueue, Counter, Domain, MrReq};
 use std::sync::Arc;
 
 pub(crate) fn rc(r: Result<(), Error>) -> c_int {
@@ -199,7 +199,6 @@ unsafe extern "C" fn domain_endpoint2(d: *mut fid_domain, i: *mut fi_info, ep: *
 }
 
 enosys_fn!(domain_scalable_ep(*mut fid_domain, *mut fi_info, *mut *mut fid_ep, *mut c_void) -> c_int);
-enosys_fn!(domain_cntr_open(*mut fid_domain, *mut fi_cntr_attr, *mut *mut fid_cntr, *mut c_void) -> c_int);
 enosys_fn!(domain_poll_open(*mut fid_domain, *mut fi_poll_attr, *mut *mut fid_poll) -> c_int);
 enosys_fn!(domain_stx_ctx(*mut fid_domain, *mut fi_tx_attr, *mut *mut fid_stx, *mut c_void) -> c_int);
 enosys_fn!(domain_srx_ctx(*mut fid_domain, *mut fi_rx_attr, *mut *mut fid_ep, *mut c_void) -> c_int);
@@ -557,6 +556,136 @@ static CQ_OPS: fi_ops_cq = fi_ops_cq {
     signal: Some(cq_signal),
     strerror: Some(cq_strerror),
     export_xpu: Some(cq_export_xpu),
+};
+
+// ------------------------------------------------------------------ counter
+
+#[repr(C)]
+pub(crate) struct CntrHandle {
+    pub(crate) fid: fid_cntr,
+    pub(crate) obj: Arc<dyn Counter>,
+    domain: *const DomainHandle,
+    /// Endpoints bound to this counter.
+    pub(crate) refs: RefCount,
+}
+
+pub(crate) fn cntr_fi_ops() -> &'static fi_ops {
+    &CNTR_FI_OPS
+}
+
+unsafe extern "C" fn domain_cntr_open(d: *mut fid_domain, a: *mut fi_cntr_attr, out: *mut *mut fid_cntr, ctx: *mut c_void) -> c_int {
+    guard!(-FI_EOTHER, {
+        null_check!(a, out);
+        // SAFETY: checked against our ops table.
+        let Some(h) = (unsafe { ours::<DomainHandle>(d as *const fid, &DOMAIN_FI_OPS) }) else { return -FI_EINVAL };
+        // SAFETY: a non-NULL; fields read one by one (1.x structs are shorter).
+        let (events, wait_obj, wait_set, flags) = unsafe {
+            (
+                std::ptr::addr_of!((*a).events).read(),
+                std::ptr::addr_of!((*a).wait_obj).read(),
+                std::ptr::addr_of!((*a).wait_set).read(),
+                std::ptr::addr_of!((*a).flags).read(),
+            )
+        };
+        if !wait_set.is_null() {
+            return -FI_ENOSYS;
+        }
+        if flags != 0 {
+            return -FI_EBADFLAGS;
+        }
+        match h.obj.cntr_open(events as u32, wait_obj as u32) {
+            Ok(obj) => {
+                h.children.get();
+                let ch = Box::new(CntrHandle {
+                    fid: fid_cntr {
+                        fid: fid { fclass: FI_CLASS_CNTR, context: ctx, ops: &CNTR_FI_OPS as *const fi_ops as *mut fi_ops },
+                        ops: &CNTR_OPS as *const fi_ops_cntr as *mut fi_ops_cntr,
+                    },
+                    obj,
+                    domain: h,
+                    refs: RefCount::default(),
+                });
+                // SAFETY: out non-NULL.
+                unsafe { *out = Box::into_raw(ch) as *mut fid_cntr };
+                0
+            }
+            Err(e) => e.to_c(),
+        }
+    })
+}
+
+unsafe extern "C" fn cntr_close(f: *mut fid) -> c_int {
+    guard!(-FI_EOTHER, {
+        // SAFETY: checked against our ops table.
+        let Some(h) = (unsafe { ours::<CntrHandle>(f, &CNTR_FI_OPS) }) else { return -FI_EINVAL };
+        if h.refs.busy() {
+            return -FI_EBUSY;
+        }
+        // SAFETY: the domain outlives its counters.
+        unsafe { (*h.domain).children.put() };
+        // SAFETY: created by Box::into_raw in domain_cntr_open; closed once.
+        drop(unsafe { Box::from_raw(f as *mut CntrHandle) });
+        0
+    })
+}
+
+static CNTR_FI_OPS: fi_ops = fi_ops {
+    size: std::mem::size_of::<fi_ops>(),
+    close: Some(cntr_close),
+    bind: Some(enosys_bind),
+    control: Some(enosys_control),
+    ops_open: Some(enosys_ops_open),
+    tostr: Some(obj_tostr),
+    ops_set: Some(enosys_ops_set),
+};
+
+/// # Safety
+/// `c` NULL or a fid.
+unsafe fn cntr<'a>(c: *mut fid_cntr) -> Option<&'a CntrHandle> {
+    // SAFETY: caller.
+    unsafe { ours::<CntrHandle>(c as *const fid, &CNTR_FI_OPS) }
+}
+
+unsafe extern "C" fn cntr_read(c: *mut fid_cntr) -> u64 {
+    // SAFETY: checked against our ops table; a bad fid reads as 0.
+    guard!(0, unsafe { cntr(c) }.map_or(0, |h| h.obj.read()))
+}
+unsafe extern "C" fn cntr_readerr(c: *mut fid_cntr) -> u64 {
+    // SAFETY: as cntr_read.
+    guard!(0, unsafe { cntr(c) }.map_or(0, |h| h.obj.readerr()))
+}
+unsafe extern "C" fn cntr_add(c: *mut fid_cntr, v: u64) -> c_int {
+    // SAFETY: checked against our ops table.
+    guard!(-FI_EOTHER, unsafe { cntr(c) }.map_or(-FI_EINVAL, |h| rc(h.obj.add(v))))
+}
+unsafe extern "C" fn cntr_set(c: *mut fid_cntr, v: u64) -> c_int {
+    // SAFETY: checked against our ops table.
+    guard!(-FI_EOTHER, unsafe { cntr(c) }.map_or(-FI_EINVAL, |h| rc(h.obj.set(v))))
+}
+unsafe extern "C" fn cntr_adderr(c: *mut fid_cntr, v: u64) -> c_int {
+    // SAFETY: checked against our ops table.
+    guard!(-FI_EOTHER, unsafe { cntr(c) }.map_or(-FI_EINVAL, |h| rc(h.obj.adderr(v))))
+}
+unsafe extern "C" fn cntr_seterr(c: *mut fid_cntr, v: u64) -> c_int {
+    // SAFETY: checked against our ops table.
+    guard!(-FI_EOTHER, unsafe { cntr(c) }.map_or(-FI_EINVAL, |h| rc(h.obj.seterr(v))))
+}
+unsafe extern "C" fn cntr_wait(c: *mut fid_cntr, threshold: u64, timeout: c_int) -> c_int {
+    // SAFETY: checked against our ops table.
+    guard!(-FI_EOTHER, unsafe { cntr(c) }.map_or(-FI_EINVAL, |h| rc(h.obj.wait(threshold, timeout))))
+}
+enosys_fn!(cntr_export_xpu(*mut fid_cntr, u64, *mut fid_xpu_cntr) -> c_int);
+
+static CNTR_OPS: fi_ops_cntr = fi_ops_cntr {
+    size: std::mem::size_of::<fi_ops_cntr>(),
+    read: Some(cntr_read),
+    readerr: Some(cntr_readerr),
+    add: Some(cntr_add),
+    set: Some(cntr_set),
+    wait: Some(cntr_wait),
+    adderr: Some(cntr_adderr),
+    seterr: Some(cntr_seterr),
+    export_xpu: Some(cntr_export_xpu),
 };
 
 // ------------------------------------------------------------------ AV

@@ -8,7 +8,7 @@
 //! (one `Iov`) and makes one dynamic call into the provider's
 //! `Endpoint::send`. No allocation, no lookup.
 
-use crate::domain::{av_fi_ops, cq_fi_ops, ours, put_cstr, rc, AvHandle, CqHandle, DomainHandle};
+use crate::domain::{av_fi_ops, cntr_fi_ops, cq_fi_ops, ours, put_cstr, rc, AvHandle, CntrHandle, CqHandle, DomainHandle};
 use crate::objects::RefCount;
 use libc::{c_char, c_int, c_void, iovec};
 use rfabric_core::abi::*;
@@ -99,7 +99,9 @@ unsafe extern "C" fn ep_bind(f: *mut fid, b: *mut fid, flags: u64) -> c_int {
         } else if class == FI_CLASS_EQ {
             return rc(h.obj.bind(Bind::Eq, flags));
         } else if class == FI_CLASS_CNTR {
-            return -FI_ENOSYS;
+            // SAFETY: checked against the counter ops table.
+            let Some(c) = (unsafe { ours::<CntrHandle>(b, cntr_fi_ops()) }) else { return -FI_EINVAL };
+            (h.obj.bind(Bind::Cntr(&c.obj), flags), &c.refs as *const RefCount)
         } else {
             return -FI_EINVAL;
         };

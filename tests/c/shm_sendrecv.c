@@ -40,6 +40,7 @@ struct res {
 	struct fid_cq *txcq, *rxcq;
 	struct fid_av *av;
 	struct fid_ep *ep;
+	struct fid_cntr *cntr;
 	char name[128];
 	size_t namelen;
 };
@@ -66,6 +67,7 @@ static void open_res(struct res *r)
 	    fi_cq_open(r->domain, &cq_attr, &r->txcq, NULL) ||
 	    fi_cq_open(r->domain, &cq_attr, &r->rxcq, NULL) ||
 	    fi_av_open(r->domain, &av_attr, &r->av, NULL) ||
+	    fi_cntr_open(r->domain, &(struct fi_cntr_attr){ .events = FI_CNTR_EVENTS_COMP }, &r->cntr, NULL) ||
 	    fi_endpoint(r->domain, r->info, &r->ep, NULL)) {
 		printf("opening objects failed\n");
 		exit(2);
@@ -78,6 +80,8 @@ static void open_res(struct res *r)
 	CHECK(fi_ep_bind(r->ep, &r->av->fid, 0) == 0, "bind av");
 	CHECK(fi_ep_bind(r->ep, &r->txcq->fid, FI_TRANSMIT) == 0, "bind txcq");
 	CHECK(fi_ep_bind(r->ep, &r->rxcq->fid, FI_RECV) == 0, "bind rxcq");
+	CHECK(fi_ep_bind(r->ep, &r->cntr->fid, 0) == -FI_EINVAL, "bind cntr without flags");
+	CHECK(fi_ep_bind(r->ep, &r->cntr->fid, FI_SEND | FI_RECV) == 0, "bind cntr");
 	CHECK(fi_enable(r->ep) == 0, "enable");
 
 	/* fi_getname: the size first, then the name (a string). */
@@ -95,10 +99,12 @@ static void close_res(struct res *r)
 	CHECK(fi_close(&r->domain->fid) == -FI_EBUSY, "close domain with children");
 	CHECK(fi_close(&r->txcq->fid) == -FI_EBUSY, "close bound CQ");
 	CHECK(fi_close(&r->av->fid) == -FI_EBUSY, "close bound AV");
+	CHECK(fi_close(&r->cntr->fid) == -FI_EBUSY, "close bound counter");
 	CHECK(fi_close(&r->ep->fid) == 0, "close ep");
 	CHECK(fi_close(&r->txcq->fid) == 0, "close txcq");
 	CHECK(fi_close(&r->rxcq->fid) == 0, "close rxcq");
 	CHECK(fi_close(&r->av->fid) == 0, "close av");
+	CHECK(fi_close(&r->cntr->fid) == 0, "close cntr");
 	CHECK(fi_close(&r->fabric->fid) == -FI_EBUSY, "close fabric with domain");
 	CHECK(fi_close(&r->domain->fid) == 0, "close domain");
 	CHECK(fi_close(&r->fabric->fid) == 0, "close fabric");
@@ -162,6 +168,9 @@ static void sender(struct res *r, fi_addr_t peer)
 	fill(buf, 100, 9);
 	CHECK(fi_send(r->ep, buf, 100, NULL, peer, NULL) == 0, "send for truncation");
 	CHECK(wait_cq(r->txcq, &e) == 1, "truncation send completion");
+	/* Every send above (inject included) counted once. */
+	CHECK(fi_cntr_read(r->cntr) == NSIZES + 3 && fi_cntr_readerr(r->cntr) == 0,
+	      "send counter %llu", (unsigned long long)fi_cntr_read(r->cntr));
 	/* Unsupported operations answer -FI_ENOSYS. */
 	CHECK(fi_write(r->ep, buf, 8, NULL, peer, 0, 0, NULL) == -FI_ENOSYS, "rma write");
 	CHECK(fi_send(r->ep, buf, 8, NULL, 12345, NULL) == -FI_EINVAL, "send to unknown fi_addr");
@@ -217,6 +226,9 @@ static void receiver(struct res *r)
 	CHECK(err.src_addr == 0x5a5a5a5aULL, "readerr wrote past a 1.17 fi_cq_err_entry");
 #endif
 	CHECK(same(buf, 10, 9), "truncated data");
+	CHECK(fi_cntr_read(r->cntr) == NSIZES + 2 && fi_cntr_readerr(r->cntr) >= 1,
+	      "receive counter %llu/%llu", (unsigned long long)fi_cntr_read(r->cntr),
+	      (unsigned long long)fi_cntr_readerr(r->cntr));
 	/* Bad input on the CQ and AV. */
 	CHECK(fi_cq_read(r->rxcq, NULL, 1) == -FI_EINVAL, "cq_read NULL buffer");
 	CHECK(fi_cq_read(r->rxcq, &e, 1) == -FI_EAGAIN, "cq empty");
@@ -224,7 +236,18 @@ static void receiver(struct res *r)
 	CHECK(fi_av_insert(r->av, "fi_shm://garbage", 1, &bad, 0, NULL) == 0 && bad == FI_ADDR_NOTAVAIL, "bad address");
 	struct fid_cntr *cntr;
 	struct fi_cntr_attr cattr = { .events = FI_CNTR_EVENTS_COMP };
-	CHECK(fi_cntr_open(r->domain, &cattr, &cntr, NULL) == -FI_ENOSYS, "cntr_open");
+	CHECK(fi_cntr_open(r->domain, &cattr, &cntr, NULL) == 0, "cntr_open");
+	CHECK(fi_cntr_add(cntr, 5) == 0 && fi_cntr_read(cntr) == 5, "cntr add/read");
+	CHECK(fi_cntr_set(cntr, 0) == 0 && fi_cntr_read(cntr) == 0, "cntr set");
+	CHECK(fi_cntr_adderr(cntr, 2) == 0 && fi_cntr_readerr(cntr) == 2, "cntr adderr");
+	CHECK(fi_cntr_wait(cntr, 1, 10) == -FI_EAGAIN || fi_cntr_wait(cntr, 1, 10) == -FI_ETIMEDOUT ||
+		      fi_cntr_wait(cntr, 1, 10) == -FI_ENOSYS, "cntr wait times out");
+	/* Bound to a live endpoint the counter cannot close. Binding after
+	 * fi_enable is refused. */
+	CHECK(fi_ep_bind(r->ep, &cntr->fid, FI_RECV) == -FI_EOPBADSTATE, "bind after enable");
+	CHECK(fi_close(&cntr->fid) == 0, "close cntr");
+	cattr.events = 99;
+	CHECK(fi_cntr_open(r->domain, &cattr, &cntr, NULL) == -FI_EINVAL, "cntr bad events");
 	free(buf);
 }
 

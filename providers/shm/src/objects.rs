@@ -18,11 +18,12 @@ use rfabric_core::abi::*;
 use rfabric_core::error::{Error, Result, EAGAIN, EINVAL, ENOSYS};
 use rfabric_core::info::Info;
 use rfabric_core::objects::av::Av;
+use rfabric_core::objects::cntr::Cntr;
 use rfabric_core::objects::cq::{Completion, Cq, CqAttr, CqErrInfo, ErrCompletion, ErrDataLoc};
 use rfabric_core::objects::matching::{Matcher, RecvSpec, Unexp};
 use rfabric_core::objects::mr::{MrRegion, MrRegistry};
 use rfabric_core::objects::wait::Locked;
-use rfabric_core::provider::{AddressVector, AvAttr, Bind, CompletionQueue, Domain, Endpoint, MrReq, RxOp, TxOp};
+use rfabric_core::provider::{AddressVector, AvAttr, Bind, CompletionQueue, Counter, Domain, Endpoint, MrReq, RxOp, TxOp};
 use std::any::Any;
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, RwLock};
@@ -125,6 +126,9 @@ impl Domain for ShmDomain {
         }
         Ok(Arc::new(ShmAv { inner: RwLock::new(AvInner { av: Av::new(attr.kind, attr.count, ADDR_LEN)?, keys: HashMap::new() }) }))
     }
+    fn cntr_open(&self, events: u32, wait_obj: u32) -> Result<Arc<dyn Counter>> {
+        Ok(Arc::new(ShmCntr { c: Cntr::new(events, wait_obj)?, eps: Mutex::new(Vec::new()) }))
+    }
     fn mr_reg(&self, req: &MrReq) -> Result<u64> {
         let r = MrRegion { base: req.addr, len: req.len, access: req.access, ..MrRegion::default() };
         self.mr.lock().register(r, req.requested_key)
@@ -205,6 +209,63 @@ impl CompletionQueue for ShmCq {
     }
     fn signal(&self) -> Result<()> {
         self.ring.lock().signal()
+    }
+    fn as_any_arc(self: Arc<Self>) -> Arc<dyn Any + Send + Sync> {
+        self
+    }
+}
+
+// ---------------------------------------------------------------- counter
+
+pub struct ShmCntr {
+    c: Cntr,
+    eps: Mutex<Vec<Arc<EpShared>>>,
+}
+
+impl ShmCntr {
+    fn progress(&self) {
+        for ep in locked(&self.eps).iter() {
+            ep.st.lock().progress();
+        }
+    }
+    fn attach(&self, ep: &Arc<EpShared>) {
+        let mut v = locked(&self.eps);
+        if !v.iter().any(|e| Arc::ptr_eq(e, ep)) {
+            v.push(ep.clone());
+        }
+    }
+    fn detach(&self, ep: &Arc<EpShared>) {
+        locked(&self.eps).retain(|e| !Arc::ptr_eq(e, ep));
+    }
+}
+
+impl Counter for ShmCntr {
+    fn read(&self) -> u64 {
+        self.progress();
+        self.c.read()
+    }
+    fn readerr(&self) -> u64 {
+        self.progress();
+        self.c.readerr()
+    }
+    fn add(&self, v: u64) -> Result<()> {
+        self.c.add(v);
+        Ok(())
+    }
+    fn set(&self, v: u64) -> Result<()> {
+        self.c.set(v);
+        Ok(())
+    }
+    fn adderr(&self, v: u64) -> Result<()> {
+        self.c.adderr(v);
+        Ok(())
+    }
+    fn seterr(&self, v: u64) -> Result<()> {
+        self.c.seterr(v);
+        Ok(())
+    }
+    fn wait(&self, threshold: u64, timeout: i32) -> Result<()> {
+        self.c.wait(threshold, timeout, &mut || self.progress())
     }
     fn as_any_arc(self: Arc<Self>) -> Arc<dyn Any + Send + Sync> {
         self
@@ -331,6 +392,10 @@ struct EpState {
     tx_cq: Option<Arc<ShmCq>>,
     rx_cq: Option<Arc<ShmCq>>,
     av: Option<Arc<ShmAv>>,
+    send_cntr: Option<Arc<ShmCntr>>,
+    recv_cntr: Option<Arc<ShmCntr>>,
+    /// Counters bound for events this provider never generates (RMA).
+    other_cntrs: Vec<Arc<ShmCntr>>,
     tx_selective: bool,
     rx_selective: bool,
     enabled: bool,
@@ -361,6 +426,9 @@ impl ShmEp {
             tx_cq: None,
             rx_cq: None,
             av: None,
+            send_cntr: None,
+            recv_cntr: None,
+            other_cntrs: Vec::new(),
             tx_selective: false,
             rx_selective: false,
             enabled: false,
@@ -411,6 +479,13 @@ impl EpState {
     }
 
     fn complete_tx(&self, t: TxInfo, res: Result<()>) {
+        if let Some(c) = self.send_cntr.as_ref() {
+            if res.is_ok() {
+                c.c.add(1);
+            } else {
+                c.c.adderr(1);
+            }
+        }
         let Some(cq) = self.tx_cq.as_ref() else { return };
         let base = Completion { op_context: t.ctx, flags: t.flags, src_addr: FI_ADDR_NOTAVAIL, ..Completion::default() };
         match res {
@@ -422,6 +497,13 @@ impl EpState {
 
     /// `placed` bytes landed in the receive buffer (or the transfer failed).
     fn complete_rx(&self, r: RxInfo, res: Result<u64>) {
+        if let Some(c) = self.recv_cntr.as_ref() {
+            if res.is_ok() && r.msg_len <= r.cap as u64 {
+                c.c.add(1);
+            } else {
+                c.c.adderr(1);
+            }
+        }
         let Some(cq) = self.rx_cq.as_ref() else { return };
         let placed = *res.as_ref().unwrap_or(&0);
         let base = Completion {
@@ -603,7 +685,29 @@ impl Endpoint for ShmEp {
                 st.av = Some(av.clone().as_any_arc().downcast::<ShmAv>().map_err(|_| EINVAL)?);
                 Ok(())
             }
-            Bind::Cntr(_) | Bind::Eq => Err(ENOSYS),
+            Bind::Cntr(c) => {
+                Cntr::check_bind_flags(flags)?;
+                let c = c.clone().as_any_arc().downcast::<ShmCntr>().map_err(|_| EINVAL)?;
+                if flags & FI_SEND != 0 {
+                    if st.send_cntr.is_some() {
+                        return Err(EINVAL);
+                    }
+                    st.send_cntr = Some(c.clone());
+                }
+                if flags & FI_RECV != 0 {
+                    if st.recv_cntr.is_some() {
+                        return Err(EINVAL);
+                    }
+                    st.recv_cntr = Some(c.clone());
+                }
+                if flags & !(FI_SEND | FI_RECV) != 0 {
+                    st.other_cntrs.push(c.clone());
+                }
+                drop(st);
+                c.attach(&self.shared);
+                Ok(())
+            }
+            Bind::Eq => Err(ENOSYS),
         }
     }
 
@@ -612,7 +716,7 @@ impl Endpoint for ShmEp {
         if st.av.is_none() {
             return Err(Error(FI_ENOAV));
         }
-        if st.tx_cq.is_none() && st.rx_cq.is_none() {
+        if st.tx_cq.is_none() && st.rx_cq.is_none() && st.send_cntr.is_none() && st.recv_cntr.is_none() {
             return Err(Error(FI_ENOCQ));
         }
         st.enabled = true;
@@ -777,9 +881,15 @@ impl Endpoint for ShmEp {
         let tx = st.tx_cq.take();
         let rx = st.rx_cq.take();
         st.av = None;
+        let mut cntrs: Vec<Arc<ShmCntr>> = std::mem::take(&mut st.other_cntrs);
+        cntrs.extend(st.send_cntr.take());
+        cntrs.extend(st.recv_cntr.take());
         drop(st);
         for cq in [tx, rx].into_iter().flatten() {
             cq.detach(&self.shared);
+        }
+        for c in cntrs {
+            c.detach(&self.shared);
         }
         Ok(())
     }
