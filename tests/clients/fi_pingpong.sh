@@ -42,6 +42,7 @@ run() {
 run "all sizes, data check" FI_LOG_LEVEL=warn 40 -S all -c
 run "64 bytes, 1000 iterations, data check" FI_LOG_LEVEL=warn 1 -S 64 -I 1000 -c
 run "1 MiB, data check" FI_LOG_LEVEL=warn 1 -S 1048576 -I 20 -c
+run "tagged, all sizes, data check" FI_LOG_LEVEL=warn 40 -m tagged -S all -c
 # Bounce buffers instead of cross-memory attach.
 run "all sizes, bounce buffers, data check" FI_SHM_CMA=0 40 -S all -c
 
