@@ -124,7 +124,10 @@ impl Domain for ShmDomain {
         if attr.flags & !(FI_EVENT | FI_READ | FI_SYMMETRIC) != 0 || attr.flags & FI_EVENT != 0 {
             return Err(Error(FI_EBADFLAGS));
         }
-        Ok(Arc::new(ShmAv { inner: RwLock::new(AvInner { av: Av::new(attr.kind, attr.count, ADDR_LEN)?, keys: HashMap::new() }) }))
+        Ok(Arc::new(ShmAv {
+            inner: RwLock::new(AvInner { av: Av::new(attr.kind, attr.count, ADDR_LEN)?, keys: HashMap::new() }),
+            gen: std::sync::atomic::AtomicU64::new(0),
+        }))
     }
     fn cntr_open(&self, events: u32, wait_obj: u32) -> Result<Arc<dyn Counter>> {
         Ok(Arc::new(ShmCntr { c: Cntr::new(events, wait_obj)?, eps: Mutex::new(Vec::new()) }))
@@ -339,6 +342,9 @@ struct AvInner {
 
 pub struct ShmAv {
     inner: RwLock<AvInner>,
+    /// Bumped by every removal: endpoints drop their cached peers when it
+    /// changes (one atomic load per send).
+    gen: std::sync::atomic::AtomicU64,
 }
 
 impl ShmAv {
@@ -384,6 +390,7 @@ impl AddressVector for ShmAv {
         let mut g = self.inner.write().unwrap_or_else(|e| e.into_inner());
         let keys: Vec<u64> = fi_addrs.iter().filter_map(|&a| g.av.addr(a).and_then(|b| Address::from_bytes(b).ok())).map(|a| a.key()).collect();
         g.av.remove(fi_addrs, flags)?;
+        self.gen.fetch_add(1, std::sync::atomic::Ordering::Release);
         for k in keys {
             let still = g.keys.get(&k).is_some_and(|&a| g.av.addr(a).is_some());
             if !still {
@@ -463,6 +470,8 @@ struct EpState {
     peers: Vec<u32>,
     /// Sender key -> fi_addr, filled as senders become known.
     by_key: HashMap<u64, u64>,
+    /// The AV generation `peers` and `by_key` were filled under.
+    av_gen: u64,
     tx_pending: Box<[Option<TxInfo>]>,
     rx_pending: Box<[Option<RxInfo>]>,
     /// Matched rendezvous receives waiting for room in the transport's table.
@@ -501,6 +510,7 @@ impl ShmEp {
             enabled: false,
             peers: Vec::new(),
             by_key: HashMap::new(),
+            av_gen: 0,
             tx_pending: vec![None; MAX_PENDING].into_boxed_slice(),
             rx_pending: vec![None; MAX_PENDING].into_boxed_slice(),
             deferred: VecDeque::with_capacity(MAX_PENDING),
@@ -518,7 +528,20 @@ fn rx_flags(tagged: bool, remote_data: bool) -> u64 {
 
 impl EpState {
     /// The transport peer for `fi_addr`, attaching on first use.
+    /// Forgets cached fi_addr mappings after an AV removal.
+    fn check_av_gen(&mut self) {
+        if let Some(av) = self.av.as_ref() {
+            let g = av.gen.load(std::sync::atomic::Ordering::Acquire);
+            if g != self.av_gen {
+                self.av_gen = g;
+                self.peers.iter_mut().for_each(|p| *p = 0);
+                self.by_key.clear();
+            }
+        }
+    }
+
     fn peer(&mut self, fi_addr: u64) -> Result<PeerId> {
+        self.check_av_gen();
         let i = usize::try_from(fi_addr).map_err(|_| EINVAL)?;
         if let Some(&p) = self.peers.get(i) {
             if p != 0 {
@@ -536,6 +559,7 @@ impl EpState {
     }
 
     fn src_of(&mut self, key: u64) -> u64 {
+        self.check_av_gen();
         if let Some(&a) = self.by_key.get(&key) {
             return a;
         }
@@ -1037,8 +1061,10 @@ mod tests {
         cq: Arc<dyn CompletionQueue>,
         a: Box<dyn Endpoint>,
         b: Box<dyn Endpoint>,
-        /// fi_addr of b as seen by a, and of a as seen by b.
+        /// fi_addr of b and of a (one AV shared by both).
         to_b: u64,
+        to_a: u64,
+        av: Arc<dyn AddressVector>,
     }
 
     fn pair(directed: bool) -> Pair {
@@ -1062,7 +1088,7 @@ mod tests {
         let lb = b.getname(&mut nb).unwrap();
         let mut out = [0u64; 2];
         assert_eq!(av.insert(&[&na[..la], &nb[..lb]], Some(&mut out), 0).unwrap(), 2);
-        Pair { cq, a, b, to_b: out[1] }
+        Pair { cq, a, b, to_b: out[1], to_a: out[0], av }
     }
 
     fn next(cq: &Arc<dyn CompletionQueue>) -> Result<[u64; 6]> {
@@ -1144,6 +1170,49 @@ mod tests {
         assert_eq!(&want, b"sixsixsi");
         assert_eq!(p.b.cancel(1), Ok(()));
         assert_eq!(p.b.cancel(1), Err(Error(FI_ENOENT)));
+    }
+
+    fn recv_from(ep: &dyn Endpoint, buf: &mut [u8], ctx: usize, src: u64) -> Result<()> {
+        let iov = [rfabric_core::provider::Iov { base: buf.as_mut_ptr() as usize, len: buf.len() }];
+        let op = RxOp { iov: &iov, src, context: ctx, tag: 0, ignore: 0, flags: 0, tagged: false };
+        // SAFETY: buf outlives the receive's completion.
+        unsafe { ep.recv(&op) }
+    }
+
+    #[test]
+    fn directed_receive_and_source() {
+        let p = pair(true);
+        let mut wrong = [0u8; 4];
+        let mut right = [0u8; 4];
+        // A receive naming b itself as source must not take a's message.
+        recv_from(&*p.b, &mut wrong, 1, p.to_b).unwrap();
+        send(&*p.a, b"abcd", p.to_b, 2, None).unwrap();
+        assert_eq!(next(&p.cq).unwrap()[0], 2);
+        assert_eq!(next(&p.cq), Err(EAGAIN));
+        recv_from(&*p.b, &mut right, 3, p.to_a).unwrap();
+        assert_eq!(next(&p.cq).unwrap()[0], 3);
+        assert_eq!(&right, b"abcd");
+        let mut raw = [0u8; 48];
+        let mut src = [0u64; 1];
+        send(&*p.a, b"efgh", p.to_b, 4, None).unwrap();
+        recv_from(&*p.b, &mut right, 5, FI_ADDR_UNSPEC).unwrap();
+        let mut seen = 0;
+        for _ in 0..1_000_000 {
+            if let Ok(1) = p.cq.read(&mut raw, 1, Some(&mut src)) {
+                if u64::from_ne_bytes(raw[..8].try_into().unwrap()) == 5 {
+                    assert_eq!(src[0], p.to_a, "completion names the sender");
+                }
+                seen += 1;
+                if seen == 2 {
+                    break;
+                }
+            }
+        }
+        assert_eq!(seen, 2);
+        // After removal, sends to the old fi_addr fail.
+        p.av.remove(&[p.to_b], 0).unwrap();
+        assert_eq!(send(&*p.a, b"x", p.to_b, 6, None), Err(EINVAL));
+        assert_eq!(p.b.cancel(1), Ok(()));
     }
 
     #[test]
