@@ -15,33 +15,7 @@ use rfabric_core::error::{EINVAL, ENODATA, ENOMEM};
 use rfabric_core::log::{self, fi_log_level, fi_log_subsys};
 use rfabric_core::params::{self, Value, CORE};
 
-/// `struct fi_provider` (only `name` is read here).
-/// Local until `core::abi` carries it.
-#[repr(C)]
-pub struct fi_provider {
-    pub version: u32,
-    pub fi_version: u32,
-    pub context: [*mut c_void; 4],
-    pub name: *const c_char,
-    pub getinfo: *const c_void,
-    pub fabric: *const c_void,
-    pub cleanup: *const c_void,
-}
-
-/// `struct fi_param`, as `fi_getparams` returns it.
-#[repr(C)]
-pub struct fi_param {
-    pub name: *const c_char,
-    pub r#type: u32,
-    pub help_string: *const c_char,
-    pub value: *const c_char,
-}
-
-const _: () = assert!(std::mem::size_of::<fi_provider>() == 72);
-const _: () = assert!(std::mem::offset_of!(fi_provider, name) == 40);
-const _: () = assert!(std::mem::size_of::<fi_param>() == 32);
-const _: () = assert!(std::mem::offset_of!(fi_param, help_string) == 16);
-const _: () = assert!(std::mem::offset_of!(fi_param, value) == 24);
+use rfabric_core::abi::{fi_param, fi_provider};
 
 /// The provider's name: the core for NULL, `None` for a provider without one.
 ///

@@ -31,25 +31,10 @@ use std::time::Instant;
 
 use crate::params::{self, Filter, CORE, FI_PARAM_INT, FI_PARAM_STRING};
 
-/// `enum fi_log_level`.
-pub type fi_log_level = u32;
-pub const FI_LOG_WARN: fi_log_level = 0;
-pub const FI_LOG_TRACE: fi_log_level = 1;
-pub const FI_LOG_INFO: fi_log_level = 2;
-pub const FI_LOG_DEBUG: fi_log_level = 3;
-
-/// `enum fi_log_subsys`.
-pub type fi_log_subsys = u32;
-pub const FI_LOG_CORE: fi_log_subsys = 0;
-pub const FI_LOG_FABRIC: fi_log_subsys = 1;
-pub const FI_LOG_DOMAIN: fi_log_subsys = 2;
-pub const FI_LOG_EP_CTRL: fi_log_subsys = 3;
-pub const FI_LOG_EP_DATA: fi_log_subsys = 4;
-pub const FI_LOG_AV: fi_log_subsys = 5;
-pub const FI_LOG_CQ: fi_log_subsys = 6;
-pub const FI_LOG_EQ: fi_log_subsys = 7;
-pub const FI_LOG_MR: fi_log_subsys = 8;
-pub const FI_LOG_CNTR: fi_log_subsys = 9;
+pub use crate::abi::{
+    fi_log_level, fi_log_subsys, FI_LOG_AV, FI_LOG_CNTR, FI_LOG_CORE, FI_LOG_CQ, FI_LOG_DEBUG, FI_LOG_DOMAIN,
+    FI_LOG_EP_CTRL, FI_LOG_EP_DATA, FI_LOG_EQ, FI_LOG_FABRIC, FI_LOG_INFO, FI_LOG_MR, FI_LOG_TRACE, FI_LOG_WARN,
+};
 
 /// Flag of `fi_ops_log.enabled`/`ready`: the provider is excluded by `FI_LOG_PROV`.
 pub const FI_LOG_PROV_FILTERED: u64 = 1;

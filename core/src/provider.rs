@@ -2,9 +2,12 @@
 //! (`lib<name>-fi.so`, upstream's provider ABI), filtered by `FI_PROVIDER`.
 
 use crate::dl::DlProvider;
-use crate::error::Result;
+use crate::error::{Result, ENOSYS};
 use crate::info::{FabricAttr, Info};
+use crate::objects::cq::{CqAttr, CqErrInfo};
 use once_cell::sync::OnceCell;
+use std::any::Any;
+use std::sync::Arc;
 
 /// What an application asked `fi_getinfo` for.
 #[derive(Clone, Copy, Debug)]
@@ -20,6 +23,176 @@ pub struct Request<'a> {
 /// reached through the ops tables that `capi` builds around it.
 pub trait Fabric: Send + Sync + std::any::Any {
     fn as_any(&self) -> &dyn std::any::Any;
+    /// `fi_domain`: open a domain for an `Info` this provider returned.
+    fn domain(&self, _info: &Info) -> Result<Box<dyn Domain>> {
+        Err(ENOSYS)
+    }
+}
+
+/// `fi_av_attr` as the provider sees it.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct AvAttr {
+    pub kind: u32,
+    pub count: usize,
+    pub flags: u64,
+}
+
+/// `fi_mr_reg`: one registered range.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct MrReq {
+    pub addr: usize,
+    pub len: usize,
+    pub access: u64,
+    pub offset: u64,
+    pub requested_key: u64,
+    pub flags: u64,
+}
+
+/// A domain of a built-in provider. Every operation a provider does not
+/// implement answers `ENOSYS`, which the application sees as `-FI_ENOSYS`.
+pub trait Domain: Send + Sync {
+    fn endpoint(&self, _info: &Info) -> Result<Box<dyn Endpoint>> {
+        Err(ENOSYS)
+    }
+    fn cq_open(&self, _attr: &CqAttr) -> Result<Arc<dyn CompletionQueue>> {
+        Err(ENOSYS)
+    }
+    fn av_open(&self, _attr: &AvAttr) -> Result<Arc<dyn AddressVector>> {
+        Err(ENOSYS)
+    }
+    fn cntr_open(&self, _events: u32, _wait_obj: u32) -> Result<Arc<dyn Any + Send + Sync>> {
+        Err(ENOSYS)
+    }
+    /// Registers a range; returns the key.
+    fn mr_reg(&self, _req: &MrReq) -> Result<u64> {
+        Err(ENOSYS)
+    }
+    fn mr_close(&self, _key: u64) -> Result<()> {
+        Err(ENOSYS)
+    }
+}
+
+/// A completion queue. `read` drives the provider's progress when the
+/// domain uses `FI_PROGRESS_MANUAL`.
+pub trait CompletionQueue: Send + Sync {
+    /// Bytes of one entry in the CQ's format.
+    fn entry_size(&self) -> usize;
+    /// `fi_cq_read` / `fi_cq_readfrom` (`src` holds `count` values).
+    fn read(&self, out: &mut [u8], count: usize, src: Option<&mut [u64]>) -> Result<usize>;
+    /// `fi_cq_readerr`. When the result says `ErrDataLoc::Provider`, the
+    /// second value is the address of the error data, valid until the next
+    /// `readerr`.
+    fn readerr(&self, user_buf: Option<&mut [u8]>, api_version: u32) -> Result<(CqErrInfo, usize)>;
+    /// `fi_cq_sread` / `fi_cq_sreadfrom`; timeout in ms, negative = forever.
+    fn sread(&self, _out: &mut [u8], _count: usize, _src: Option<&mut [u64]>, _timeout: i32) -> Result<usize> {
+        Err(ENOSYS)
+    }
+    fn signal(&self) -> Result<()> {
+        Err(ENOSYS)
+    }
+    /// The object itself, for the provider's `Endpoint::bind` to downcast.
+    fn as_any_arc(self: Arc<Self>) -> Arc<dyn Any + Send + Sync>;
+}
+
+/// An address vector.
+pub trait AddressVector: Send + Sync {
+    /// Fixed address length, or `None` for NUL-terminated strings
+    /// (`FI_ADDR_STR`).
+    fn addr_len(&self) -> Option<usize>;
+    /// `fi_av_insert`: one slice per address.
+    fn insert(&self, addrs: &[&[u8]], fi_addr: Option<&mut [u64]>, flags: u64) -> Result<usize>;
+    fn remove(&self, fi_addrs: &[u64], flags: u64) -> Result<()>;
+    /// `fi_av_lookup`: copies what fits, returns the full length.
+    fn lookup(&self, fi_addr: u64, buf: &mut [u8]) -> Result<usize>;
+    /// `fi_av_straddr`: printable form of an address in the AV's format.
+    fn straddr(&self, addr: &[u8]) -> String;
+    fn as_any_arc(self: Arc<Self>) -> Arc<dyn Any + Send + Sync>;
+}
+
+/// What `fi_ep_bind` attaches.
+pub enum Bind<'a> {
+    Cq(&'a Arc<dyn CompletionQueue>),
+    Av(&'a Arc<dyn AddressVector>),
+    Cntr(&'a Arc<dyn Any + Send + Sync>),
+    Eq,
+}
+
+/// One buffer of an operation: application memory, by address.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Iov {
+    pub base: usize,
+    pub len: usize,
+}
+
+/// A send in all its forms (`fi_send`, `fi_sendv`, `fi_sendmsg`,
+/// `fi_inject`, `fi_senddata`, and the tagged ones).
+#[derive(Clone, Copy, Debug)]
+pub struct TxOp<'a> {
+    pub iov: &'a [Iov],
+    pub dest: u64,
+    pub context: usize,
+    pub tag: u64,
+    pub data: u64,
+    /// `FI_REMOTE_CQ_DATA`, `FI_INJECT`, `FI_COMPLETION`, ...
+    pub flags: u64,
+    pub tagged: bool,
+    /// `fi_inject*`: no completion is generated.
+    pub no_completion: bool,
+}
+
+/// A receive (`fi_recv`, `fi_recvv`, `fi_recvmsg`, `fi_trecv*`).
+#[derive(Clone, Copy, Debug)]
+pub struct RxOp<'a> {
+    pub iov: &'a [Iov],
+    pub src: u64,
+    pub context: usize,
+    pub tag: u64,
+    pub ignore: u64,
+    pub flags: u64,
+    pub tagged: bool,
+}
+
+/// An endpoint. Data-path methods are `unsafe`: the buffers they name are
+/// application memory that must stay valid until the operation completes
+/// (for `FI_INJECT` sends: until the call returns).
+pub trait Endpoint: Send + Sync {
+    fn bind(&self, _target: Bind<'_>, _flags: u64) -> Result<()> {
+        Err(ENOSYS)
+    }
+    fn enable(&self) -> Result<()> {
+        Err(ENOSYS)
+    }
+    /// `fi_getname`: copies what fits, returns the full length.
+    fn getname(&self, _buf: &mut [u8]) -> Result<usize> {
+        Err(ENOSYS)
+    }
+    fn setname(&self, _addr: &[u8]) -> Result<()> {
+        Err(ENOSYS)
+    }
+    /// # Safety
+    /// Every `iov` of `op` is readable until the send completes.
+    unsafe fn send(&self, _op: &TxOp<'_>) -> Result<()> {
+        Err(ENOSYS)
+    }
+    /// # Safety
+    /// Every `iov` of `op` is writable until the receive completes.
+    unsafe fn recv(&self, _op: &RxOp<'_>) -> Result<()> {
+        Err(ENOSYS)
+    }
+    /// `fi_cancel` of the operation with this context.
+    fn cancel(&self, _context: usize) -> Result<()> {
+        Err(ENOSYS)
+    }
+    fn getopt(&self, _level: i32, _name: i32, _buf: &mut [u8]) -> Result<usize> {
+        Err(ENOSYS)
+    }
+    fn setopt(&self, _level: i32, _name: i32, _val: &[u8]) -> Result<()> {
+        Err(ENOSYS)
+    }
+    /// Detach from bound objects; called once by `fi_close`.
+    fn close(&self) -> Result<()> {
+        Ok(())
+    }
 }
 
 /// A built-in provider.

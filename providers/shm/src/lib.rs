@@ -10,6 +10,7 @@ pub mod peer;
 pub mod ring;
 pub mod segment;
 pub mod provider;
+pub mod objects;
 
 #[cfg(test)]
 mod tests;

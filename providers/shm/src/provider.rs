@@ -152,6 +152,9 @@ impl Fabric for ShmFabric {
     fn as_any(&self) -> &dyn std::any::Any {
         self
     }
+    fn domain(&self, info: &Info) -> Result<Box<dyn rfabric_core::provider::Domain>> {
+        Ok(Box::new(crate::objects::ShmDomain::new(info)?))
+    }
 }
 
 /// The providers this crate contributes to the table.

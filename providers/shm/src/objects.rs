@@ -1,0 +1,807 @@
+//! The libfabric objects of the shm provider: domain, endpoint, CQ and AV,
+//! assembled from the transport [`crate::Endpoint`] and `rfabric_core::objects`.
+//!
+//! Progress is manual: reading a CQ polls every endpoint bound to it, which
+//! drains the endpoint's ring, matches arrivals against posted receives
+//! (`core::objects::matching`) and writes completions into the bound CQs.
+//!
+//! Locking (the domain is `FI_THREAD_SAFE`): one lock per endpoint state and
+//! one per CQ ring. Order: a CQ's endpoint list, then an endpoint, then a CQ
+//! ring; nothing holding an endpoint or a ring takes an endpoint list.
+//! The endpoint holds its CQs and AV through `Arc`s taken once at bind time,
+//! so a send costs one endpoint lock (plus the CQ ring lock when it completes
+//! at once), no allocation and no reference-count traffic.
+
+use crate::endpoint::{Config, Event, Incoming, Kind, MsgHeader, SendStatus};
+use crate::peer::{Address, PeerId, ADDR_LEN};
+use rfabric_core::abi::*;
+use rfabric_core::error::{Error, Result, EAGAIN, EINVAL, ENOSYS};
+use rfabric_core::info::Info;
+use rfabric_core::objects::av::Av;
+use rfabric_core::objects::cq::{Completion, Cq, CqAttr, CqErrInfo, ErrCompletion, ErrDataLoc};
+use rfabric_core::objects::matching::{Matcher, RecvSpec, Unexp};
+use rfabric_core::objects::mr::{MrRegion, MrRegistry};
+use rfabric_core::objects::wait::Locked;
+use rfabric_core::provider::{AddressVector, AvAttr, Bind, CompletionQueue, Domain, Endpoint, MrReq, RxOp, TxOp};
+use std::any::Any;
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex, RwLock};
+
+/// Prefix of the printable address (`FI_ADDR_STR`).
+pub const ADDR_PREFIX: &str = "fi_shm://";
+const B64: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+/// Length of the printable address without its NUL: prefix + 43 characters.
+pub const ADDR_STR_LEN: usize = 9 + 43;
+
+/// Header flag bits carried in `MsgHeader::flags`.
+const UF_TAGGED: u8 = 1;
+const UF_DATA: u8 = 2;
+
+/// `fi_shm://` followed by the 32 address bytes in URL-safe base64 (no
+/// padding): 52 characters, so it fits `FI_NAME_MAX` with its NUL.
+pub fn addr_to_str(a: &Address) -> String {
+    let b = a.to_bytes();
+    let mut s = String::with_capacity(ADDR_STR_LEN);
+    s.push_str(ADDR_PREFIX);
+    let mut acc = 0u32;
+    let mut bits = 0;
+    for &x in b.iter() {
+        acc = acc << 8 | x as u32;
+        bits += 8;
+        while bits >= 6 {
+            bits -= 6;
+            s.push(B64[((acc >> bits) & 63) as usize] as char);
+        }
+    }
+    if bits > 0 {
+        s.push(B64[((acc << (6 - bits)) & 63) as usize] as char);
+    }
+    s
+}
+
+/// Parses [`addr_to_str`]'s form. A trailing NUL (and anything after it) is
+/// ignored.
+pub fn addr_from_str(raw: &[u8]) -> Result<Address> {
+    let end = raw.iter().position(|&c| c == 0).unwrap_or(raw.len());
+    let s = raw[..end].strip_prefix(ADDR_PREFIX.as_bytes()).ok_or(EINVAL)?;
+    if s.len() != ADDR_STR_LEN - ADDR_PREFIX.len() {
+        return Err(EINVAL);
+    }
+    let mut out = [0u8; ADDR_LEN];
+    let mut n = 0;
+    let mut acc = 0u32;
+    let mut bits = 0;
+    for &c in s {
+        let v = B64.iter().position(|&x| x == c).ok_or(EINVAL)? as u32;
+        acc = acc << 6 | v;
+        bits += 6;
+        if bits >= 8 {
+            bits -= 8;
+            if n < ADDR_LEN {
+                out[n] = (acc >> bits) as u8;
+                n += 1;
+            }
+        }
+    }
+    if n != ADDR_LEN {
+        return Err(EINVAL);
+    }
+    Address::from_bytes(&out)
+}
+
+fn locked<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+// ---------------------------------------------------------------- domain
+
+pub struct ShmDomain {
+    mr: Locked<MrRegistry>,
+}
+
+impl ShmDomain {
+    pub fn new(info: &Info) -> Result<ShmDomain> {
+        let d = info.domain_attr.as_ref();
+        let mode = d.map_or(0, |d| d.mr_mode) as u64;
+        let key_size = d.map_or(8, |d| if d.mr_key_size == 0 { 8 } else { d.mr_key_size });
+        Ok(ShmDomain { mr: Locked::new(MrRegistry::new(mode, key_size)?) })
+    }
+}
+
+impl Domain for ShmDomain {
+    fn endpoint(&self, info: &Info) -> Result<Box<dyn Endpoint>> {
+        if info.ep_type() != FI_EP_RDM && info.ep_type() != FI_EP_UNSPEC {
+            return Err(EINVAL);
+        }
+        let directed = info.caps & FI_DIRECTED_RECV != 0;
+        Ok(Box::new(ShmEp::new(directed)?))
+    }
+    fn cq_open(&self, attr: &CqAttr) -> Result<Arc<dyn CompletionQueue>> {
+        Ok(Arc::new(ShmCq::new(attr)?))
+    }
+    fn av_open(&self, attr: &AvAttr) -> Result<Arc<dyn AddressVector>> {
+        if attr.flags & !(FI_EVENT | FI_READ | FI_SYMMETRIC) != 0 || attr.flags & FI_EVENT != 0 {
+            return Err(Error(FI_EBADFLAGS));
+        }
+        Ok(Arc::new(ShmAv { inner: RwLock::new(AvInner { av: Av::new(attr.kind, attr.count, ADDR_LEN)?, keys: HashMap::new() }) }))
+    }
+    fn mr_reg(&self, req: &MrReq) -> Result<u64> {
+        let r = MrRegion { base: req.addr, len: req.len, access: req.access, ..MrRegion::default() };
+        self.mr.lock().register(r, req.requested_key)
+    }
+    fn mr_close(&self, key: u64) -> Result<()> {
+        self.mr.lock().remove(key).map(|_| ())
+    }
+}
+
+// ---------------------------------------------------------------- CQ
+
+pub struct ShmCq {
+    ring: Locked<Cq>,
+    esize: usize,
+    eps: Mutex<Vec<Arc<EpShared>>>,
+}
+
+impl ShmCq {
+    pub fn new(attr: &CqAttr) -> Result<ShmCq> {
+        let cq = Cq::new(attr)?;
+        let esize = cq.entry_size();
+        Ok(ShmCq { ring: Locked::new(cq), esize, eps: Mutex::new(Vec::new()) })
+    }
+    fn progress(&self) {
+        for ep in locked(&self.eps).iter() {
+            ep.st.lock().progress();
+        }
+    }
+    fn write(&self, c: Completion) {
+        if self.ring.lock().write(c).is_err() {
+            rfabric_core::log::warn_core("shm: completion queue overrun; completion dropped");
+        }
+    }
+    fn write_err(&self, e: ErrCompletion) {
+        if self.ring.lock().write_err(e).is_err() {
+            rfabric_core::log::warn_core("shm: completion queue overrun; error completion dropped");
+        }
+    }
+    fn attach(&self, ep: &Arc<EpShared>) {
+        let mut v = locked(&self.eps);
+        if !v.iter().any(|e| Arc::ptr_eq(e, ep)) {
+            v.push(ep.clone());
+        }
+    }
+    fn detach(&self, ep: &Arc<EpShared>) {
+        locked(&self.eps).retain(|e| !Arc::ptr_eq(e, ep));
+    }
+    fn try_read(&self, out: &mut [u8], count: usize, src: Option<&mut [u64]>) -> Result<usize> {
+        let mut r = self.ring.lock();
+        match src {
+            Some(s) => r.readfrom(out, count, s),
+            None => r.read(out, count),
+        }
+    }
+}
+
+impl CompletionQueue for ShmCq {
+    fn entry_size(&self) -> usize {
+        self.esize
+    }
+    fn read(&self, out: &mut [u8], count: usize, mut src: Option<&mut [u64]>) -> Result<usize> {
+        match self.try_read(out, count, src.as_deref_mut()) {
+            Err(e) if e.0 == FI_EAGAIN => {
+                self.progress();
+                self.try_read(out, count, src)
+            }
+            r => r,
+        }
+    }
+    fn readerr(&self, user_buf: Option<&mut [u8]>, api_version: u32) -> Result<(CqErrInfo, usize)> {
+        let mut r = self.ring.lock();
+        let info = r.readerr(user_buf, api_version)?;
+        let p = if info.err_data == ErrDataLoc::Provider { r.last_err_data().as_ptr() as usize } else { 0 };
+        Ok((info, p))
+    }
+    fn sread(&self, out: &mut [u8], count: usize, src: Option<&mut [u64]>, timeout: i32) -> Result<usize> {
+        self.ring.sread(out, count, src, timeout, &mut || self.progress())
+    }
+    fn signal(&self) -> Result<()> {
+        self.ring.lock().signal()
+    }
+    fn as_any_arc(self: Arc<Self>) -> Arc<dyn Any + Send + Sync> {
+        self
+    }
+}
+
+// ---------------------------------------------------------------- AV
+
+struct AvInner {
+    av: Av,
+    /// Sender key (carried in every message) -> fi_addr, for `FI_SOURCE`
+    /// and directed receive.
+    keys: HashMap<u64, u64>,
+}
+
+pub struct ShmAv {
+    inner: RwLock<AvInner>,
+}
+
+impl ShmAv {
+    fn addr(&self, fi_addr: u64) -> Option<Address> {
+        let g = self.inner.read().unwrap_or_else(|e| e.into_inner());
+        Address::from_bytes(g.av.addr(fi_addr)?).ok()
+    }
+    fn by_key(&self, key: u64) -> Option<u64> {
+        self.inner.read().unwrap_or_else(|e| e.into_inner()).keys.get(&key).copied()
+    }
+}
+
+impl AddressVector for ShmAv {
+    fn addr_len(&self) -> Option<usize> {
+        None
+    }
+    fn insert(&self, addrs: &[&[u8]], mut fi_addr: Option<&mut [u64]>, flags: u64) -> Result<usize> {
+        if fi_addr.as_ref().is_some_and(|a| a.len() < addrs.len()) {
+            return Err(EINVAL);
+        }
+        let mut g = self.inner.write().unwrap_or_else(|e| e.into_inner());
+        let mut done = 0;
+        for (i, raw) in addrs.iter().enumerate() {
+            let r = addr_from_str(raw).and_then(|a| {
+                let mut one = [fi_addr.as_ref().map_or(0, |v| v[i])];
+                g.av.insert(&a.to_bytes(), 1, Some(&mut one), flags & !FI_SYNC_ERR, None)?;
+                if one[0] == FI_ADDR_NOTAVAIL {
+                    return Err(EINVAL);
+                }
+                g.keys.insert(a.key(), one[0]);
+                Ok(one[0])
+            });
+            if let Some(out) = fi_addr.as_deref_mut() {
+                out[i] = *r.as_ref().unwrap_or(&FI_ADDR_NOTAVAIL);
+            }
+            if r.is_ok() {
+                done += 1;
+            }
+        }
+        Ok(done)
+    }
+    fn remove(&self, fi_addrs: &[u64], flags: u64) -> Result<()> {
+        let mut g = self.inner.write().unwrap_or_else(|e| e.into_inner());
+        let keys: Vec<u64> = fi_addrs.iter().filter_map(|&a| g.av.addr(a).and_then(|b| Address::from_bytes(b).ok())).map(|a| a.key()).collect();
+        g.av.remove(fi_addrs, flags)?;
+        for k in keys {
+            let still = g.keys.get(&k).is_some_and(|&a| g.av.addr(a).is_some());
+            if !still {
+                g.keys.remove(&k);
+            }
+        }
+        Ok(())
+    }
+    fn lookup(&self, fi_addr: u64, buf: &mut [u8]) -> Result<usize> {
+        let a = self.addr(fi_addr).ok_or(EINVAL)?;
+        let mut s = addr_to_str(&a).into_bytes();
+        s.push(0);
+        let n = buf.len().min(s.len());
+        buf[..n].copy_from_slice(&s[..n]);
+        Ok(s.len())
+    }
+    fn straddr(&self, addr: &[u8]) -> String {
+        match addr_from_str(addr) {
+            Ok(a) => addr_to_str(&a),
+            Err(_) => String::from_utf8_lossy(&addr[..addr.iter().position(|&c| c == 0).unwrap_or(addr.len()).min(256)]).into_owned(),
+        }
+    }
+    fn as_any_arc(self: Arc<Self>) -> Arc<dyn Any + Send + Sync> {
+        self
+    }
+}
+
+// ---------------------------------------------------------------- endpoint
+
+/// Where an unexpected message's data waits.
+enum Stash {
+    Data(Vec<u8>),
+    Rndv(Incoming),
+}
+
+/// What a receive completion needs once the data is in place.
+#[derive(Clone, Copy, Debug)]
+struct RxInfo {
+    ctx: usize,
+    buf: usize,
+    cap: usize,
+    msg_len: u64,
+    flags: u64,
+    tag: u64,
+    data: u64,
+    src: u64,
+    complete: bool,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct TxInfo {
+    ctx: usize,
+    flags: u64,
+    complete: bool,
+}
+
+const MAX_PENDING: usize = 64;
+
+struct EpState {
+    tp: crate::Endpoint,
+    matcher: Matcher<(), Stash>,
+    tx_cq: Option<Arc<ShmCq>>,
+    rx_cq: Option<Arc<ShmCq>>,
+    av: Option<Arc<ShmAv>>,
+    tx_selective: bool,
+    rx_selective: bool,
+    enabled: bool,
+    /// fi_addr -> attached peer + 1 (0: not attached yet).
+    peers: Vec<u32>,
+    /// Sender key -> fi_addr, filled as senders become known.
+    by_key: HashMap<u64, u64>,
+    tx_pending: Box<[Option<TxInfo>]>,
+    rx_pending: Box<[Option<RxInfo>]>,
+    /// Matched rendezvous receives waiting for room in the transport's table.
+    deferred: VecDeque<(Incoming, RxInfo)>,
+}
+
+pub struct EpShared {
+    st: Locked<EpState>,
+}
+
+pub struct ShmEp {
+    shared: Arc<EpShared>,
+}
+
+impl ShmEp {
+    pub fn new(directed: bool) -> Result<ShmEp> {
+        let tp = crate::Endpoint::new(Config::default())?;
+        let st = EpState {
+            tp,
+            matcher: Matcher::new(1024, 1024, directed, directed, 0)?,
+            tx_cq: None,
+            rx_cq: None,
+            av: None,
+            tx_selective: false,
+            rx_selective: false,
+            enabled: false,
+            peers: Vec::new(),
+            by_key: HashMap::new(),
+            tx_pending: vec![None; MAX_PENDING].into_boxed_slice(),
+            rx_pending: vec![None; MAX_PENDING].into_boxed_slice(),
+            deferred: VecDeque::with_capacity(MAX_PENDING),
+        };
+        Ok(ShmEp { shared: Arc::new(EpShared { st: Locked::new(st) }) })
+    }
+}
+
+fn rx_flags(tagged: bool, remote_data: bool) -> u64 {
+    FI_RECV | if tagged { FI_TAGGED } else { FI_MSG } | if remote_data { FI_REMOTE_CQ_DATA } else { 0 }
+}
+
+impl EpState {
+    /// The transport peer for `fi_addr`, attaching on first use.
+    fn peer(&mut self, fi_addr: u64) -> Result<PeerId> {
+        let i = usize::try_from(fi_addr).map_err(|_| EINVAL)?;
+        if let Some(&p) = self.peers.get(i) {
+            if p != 0 {
+                return Ok(p - 1);
+            }
+        }
+        let a = self.av.as_ref().ok_or(Error(FI_ENOAV))?.addr(fi_addr).ok_or(EINVAL)?;
+        let id = self.tp.attach(&a)?;
+        if self.peers.len() <= i {
+            self.peers.resize(i + 1, 0);
+        }
+        self.peers[i] = id + 1;
+        self.by_key.insert(a.key(), fi_addr);
+        Ok(id)
+    }
+
+    fn src_of(&mut self, key: u64) -> u64 {
+        if let Some(&a) = self.by_key.get(&key) {
+            return a;
+        }
+        match self.av.as_ref().and_then(|av| av.by_key(key)) {
+            Some(a) => {
+                self.by_key.insert(key, a);
+                a
+            }
+            None => FI_ADDR_NOTAVAIL,
+        }
+    }
+
+    fn complete_tx(&self, t: TxInfo, res: Result<()>) {
+        let Some(cq) = self.tx_cq.as_ref() else { return };
+        let base = Completion { op_context: t.ctx, flags: t.flags, src_addr: FI_ADDR_NOTAVAIL, ..Completion::default() };
+        match res {
+            Ok(()) if t.complete => cq.write(base),
+            Ok(()) => {}
+            Err(e) => cq.write_err(ErrCompletion { base, err: e.0, prov_errno: e.0, ..ErrCompletion::default() }),
+        }
+    }
+
+    /// `placed` bytes landed in the receive buffer (or the transfer failed).
+    fn complete_rx(&self, r: RxInfo, res: Result<u64>) {
+        let Some(cq) = self.rx_cq.as_ref() else { return };
+        let placed = *res.as_ref().unwrap_or(&0);
+        let base = Completion {
+            op_context: r.ctx,
+            flags: r.flags,
+            len: placed as usize,
+            buf: if r.flags & FI_MULTI_RECV != 0 || r.buf != 0 { r.buf } else { 0 },
+            data: r.data,
+            tag: r.tag,
+            src_addr: r.src,
+        };
+        match res {
+            Ok(_) if r.msg_len > r.cap as u64 => cq.write_err(ErrCompletion {
+                base,
+                err: FI_ETRUNC,
+                olen: (r.msg_len - r.cap as u64) as usize,
+                ..ErrCompletion::default()
+            }),
+            Ok(_) if r.complete => cq.write(base),
+            Ok(_) => {}
+            Err(e) => cq.write_err(ErrCompletion { base, err: e.0, prov_errno: e.0, ..ErrCompletion::default() }),
+        }
+    }
+
+    /// Places an incoming message into the buffer of `r`.
+    fn deliver(&mut self, inc: &Incoming, r: RxInfo) {
+        match inc.kind {
+            Kind::Inline { .. } => {
+                let dst: &mut [u8] = if r.cap == 0 || r.buf == 0 {
+                    &mut []
+                } else {
+                    // SAFETY: the receive's buffer is writable for `cap`
+                    // bytes until its completion (Endpoint::recv contract).
+                    unsafe { std::slice::from_raw_parts_mut(r.buf as *mut u8, r.cap) }
+                };
+                let res = self.tp.recv_inline(inc, dst).map(|n| n as u64);
+                self.complete_rx(r, res);
+            }
+            Kind::Rndv { .. } => self.start_rndv(inc, r),
+        }
+    }
+
+    fn start_rndv(&mut self, inc: &Incoming, r: RxInfo) {
+        let Some(tok) = self.rx_pending.iter().position(|p| p.is_none()) else {
+            self.deferred.push_back((*inc, r));
+            return;
+        };
+        // SAFETY: as in deliver; the buffer stays valid until the RecvDone
+        // or RecvError event for `tok`.
+        match unsafe { self.tp.recv_rndv(inc, r.buf as *mut u8, r.cap, tok as u64) } {
+            Ok(()) => self.rx_pending[tok] = Some(r),
+            Err(e) if e == EAGAIN => self.deferred.push_back((*inc, r)),
+            Err(e) => self.complete_rx(r, Err(e)),
+        }
+    }
+
+    fn on_arrival(&mut self, inc: Incoming) {
+        let tagged = inc.hdr.flags & UF_TAGGED != 0;
+        let remote_data = inc.hdr.flags & UF_DATA != 0;
+        let src = self.src_of(inc.src_key);
+        match self.matcher.match_arrival(tagged, src, inc.hdr.tag, inc.len as usize) {
+            Some(m) => {
+                let r = RxInfo {
+                    ctx: m.ctx,
+                    buf: m.buf,
+                    cap: m.cap,
+                    msg_len: inc.len,
+                    flags: rx_flags(tagged, remote_data) | (m.flags & FI_MULTI_RECV),
+                    tag: inc.hdr.tag,
+                    data: if remote_data { inc.hdr.cq_data } else { 0 },
+                    src,
+                    complete: !self.rx_selective || m.flags & FI_COMPLETION != 0,
+                };
+                self.deliver(&inc, r);
+            }
+            None => {
+                let stash = match inc.kind {
+                    Kind::Inline { .. } => {
+                        let mut v = vec![0u8; inc.len as usize];
+                        if self.tp.recv_inline(&inc, &mut v).is_err() {
+                            return;
+                        }
+                        Stash::Data(v)
+                    }
+                    Kind::Rndv { .. } => Stash::Rndv(inc),
+                };
+                let mut u = Unexp::new(tagged, src, inc.hdr.tag, inc.len as usize, stash);
+                u.data = if remote_data { inc.hdr.cq_data } else { 0 };
+                u.flags = if remote_data { FI_REMOTE_CQ_DATA } else { 0 };
+                if let Err(u) = self.matcher.push_unexpected(u) {
+                    rfabric_core::log::warn_core("shm: unexpected-message queue full; message dropped");
+                    if let Stash::Rndv(inc) = u.payload {
+                        self.tp.discard(&inc);
+                    }
+                }
+            }
+        }
+    }
+
+    fn handle(&mut self, ev: Event) {
+        match ev {
+            Event::Msg(inc) => self.on_arrival(inc),
+            Event::SendDone { ctx } | Event::SendError { ctx, .. } => {
+                let res = if let Event::SendError { err, .. } = ev { Err(err) } else { Ok(()) };
+                if let Some(t) = self.tx_pending.get_mut(ctx as usize).and_then(Option::take) {
+                    self.complete_tx(t, res);
+                }
+            }
+            Event::RecvDone { ctx, .. } | Event::RecvError { ctx, .. } => {
+                let res = match ev {
+                    Event::RecvDone { len, .. } => Ok(len),
+                    Event::RecvError { err, .. } => Err(err),
+                    _ => Ok(0),
+                };
+                if let Some(r) = self.rx_pending.get_mut(ctx as usize).and_then(Option::take) {
+                    self.complete_rx(r, res);
+                }
+            }
+            Event::Error { err, .. } => {
+                rfabric_core::fi_warn!("shm", FI_LOG_EP_DATA, "shm: malformed ring entry dropped ({})", err);
+            }
+        }
+    }
+
+    fn progress(&mut self) {
+        if !self.enabled {
+            return;
+        }
+        for _ in 0..self.deferred.len() {
+            let Some((inc, r)) = self.deferred.pop_front() else { break };
+            self.start_rndv(&inc, r);
+        }
+        for _ in 0..64 {
+            match self.tp.poll() {
+                Some(ev) => self.handle(ev),
+                None => break,
+            }
+        }
+    }
+}
+
+impl Endpoint for ShmEp {
+    fn bind(&self, target: Bind<'_>, flags: u64) -> Result<()> {
+        let mut st = self.shared.st.lock();
+        if st.enabled {
+            return Err(Error(FI_EOPBADSTATE));
+        }
+        match target {
+            Bind::Cq(cq) => {
+                if flags & !(FI_TRANSMIT | FI_RECV | FI_SELECTIVE_COMPLETION) != 0 || flags & (FI_TRANSMIT | FI_RECV) == 0 {
+                    return Err(Error(FI_EBADFLAGS));
+                }
+                let cq = cq.clone().as_any_arc().downcast::<ShmCq>().map_err(|_| EINVAL)?;
+                if flags & FI_TRANSMIT != 0 {
+                    if st.tx_cq.is_some() {
+                        return Err(EINVAL);
+                    }
+                    st.tx_cq = Some(cq.clone());
+                    st.tx_selective = flags & FI_SELECTIVE_COMPLETION != 0;
+                }
+                if flags & FI_RECV != 0 {
+                    if st.rx_cq.is_some() {
+                        return Err(EINVAL);
+                    }
+                    st.rx_cq = Some(cq.clone());
+                    st.rx_selective = flags & FI_SELECTIVE_COMPLETION != 0;
+                }
+                drop(st);
+                cq.attach(&self.shared);
+                Ok(())
+            }
+            Bind::Av(av) => {
+                if flags != 0 {
+                    return Err(Error(FI_EBADFLAGS));
+                }
+                if st.av.is_some() {
+                    return Err(EINVAL);
+                }
+                st.av = Some(av.clone().as_any_arc().downcast::<ShmAv>().map_err(|_| EINVAL)?);
+                Ok(())
+            }
+            Bind::Cntr(_) | Bind::Eq => Err(ENOSYS),
+        }
+    }
+
+    fn enable(&self) -> Result<()> {
+        let mut st = self.shared.st.lock();
+        if st.av.is_none() {
+            return Err(Error(FI_ENOAV));
+        }
+        if st.tx_cq.is_none() && st.rx_cq.is_none() {
+            return Err(Error(FI_ENOCQ));
+        }
+        st.enabled = true;
+        Ok(())
+    }
+
+    fn getname(&self, buf: &mut [u8]) -> Result<usize> {
+        let mut s = addr_to_str(&self.shared.st.lock().tp.address()).into_bytes();
+        s.push(0);
+        let n = buf.len().min(s.len());
+        buf[..n].copy_from_slice(&s[..n]);
+        Ok(s.len())
+    }
+
+    unsafe fn send(&self, op: &TxOp<'_>) -> Result<()> {
+        let mut st = self.shared.st.lock();
+        if !st.enabled {
+            return Err(Error(FI_EOPBADSTATE));
+        }
+        let peer = st.peer(op.dest)?;
+        let inject = op.no_completion || op.flags & FI_INJECT != 0;
+        let mut flags = 0;
+        if op.tagged {
+            flags |= UF_TAGGED;
+        }
+        if op.flags & FI_REMOTE_CQ_DATA != 0 {
+            flags |= UF_DATA;
+        }
+        let hdr = MsgHeader { flags, tag: op.tag, cq_data: op.data };
+        // Gather several buffers through the stack when they fit inline.
+        let mut gather = [0u8; crate::provider::INJECT_SIZE];
+        let (buf, len) = match op.iov {
+            [] => (std::ptr::null::<u8>(), 0usize),
+            [one] => (one.base as *const u8, one.len),
+            many => {
+                let total = many.iter().try_fold(0usize, |a, v| a.checked_add(v.len)).ok_or(EINVAL)?;
+                if total > gather.len() {
+                    return Err(EINVAL);
+                }
+                let mut at = 0;
+                for v in many {
+                    if v.len > 0 {
+                        // SAFETY: each iov is readable (send contract); the
+                        // total fits `gather`.
+                        unsafe { std::ptr::copy_nonoverlapping(v.base as *const u8, gather.as_mut_ptr().add(at), v.len) };
+                    }
+                    at += v.len;
+                }
+                (gather.as_ptr(), total)
+            }
+        };
+        if inject && len > crate::provider::INJECT_SIZE {
+            return Err(EINVAL);
+        }
+        let cflags = FI_SEND | if op.tagged { FI_TAGGED } else { FI_MSG };
+        let complete = !op.no_completion && (!st.tx_selective || op.flags & FI_COMPLETION != 0);
+        let info = TxInfo { ctx: op.context, flags: cflags, complete };
+        let tok = if len > st.tp.inline_max(peer)? {
+            st.tx_pending.iter().position(|p| p.is_none()).ok_or(EAGAIN)?
+        } else {
+            0
+        };
+        // SAFETY: buf is readable for len bytes until the send completes
+        // (contract of this function; gathered data lives on our stack only
+        // for inline sends, which complete inside this call).
+        let r = unsafe { st.tp.send(peer, &hdr, buf, len, tok as u64) };
+        match r {
+            Ok(SendStatus::Done) => {
+                st.complete_tx(info, Ok(()));
+                Ok(())
+            }
+            Ok(SendStatus::Pending) => {
+                st.tx_pending[tok] = Some(info);
+                Ok(())
+            }
+            Err(e) => {
+                if e == EAGAIN {
+                    st.progress();
+                }
+                Err(e)
+            }
+        }
+    }
+
+    unsafe fn recv(&self, op: &RxOp<'_>) -> Result<()> {
+        let (buf, len) = match op.iov {
+            [] => (0, 0),
+            [one] => (one.base, one.len),
+            _ => return Err(EINVAL),
+        };
+        let mut st = self.shared.st.lock();
+        if !st.enabled {
+            return Err(Error(FI_EOPBADSTATE));
+        }
+        let spec = if op.tagged {
+            RecvSpec::tagged(op.context, buf, len, op.src, op.tag, op.ignore, op.flags)
+        } else {
+            RecvSpec::untagged(op.context, buf, len, op.src, op.flags)
+        };
+        let complete = !st.rx_selective || op.flags & FI_COMPLETION != 0;
+        if let Some(u) = st.matcher.take_unexpected(&spec) {
+            let r = RxInfo {
+                ctx: op.context,
+                buf,
+                cap: len,
+                msg_len: u.len as u64,
+                flags: rx_flags(op.tagged, u.flags & FI_REMOTE_CQ_DATA != 0),
+                tag: u.tag,
+                data: u.data,
+                src: u.src,
+                complete,
+            };
+            match u.payload {
+                Stash::Data(v) => {
+                    let n = v.len().min(len);
+                    if n > 0 {
+                        // SAFETY: the receive buffer is writable for `len` bytes.
+                        unsafe { std::ptr::copy_nonoverlapping(v.as_ptr(), buf as *mut u8, n) };
+                    }
+                    st.complete_rx(r, Ok(n as u64));
+                }
+                Stash::Rndv(inc) => st.start_rndv(&inc, r),
+            }
+            return Ok(());
+        }
+        st.matcher.post(spec, ())
+    }
+
+    fn cancel(&self, context: usize) -> Result<()> {
+        let st = self.shared.st.lock();
+        let mut st = st;
+        match st.matcher.cancel(context) {
+            Some(p) => {
+                if let Some(cq) = st.rx_cq.as_ref() {
+                    let base = Completion {
+                        op_context: context,
+                        flags: rx_flags(p.spec.tagged, false),
+                        buf: p.spec.buf,
+                        src_addr: FI_ADDR_NOTAVAIL,
+                        ..Completion::default()
+                    };
+                    cq.write_err(ErrCompletion { base, err: FI_ECANCELED, ..ErrCompletion::default() });
+                }
+                Ok(())
+            }
+            None => Err(Error(FI_ENOENT)),
+        }
+    }
+
+    fn getopt(&self, level: i32, name: i32, buf: &mut [u8]) -> Result<usize> {
+        if level != FI_OPT_ENDPOINT as i32 {
+            return Err(Error(FI_ENOPROTOOPT));
+        }
+        let _ = name;
+        let _ = buf;
+        Err(Error(FI_ENOPROTOOPT))
+    }
+
+    fn close(&self) -> Result<()> {
+        let mut st = self.shared.st.lock();
+        st.enabled = false;
+        let tx = st.tx_cq.take();
+        let rx = st.rx_cq.take();
+        st.av = None;
+        drop(st);
+        for cq in [tx, rx].into_iter().flatten() {
+            cq.detach(&self.shared);
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn address_string_round_trip() {
+        let a = Address { pid: 1234, nonce: [7; 16], start_time: 99 };
+        let s = addr_to_str(&a);
+        assert_eq!(s.len(), ADDR_STR_LEN);
+        assert!(s.len() < FI_NAME_MAX);
+        let mut raw = s.clone().into_bytes();
+        raw.push(0);
+        assert_eq!(addr_from_str(&raw).unwrap(), a);
+        assert!(addr_from_str(b"fi_shm://short").is_err());
+        assert!(addr_from_str(b"fi_sockets://AAAA").is_err());
+        let mut bad = s.into_bytes();
+        bad[12] = b'*';
+        assert!(addr_from_str(&bad).is_err());
+    }
+}
