@@ -628,6 +628,124 @@ impl XpuCounter {
     }
 }
 
+// ---- the proxy ----------------------------------------------------------
+
+/// What the proxy drives: the real endpoint behind an exported one.
+pub trait XpuTarget: Send + Sync {
+    /// Start one request. `EAGAIN` asks the proxy to offer it again later;
+    /// any other error becomes an error completion for it.
+    fn post(&self, w: &WorkRequest) -> Result<()>;
+    /// Append the completions that finished since the last call.
+    fn poll(&self, out: &mut Vec<Completion>);
+}
+
+/// A host thread that drains an exported endpoint's work queue into its
+/// target and writes completions and counter updates back to device memory.
+pub struct Proxy {
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+struct ProxyState {
+    wq: Arc<WorkQueue>,
+    target: Arc<dyn XpuTarget>,
+    cq: Option<Arc<CompletionRing>>,
+    cntr: Option<Arc<XpuCounter>>,
+    pending: Option<WorkRequest>,
+    backlog: std::collections::VecDeque<Completion>,
+    fresh: Vec<Completion>,
+}
+
+impl ProxyState {
+    /// One pass; true when anything moved.
+    fn step(&mut self) -> bool {
+        let mut moved = false;
+        for _ in 0..64 {
+            let Some(w) = self.pending.take().or_else(|| self.wq.pop()) else { break };
+            match self.target.post(&w) {
+                Ok(()) => moved = true,
+                Err(e) if e == EAGAIN => {
+                    self.pending = Some(w);
+                    break;
+                }
+                Err(e) => {
+                    moved = true;
+                    self.fresh.push(Completion { op_context: w.context, len: w.len, buf: w.buf, tag: w.tag, err: e.0, ..Default::default() });
+                }
+            }
+        }
+        self.target.poll(&mut self.fresh);
+        for c in self.fresh.drain(..) {
+            moved = true;
+            if let Some(n) = self.cntr.as_ref() {
+                if c.err != 0 {
+                    n.add_err(1)
+                } else {
+                    n.add(1)
+                }
+            }
+            self.backlog.push_back(c);
+        }
+        match self.cq.as_ref() {
+            None => self.backlog.clear(),
+            Some(cq) => {
+                while let Some(c) = self.backlog.front() {
+                    if cq.push(c).is_err() {
+                        break;
+                    }
+                    self.backlog.pop_front();
+                    moved = true;
+                }
+            }
+        }
+        moved
+    }
+}
+
+impl Proxy {
+    /// Start draining `wq` into `target`. Completions go to `cq` (none: they
+    /// are dropped), and each one raises `cntr` (or its error count).
+    pub fn spawn(wq: Arc<WorkQueue>, target: Arc<dyn XpuTarget>, cq: Option<Arc<CompletionRing>>, cntr: Option<Arc<XpuCounter>>) -> Result<Proxy> {
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let s2 = stop.clone();
+        let mut st = ProxyState { wq, target, cq, cntr, pending: None, backlog: Default::default(), fresh: Vec::new() };
+        let thread = std::thread::Builder::new()
+            .name("rfabric-xpu-proxy".into())
+            .spawn(move || {
+                let mut idle = 0u32;
+                let mut rung = st.wq.doorbell().value();
+                while !s2.load(Ordering::Acquire) {
+                    if st.step() {
+                        idle = 0;
+                        continue;
+                    }
+                    // Busy-poll a while, then nap unless the doorbell moved.
+                    idle = idle.saturating_add(1);
+                    let now = st.wq.doorbell().value();
+                    if now != rung {
+                        rung = now;
+                        idle = 0;
+                    } else if idle > 1000 {
+                        std::thread::sleep(std::time::Duration::from_micros(50));
+                    } else {
+                        std::hint::spin_loop();
+                    }
+                }
+            })
+            .map_err(|_| ENOMEM)?;
+        Ok(Proxy { stop, thread: Some(thread) })
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
 #[cfg(test)]
 #[path = "xpu_tests.rs"]
 mod tests;
