@@ -12,7 +12,7 @@ LIBDIR := $(PREFIX)/lib
 INCLUDEDIR := $(PREFIX)/include
 REAL := libfabric.so.1.$(VERSION)
 
-.PHONY: all build link install check check-rust check-symbols check-compat-c check-valgrind check-install clean
+.PHONY: all build link install check check-rust check-symbols check-compat-c check-valgrind check-install check-shm clean
 
 all: build
 
@@ -41,7 +41,7 @@ install: build
 	if [ -d man/man1 ]; then install -d $(PREFIX)/share/man/man1 && install -m 644 man/man1/* $(PREFIX)/share/man/man1/; fi
 	if [ -d man/man7 ]; then install -d $(PREFIX)/share/man/man7 && install -m 644 man/man7/* $(PREFIX)/share/man/man7/; fi
 
-check: check-rust check-symbols check-compat-c check-install
+check: check-rust check-symbols check-compat-c check-shm check-install
 
 check-rust:
 	$(CARGO) test $(CARGO_JOBS) --workspace
@@ -62,6 +62,12 @@ check-valgrind:
 	$(CARGO) test $(CARGO_JOBS) -p rfabric-capi --lib --no-run
 	valgrind -q --error-exitcode=9 --leak-check=full --show-possibly-lost=no --errors-for-leak-kinds=definite \
 		$$(ls -t target/debug/deps/rfabric_capi-* | grep -v '\.d$$' | head -n1) --test-threads=1
+
+# Objects of the shm provider through the C API (two processes), then the
+# distribution's fi_pingpong unchanged on our library.
+check-shm: build
+	tests/c/shm_sendrecv.sh build/lib
+	tests/clients/fi_pingpong.sh build/lib
 
 check-install: install
 	RFABRIC_VERSION=$(VERSION) tests/pkgconfig/check_pkgconfig.sh $(PREFIX)

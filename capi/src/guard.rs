@@ -26,3 +26,24 @@ macro_rules! null_check {
         )+
     };
 }
+
+/// As `null_check!`, for entry points that return `ssize_t`.
+macro_rules! null_check_ssize {
+    ($($p:ident),+ $(,)?) => {
+        $(
+            if $p.is_null() {
+                rfabric_core::log::warn_core(concat!("NULL argument: ", stringify!($p)));
+                return -(rfabric_core::abi::FI_EINVAL as isize);
+            }
+        )+
+    };
+}
+
+/// An ops-table slot the object does not support: `-FI_ENOSYS`.
+macro_rules! enosys_fn {
+    ($name:ident ( $($t:ty),* $(,)? ) -> $r:ty) => {
+        unsafe extern "C" fn $name($(_: $t),*) -> $r {
+            -(rfabric_core::abi::FI_ENOSYS as $r)
+        }
+    };
+}

@@ -15,6 +15,8 @@ mod getinfo;
 mod log_params;
 mod tostr;
 mod objects;
+mod domain;
+mod endpoint;
 mod dl_calls;
 
 use rfabric_core::provider::Provider;

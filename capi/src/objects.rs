@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 /// Children (domains, EQs, ...) keep their parent open: `fi_close` on a
 /// parent with live children returns `-FI_EBUSY`.
 #[derive(Default)]
-pub(crate) struct RefCount(AtomicUsize);
+pub(crate) struct RefCount(pub(crate) AtomicUsize);
 
 impl RefCount {
     pub(crate) fn get(&self) {
@@ -80,20 +80,39 @@ unsafe extern "C" fn fabric_tostr(f: *const fid, buf: *mut c_char, len: usize) -
     })
 }
 
-unsafe extern "C" fn fabric_domain(f: *mut fid_fabric, i: *mut fi_info, d: *mut *mut fid_domain, _c: *mut c_void) -> c_int {
+unsafe extern "C" fn fabric_domain(f: *mut fid_fabric, i: *mut fi_info, d: *mut *mut fid_domain, c: *mut c_void) -> c_int {
     guard!(-FI_EOTHER, {
         null_check!(f, i, d);
-        -FI_ENOSYS
+        // SAFETY: f is the first member of a FabricHandle we published.
+        let fh = unsafe { &*(f as *const FabricHandle) };
+        // SAFETY: i is the caller's fi_info.
+        let info = match unsafe { crate::getinfo::info_from_c(i) } {
+            Ok(x) => x,
+            Err(e) => return e.to_c(),
+        };
+        match fh.obj.domain(&info) {
+            // SAFETY: d non-NULL; fh outlives the domain (refcount).
+            Ok(obj) => unsafe { crate::domain::publish_domain(obj, fh, c, d) },
+            Err(e) => e.to_c(),
+        }
     })
 }
-unsafe extern "C" fn fabric_domain2(_f: *mut fid_fabric, _i: *mut fi_info, _d: *mut *mut fid_domain, _fl: u64, _c: *mut c_void) -> c_int {
-    -FI_ENOSYS
+unsafe extern "C" fn fabric_domain2(f: *mut fid_fabric, i: *mut fi_info, d: *mut *mut fid_domain, fl: u64, c: *mut c_void) -> c_int {
+    if fl != 0 {
+        return -FI_EBADFLAGS;
+    }
+    // SAFETY: same contract as fi_domain.
+    unsafe { fabric_domain(f, i, d, c) }
 }
 unsafe extern "C" fn fabric_passive_ep(_f: *mut fid_fabric, _i: *mut fi_info, _p: *mut *mut fid_pep, _c: *mut c_void) -> c_int {
     -FI_ENOSYS
 }
-unsafe extern "C" fn fabric_eq_open(_f: *mut fid_fabric, _a: *mut fi_eq_attr, _e: *mut *mut fid_eq, _c: *mut c_void) -> c_int {
-    -FI_ENOSYS
+unsafe extern "C" fn fabric_eq_open(f: *mut fid_fabric, a: *mut fi_eq_attr, e: *mut *mut fid_eq, c: *mut c_void) -> c_int {
+    guard!(-FI_EOTHER, {
+        null_check!(f, a, e);
+        // SAFETY: f is ours; a and e non-NULL caller pointers.
+        unsafe { crate::domain::eq_open(&*(f as *const FabricHandle), &*a, e, c) }
+    })
 }
 unsafe extern "C" fn fabric_wait_open(_f: *mut fid_fabric, _a: *mut fi_wait_attr, _w: *mut *mut fid_wait) -> c_int {
     -FI_ENOSYS

@@ -60,7 +60,8 @@ pub trait Domain: Send + Sync {
     fn av_open(&self, _attr: &AvAttr) -> Result<Arc<dyn AddressVector>> {
         Err(ENOSYS)
     }
-    fn cntr_open(&self, _events: u32, _wait_obj: u32) -> Result<Arc<dyn Any + Send + Sync>> {
+    /// `fi_cntr_open` with `fi_cntr_attr.events` and `.wait_obj`.
+    fn cntr_open(&self, _events: u32, _wait_obj: u32) -> Result<Arc<dyn Counter>> {
         Err(ENOSYS)
     }
     /// Registers a range; returns the key.
@@ -94,6 +95,22 @@ pub trait CompletionQueue: Send + Sync {
     fn as_any_arc(self: Arc<Self>) -> Arc<dyn Any + Send + Sync>;
 }
 
+/// A completion counter. `read` and `wait` drive manual progress.
+pub trait Counter: Send + Sync {
+    fn read(&self) -> u64;
+    fn readerr(&self) -> u64;
+    fn add(&self, v: u64) -> Result<()>;
+    fn set(&self, v: u64) -> Result<()>;
+    fn adderr(&self, v: u64) -> Result<()>;
+    fn seterr(&self, v: u64) -> Result<()>;
+    /// `fi_cntr_wait`: until the value reaches `threshold` (timeout in ms,
+    /// negative = forever).
+    fn wait(&self, _threshold: u64, _timeout: i32) -> Result<()> {
+        Err(ENOSYS)
+    }
+    fn as_any_arc(self: Arc<Self>) -> Arc<dyn Any + Send + Sync>;
+}
+
 /// An address vector.
 pub trait AddressVector: Send + Sync {
     /// Fixed address length, or `None` for NUL-terminated strings
@@ -113,7 +130,7 @@ pub trait AddressVector: Send + Sync {
 pub enum Bind<'a> {
     Cq(&'a Arc<dyn CompletionQueue>),
     Av(&'a Arc<dyn AddressVector>),
-    Cntr(&'a Arc<dyn Any + Send + Sync>),
+    Cntr(&'a Arc<dyn Counter>),
     Eq,
 }
 

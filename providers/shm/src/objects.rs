@@ -18,11 +18,12 @@ use rfabric_core::abi::*;
 use rfabric_core::error::{Error, Result, EAGAIN, EINVAL, ENOSYS};
 use rfabric_core::info::Info;
 use rfabric_core::objects::av::Av;
+use rfabric_core::objects::cntr::Cntr;
 use rfabric_core::objects::cq::{Completion, Cq, CqAttr, CqErrInfo, ErrCompletion, ErrDataLoc};
 use rfabric_core::objects::matching::{Matcher, RecvSpec, Unexp};
 use rfabric_core::objects::mr::{MrRegion, MrRegistry};
 use rfabric_core::objects::wait::Locked;
-use rfabric_core::provider::{AddressVector, AvAttr, Bind, CompletionQueue, Domain, Endpoint, MrReq, RxOp, TxOp};
+use rfabric_core::provider::{AddressVector, AvAttr, Bind, CompletionQueue, Counter, Domain, Endpoint, MrReq, RxOp, TxOp};
 use std::any::Any;
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, RwLock};
@@ -125,6 +126,9 @@ impl Domain for ShmDomain {
         }
         Ok(Arc::new(ShmAv { inner: RwLock::new(AvInner { av: Av::new(attr.kind, attr.count, ADDR_LEN)?, keys: HashMap::new() }) }))
     }
+    fn cntr_open(&self, events: u32, wait_obj: u32) -> Result<Arc<dyn Counter>> {
+        Ok(Arc::new(ShmCntr { c: Cntr::new(events, wait_obj)?, eps: Mutex::new(Vec::new()) }))
+    }
     fn mr_reg(&self, req: &MrReq) -> Result<u64> {
         let r = MrRegion { base: req.addr, len: req.len, access: req.access, ..MrRegion::default() };
         self.mr.lock().register(r, req.requested_key)
@@ -205,6 +209,63 @@ impl CompletionQueue for ShmCq {
     }
     fn signal(&self) -> Result<()> {
         self.ring.lock().signal()
+    }
+    fn as_any_arc(self: Arc<Self>) -> Arc<dyn Any + Send + Sync> {
+        self
+    }
+}
+
+// ---------------------------------------------------------------- counter
+
+pub struct ShmCntr {
+    c: Cntr,
+    eps: Mutex<Vec<Arc<EpShared>>>,
+}
+
+impl ShmCntr {
+    fn progress(&self) {
+        for ep in locked(&self.eps).iter() {
+            ep.st.lock().progress();
+        }
+    }
+    fn attach(&self, ep: &Arc<EpShared>) {
+        let mut v = locked(&self.eps);
+        if !v.iter().any(|e| Arc::ptr_eq(e, ep)) {
+            v.push(ep.clone());
+        }
+    }
+    fn detach(&self, ep: &Arc<EpShared>) {
+        locked(&self.eps).retain(|e| !Arc::ptr_eq(e, ep));
+    }
+}
+
+impl Counter for ShmCntr {
+    fn read(&self) -> u64 {
+        self.progress();
+        self.c.read()
+    }
+    fn readerr(&self) -> u64 {
+        self.progress();
+        self.c.readerr()
+    }
+    fn add(&self, v: u64) -> Result<()> {
+        self.c.add(v);
+        Ok(())
+    }
+    fn set(&self, v: u64) -> Result<()> {
+        self.c.set(v);
+        Ok(())
+    }
+    fn adderr(&self, v: u64) -> Result<()> {
+        self.c.adderr(v);
+        Ok(())
+    }
+    fn seterr(&self, v: u64) -> Result<()> {
+        self.c.seterr(v);
+        Ok(())
+    }
+    fn wait(&self, threshold: u64, timeout: i32) -> Result<()> {
+        self.c.wait(threshold, timeout, &mut || self.progress())
     }
     fn as_any_arc(self: Arc<Self>) -> Arc<dyn Any + Send + Sync> {
         self
@@ -331,6 +392,10 @@ struct EpState {
     tx_cq: Option<Arc<ShmCq>>,
     rx_cq: Option<Arc<ShmCq>>,
     av: Option<Arc<ShmAv>>,
+    send_cntr: Option<Arc<ShmCntr>>,
+    recv_cntr: Option<Arc<ShmCntr>>,
+    /// Counters bound for events this provider never generates (RMA).
+    other_cntrs: Vec<Arc<ShmCntr>>,
     tx_selective: bool,
     rx_selective: bool,
     enabled: bool,
@@ -361,6 +426,9 @@ impl ShmEp {
             tx_cq: None,
             rx_cq: None,
             av: None,
+            send_cntr: None,
+            recv_cntr: None,
+            other_cntrs: Vec::new(),
             tx_selective: false,
             rx_selective: false,
             enabled: false,
@@ -411,6 +479,13 @@ impl EpState {
     }
 
     fn complete_tx(&self, t: TxInfo, res: Result<()>) {
+        if let Some(c) = self.send_cntr.as_ref() {
+            if res.is_ok() {
+                c.c.add(1);
+            } else {
+                c.c.adderr(1);
+            }
+        }
         let Some(cq) = self.tx_cq.as_ref() else { return };
         let base = Completion { op_context: t.ctx, flags: t.flags, src_addr: FI_ADDR_NOTAVAIL, ..Completion::default() };
         match res {
@@ -422,6 +497,13 @@ impl EpState {
 
     /// `placed` bytes landed in the receive buffer (or the transfer failed).
     fn complete_rx(&self, r: RxInfo, res: Result<u64>) {
+        if let Some(c) = self.recv_cntr.as_ref() {
+            if res.is_ok() && r.msg_len <= r.cap as u64 {
+                c.c.add(1);
+            } else {
+                c.c.adderr(1);
+            }
+        }
         let Some(cq) = self.rx_cq.as_ref() else { return };
         let placed = *res.as_ref().unwrap_or(&0);
         let base = Completion {
@@ -603,7 +685,29 @@ impl Endpoint for ShmEp {
                 st.av = Some(av.clone().as_any_arc().downcast::<ShmAv>().map_err(|_| EINVAL)?);
                 Ok(())
             }
-            Bind::Cntr(_) | Bind::Eq => Err(ENOSYS),
+            Bind::Cntr(c) => {
+                Cntr::check_bind_flags(flags)?;
+                let c = c.clone().as_any_arc().downcast::<ShmCntr>().map_err(|_| EINVAL)?;
+                if flags & FI_SEND != 0 {
+                    if st.send_cntr.is_some() {
+                        return Err(EINVAL);
+                    }
+                    st.send_cntr = Some(c.clone());
+                }
+                if flags & FI_RECV != 0 {
+                    if st.recv_cntr.is_some() {
+                        return Err(EINVAL);
+                    }
+                    st.recv_cntr = Some(c.clone());
+                }
+                if flags & !(FI_SEND | FI_RECV) != 0 {
+                    st.other_cntrs.push(c.clone());
+                }
+                drop(st);
+                c.attach(&self.shared);
+                Ok(())
+            }
+            Bind::Eq => Err(ENOSYS),
         }
     }
 
@@ -612,7 +716,7 @@ impl Endpoint for ShmEp {
         if st.av.is_none() {
             return Err(Error(FI_ENOAV));
         }
-        if st.tx_cq.is_none() && st.rx_cq.is_none() {
+        if st.tx_cq.is_none() && st.rx_cq.is_none() && st.send_cntr.is_none() && st.recv_cntr.is_none() {
             return Err(Error(FI_ENOCQ));
         }
         st.enabled = true;
@@ -777,9 +881,15 @@ impl Endpoint for ShmEp {
         let tx = st.tx_cq.take();
         let rx = st.rx_cq.take();
         st.av = None;
+        let mut cntrs: Vec<Arc<ShmCntr>> = std::mem::take(&mut st.other_cntrs);
+        cntrs.extend(st.send_cntr.take());
+        cntrs.extend(st.recv_cntr.take());
         drop(st);
         for cq in [tx, rx].into_iter().flatten() {
             cq.detach(&self.shared);
+        }
+        for c in cntrs {
+            c.detach(&self.shared);
         }
         Ok(())
     }
@@ -788,6 +898,138 @@ impl Endpoint for ShmEp {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rfabric_core::info::DomainAttr;
+
+    struct Pair {
+        cq: Arc<dyn CompletionQueue>,
+        a: Box<dyn Endpoint>,
+        b: Box<dyn Endpoint>,
+        /// fi_addr of b as seen by a, and of a as seen by b.
+        to_b: u64,
+    }
+
+    fn pair(directed: bool) -> Pair {
+        let mut info = Info { caps: FI_MSG | FI_TAGGED | if directed { FI_DIRECTED_RECV } else { 0 }, ..Info::default() };
+        info.domain_attr = Some(DomainAttr { mr_key_size: 8, ..DomainAttr::default() });
+        let d = ShmDomain::new(&info).unwrap();
+        let cq = d.cq_open(&CqAttr { size: 64, format: FI_CQ_FORMAT_TAGGED, wait_obj: FI_WAIT_NONE }).unwrap();
+        let av = d.av_open(&AvAttr { kind: FI_AV_TABLE, count: 4, flags: 0 }).unwrap();
+        let a = d.endpoint(&info).unwrap();
+        let b = d.endpoint(&info).unwrap();
+        for ep in [&a, &b] {
+            assert_eq!(ep.enable(), Err(Error(FI_ENOAV)));
+            ep.bind(Bind::Av(&av), 0).unwrap();
+            assert_eq!(ep.bind(Bind::Cq(&cq), 0), Err(Error(FI_EBADFLAGS)));
+            ep.bind(Bind::Cq(&cq), FI_TRANSMIT | FI_RECV).unwrap();
+            ep.enable().unwrap();
+        }
+        let mut na = [0u8; 64];
+        let mut nb = [0u8; 64];
+        let la = a.getname(&mut na).unwrap();
+        let lb = b.getname(&mut nb).unwrap();
+        let mut out = [0u64; 2];
+        assert_eq!(av.insert(&[&na[..la], &nb[..lb]], Some(&mut out), 0).unwrap(), 2);
+        Pair { cq, a, b, to_b: out[1] }
+    }
+
+    fn next(cq: &Arc<dyn CompletionQueue>) -> Result<[u64; 6]> {
+        let mut raw = [0u8; 48];
+        for _ in 0..1_000_000 {
+            match cq.read(&mut raw, 1, None) {
+                Ok(1) => {
+                    let mut v = [0u64; 6];
+                    for (i, w) in v.iter_mut().enumerate() {
+                        *w = u64::from_ne_bytes(raw[i * 8..i * 8 + 8].try_into().unwrap());
+                    }
+                    return Ok(v);
+                }
+                Err(e) if e.0 == FI_EAGAIN => continue,
+                Err(e) => return Err(e),
+                Ok(_) => unreachable!(),
+            }
+        }
+        Err(EAGAIN)
+    }
+
+    fn send(ep: &dyn Endpoint, buf: &[u8], dest: u64, ctx: usize, tag: Option<u64>) -> Result<()> {
+        let iov = [rfabric_core::provider::Iov { base: buf.as_ptr() as usize, len: buf.len() }];
+        let op = TxOp { iov: &iov, dest, context: ctx, tag: tag.unwrap_or(0), data: 0, flags: 0, tagged: tag.is_some(), no_completion: false };
+        // SAFETY: buf outlives the send's completion in every test.
+        unsafe { ep.send(&op) }
+    }
+
+    fn recv(ep: &dyn Endpoint, buf: &mut [u8], ctx: usize, tag: Option<u64>) -> Result<()> {
+        let iov = [rfabric_core::provider::Iov { base: buf.as_mut_ptr() as usize, len: buf.len() }];
+        let op = RxOp { iov: &iov, src: FI_ADDR_UNSPEC, context: ctx, tag: tag.unwrap_or(0), ignore: 0, flags: 0, tagged: tag.is_some() };
+        // SAFETY: buf outlives the receive's completion.
+        unsafe { ep.recv(&op) }
+    }
+
+    #[test]
+    fn unexpected_then_posted_eager_and_rendezvous() {
+        let p = pair(false);
+        for len in [0usize, 10, 4096, 4097, 300_000] {
+            let data: Vec<u8> = (0..len).map(|i| (i * 13 + len) as u8).collect();
+            // Send first: the message waits in the unexpected queue.
+            send(&*p.a, &data, p.to_b, 7, None).unwrap();
+            if len <= 4096 {
+                let c = next(&p.cq).unwrap();
+                assert_eq!((c[0], c[1] & FI_SEND), (7, FI_SEND));
+            }
+            let mut got = vec![0u8; len + 8];
+            recv(&*p.b, &mut got, 9, None).unwrap();
+            let mut seen_recv = false;
+            let mut seen_send = len <= 4096;
+            while !(seen_recv && seen_send) {
+                let c = next(&p.cq).unwrap();
+                if c[0] == 9 {
+                    assert_eq!(c[2] as usize, len);
+                    assert_ne!(c[1] & FI_RECV, 0);
+                    seen_recv = true;
+                } else {
+                    assert_eq!(c[0], 7);
+                    seen_send = true;
+                }
+            }
+            assert_eq!(&got[..len], &data[..]);
+        }
+    }
+
+    #[test]
+    fn tags_select_and_truncation_is_reported() {
+        let p = pair(false);
+        let mut other = [0u8; 8];
+        let mut want = [0u8; 8];
+        recv(&*p.b, &mut other, 1, Some(5)).unwrap();
+        recv(&*p.b, &mut want, 2, Some(6)).unwrap();
+        send(&*p.a, b"sixsixsixsix", p.to_b, 3, Some(6)).unwrap();
+        let c = next(&p.cq).unwrap();
+        assert_eq!(c[0], 3);
+        assert_eq!(next(&p.cq), Err(Error(FI_EAVAIL)));
+        let (e, _) = p.cq.readerr(None, fi_version(1, 17)).unwrap();
+        assert_eq!((e.base.op_context, e.err, e.olen, e.base.tag), (2, FI_ETRUNC, 4, 6));
+        assert_eq!(&want, b"sixsixsi");
+        assert_eq!(p.b.cancel(1), Ok(()));
+        assert_eq!(p.b.cancel(1), Err(Error(FI_ENOENT)));
+    }
+
+    #[test]
+    fn bad_destinations_and_unbound() {
+        let p = pair(true);
+        assert_eq!(send(&*p.a, b"x", 99, 0, None), Err(EINVAL));
+        let iov = [rfabric_core::provider::Iov { base: 0, len: 0 }];
+        let big = vec![0u8; 8192];
+        let op = TxOp { iov: &iov, dest: p.to_b, context: 0, tag: 0, data: 0, flags: FI_INJECT, tagged: false, no_completion: true };
+        // SAFETY: zero-length inject.
+        assert_eq!(unsafe { p.a.send(&op) }, Ok(()));
+        let iov = [rfabric_core::provider::Iov { base: big.as_ptr() as usize, len: big.len() }];
+        let op = TxOp { iov: &iov, ..op };
+        // SAFETY: big lives across the call.
+        assert_eq!(unsafe { p.a.send(&op) }, Err(EINVAL));
+        assert_eq!(p.a.bind(Bind::Eq, 0), Err(Error(FI_EOPBADSTATE)));
+        p.a.close().unwrap();
+        assert_eq!(send(&*p.a, b"x", p.to_b, 0, None), Err(Error(FI_EOPBADSTATE)));
+    }
 
     #[test]
     fn address_string_round_trip() {

@@ -1,0 +1,581 @@
+//! The endpoint handle (`fid_ep`) of built-in providers: every slot of
+//! `fi_ops_ep`, `fi_ops_cm`, `fi_ops_msg`, `fi_ops_tagged`, `fi_ops_rma`,
+//! `fi_ops_atomic` and `fi_ops_collective` is filled; what the provider's
+//! `Endpoint` does not implement answers `-FI_ENOSYS`.
+//!
+//! Data path of `fi_send`: the application's inline wrapper calls
+//! `ep->msg->send`, i.e. [`ep_send`], which builds a `TxOp` on the stack
+//! (one `Iov`) and makes one dynamic call into the provider's
+//! `Endpoint::send`. No allocation, no lookup.
+
+use crate::domain::{av_fi_ops, cntr_fi_ops, cq_fi_ops, ours, put_cstr, rc, AvHandle, CntrHandle, CqHandle, DomainHandle};
+use crate::objects::RefCount;
+use libc::{c_char, c_int, c_void, iovec};
+use rfabric_core::abi::*;
+use rfabric_core::error::Error;
+use rfabric_core::provider::{Bind, Endpoint, Iov, RxOp, TxOp};
+use std::sync::Mutex;
+
+#[repr(C)]
+pub(crate) struct EpHandle {
+    fid: fid_ep,
+    obj: Box<dyn Endpoint>,
+    domain: *const DomainHandle,
+    /// Reference counts of the CQs/AVs this endpoint is bound to.
+    bound: Mutex<Vec<*const RefCount>>,
+}
+
+/// Most iovs a vector operation may carry.
+const MAX_IOV: usize = 8;
+
+fn ssz(r: Result<(), Error>) -> isize {
+    match r {
+        Ok(()) => 0,
+        Err(e) => e.to_c() as isize,
+    }
+}
+
+const EINVAL_S: isize = -(FI_EINVAL as isize);
+const EOTHER_S: isize = -(FI_EOTHER as isize);
+
+/// # Safety
+/// `f` NULL or a fid.
+unsafe fn ep<'a>(f: *const fid) -> Option<&'a EpHandle> {
+    // SAFETY: caller.
+    unsafe { ours::<EpHandle>(f, &EP_FI_OPS) }
+}
+
+/// Copies the caller's iovec array into `out`.
+///
+/// # Safety
+/// `iov` holds `count` entries (or count is 0).
+unsafe fn iovs(iov: *const iovec, count: usize, out: &mut [Iov; MAX_IOV]) -> Result<usize, Error> {
+    if count > MAX_IOV || (count > 0 && iov.is_null()) {
+        return Err(rfabric_core::error::EINVAL);
+    }
+    for (i, o) in out.iter_mut().enumerate().take(count) {
+        // SAFETY: i < count.
+        let v = unsafe { *iov.add(i) };
+        if v.iov_base.is_null() && v.iov_len > 0 {
+            return Err(rfabric_core::error::EINVAL);
+        }
+        *o = Iov { base: v.iov_base as usize, len: v.iov_len };
+    }
+    Ok(count)
+}
+
+unsafe extern "C" fn ep_close(f: *mut fid) -> c_int {
+    guard!(-FI_EOTHER, {
+        // SAFETY: checked against our ops table.
+        let Some(h) = (unsafe { ep(f) }) else { return -FI_EINVAL };
+        let _ = h.obj.close();
+        for r in h.bound.lock().unwrap_or_else(|e| e.into_inner()).drain(..) {
+            // SAFETY: a bound CQ/AV cannot close while we hold its count.
+            unsafe { (*r).put() };
+        }
+        // SAFETY: the domain outlives its endpoints.
+        unsafe { (*h.domain).children.put() };
+        // SAFETY: created by Box::into_raw in publish_ep; closed once.
+        drop(unsafe { Box::from_raw(f as *mut EpHandle) });
+        0
+    })
+}
+
+unsafe extern "C" fn ep_bind(f: *mut fid, b: *mut fid, flags: u64) -> c_int {
+    guard!(-FI_EOTHER, {
+        null_check!(b);
+        // SAFETY: checked against our ops table.
+        let Some(h) = (unsafe { ep(f) }) else { return -FI_EINVAL };
+        // SAFETY: b non-NULL fid.
+        let class = unsafe { (*b).fclass };
+        let (r, refs) = if class == FI_CLASS_CQ {
+            // SAFETY: checked against the CQ ops table.
+            let Some(c) = (unsafe { ours::<CqHandle>(b, cq_fi_ops()) }) else { return -FI_EINVAL };
+            (h.obj.bind(Bind::Cq(&c.obj), flags), &c.refs as *const RefCount)
+        } else if class == FI_CLASS_AV {
+            // SAFETY: checked against the AV ops table.
+            let Some(a) = (unsafe { ours::<AvHandle>(b, av_fi_ops()) }) else { return -FI_EINVAL };
+            (h.obj.bind(Bind::Av(&a.obj), flags), &a.refs as *const RefCount)
+        } else if class == FI_CLASS_EQ {
+            return rc(h.obj.bind(Bind::Eq, flags));
+        } else if class == FI_CLASS_CNTR {
+            // SAFETY: checked against the counter ops table.
+            let Some(c) = (unsafe { ours::<CntrHandle>(b, cntr_fi_ops()) }) else { return -FI_EINVAL };
+            (h.obj.bind(Bind::Cntr(&c.obj), flags), &c.refs as *const RefCount)
+        } else {
+            return -FI_EINVAL;
+        };
+        if r.is_ok() {
+            // SAFETY: refs belongs to a live handle.
+            unsafe { (*refs).get() };
+            h.bound.lock().unwrap_or_else(|e| e.into_inner()).push(refs);
+        }
+        rc(r)
+    })
+}
+
+unsafe extern "C" fn ep_control(f: *mut fid, cmd: c_int, _arg: *mut c_void) -> c_int {
+    guard!(-FI_EOTHER, {
+        // SAFETY: checked against our ops table.
+        let Some(h) = (unsafe { ep(f) }) else { return -FI_EINVAL };
+        if cmd == FI_ENABLE {
+            rc(h.obj.enable())
+        } else {
+            -FI_ENOSYS
+        }
+    })
+}
+
+unsafe extern "C" fn ep_tostr(f: *const fid, buf: *mut c_char, len: usize) -> c_int {
+    guard!(-FI_EOTHER, {
+        null_check!(f, buf);
+        // SAFETY: buf holds len bytes.
+        unsafe { put_cstr(buf, len, "endpoint") };
+        0
+    })
+}
+
+enosys_fn!(ep_ops_open(*mut fid, *const c_char, u64, *mut *mut c_void, *mut c_void) -> c_int);
+enosys_fn!(ep_ops_set(*mut fid, *const c_char, u64, *mut c_void, *mut c_void) -> c_int);
+
+static EP_FI_OPS: fi_ops = fi_ops {
+    size: std::mem::size_of::<fi_ops>(),
+    close: Some(ep_close),
+    bind: Some(ep_bind),
+    control: Some(ep_control),
+    ops_open: Some(ep_ops_open),
+    tostr: Some(ep_tostr),
+    ops_set: Some(ep_ops_set),
+};
+
+// ---- fi_ops_ep
+
+unsafe extern "C" fn ep_cancel(f: fid_t, ctx: *mut c_void) -> isize {
+    guard!(EOTHER_S, {
+        // SAFETY: checked against our ops table.
+        let Some(h) = (unsafe { ep(f) }) else { return EINVAL_S };
+        ssz(h.obj.cancel(ctx as usize))
+    })
+}
+
+unsafe extern "C" fn ep_getopt(f: fid_t, level: c_int, name: c_int, val: *mut c_void, len: *mut usize) -> c_int {
+    guard!(-FI_EOTHER, {
+        null_check!(val, len);
+        // SAFETY: checked against our ops table.
+        let Some(h) = (unsafe { ep(f) }) else { return -FI_EINVAL };
+        // SAFETY: val holds *len bytes.
+        let buf = unsafe { std::slice::from_raw_parts_mut(val as *mut u8, *len) };
+        match h.obj.getopt(level, name, buf) {
+            Ok(n) => {
+                // SAFETY: len non-NULL.
+                unsafe { *len = n };
+                0
+            }
+            Err(e) => e.to_c(),
+        }
+    })
+}
+
+unsafe extern "C" fn ep_setopt(f: fid_t, level: c_int, name: c_int, val: *const c_void, len: usize) -> c_int {
+    guard!(-FI_EOTHER, {
+        null_check!(val);
+        // SAFETY: checked against our ops table.
+        let Some(h) = (unsafe { ep(f) }) else { return -FI_EINVAL };
+        // SAFETY: val holds len bytes.
+        let v = unsafe { std::slice::from_raw_parts(val as *const u8, len) };
+        rc(h.obj.setopt(level, name, v))
+    })
+}
+
+enosys_fn!(ep_tx_ctx(*mut fid_ep, c_int, *mut fi_tx_attr, *mut *mut fid_ep, *mut c_void) -> c_int);
+enosys_fn!(ep_rx_ctx(*mut fid_ep, c_int, *mut fi_rx_attr, *mut *mut fid_ep, *mut c_void) -> c_int);
+enosys_fn!(ep_rx_size_left(*mut fid_ep) -> isize);
+enosys_fn!(ep_tx_size_left(*mut fid_ep) -> isize);
+enosys_fn!(ep_export_xpu(*mut fid_ep, u64, *mut fid_xpu_ep) -> c_int);
+
+static EP_OPS: fi_ops_ep = fi_ops_ep {
+    size: std::mem::size_of::<fi_ops_ep>(),
+    cancel: Some(ep_cancel),
+    getopt: Some(ep_getopt),
+    setopt: Some(ep_setopt),
+    tx_ctx: Some(ep_tx_ctx),
+    rx_ctx: Some(ep_rx_ctx),
+    rx_size_left: Some(ep_rx_size_left),
+    tx_size_left: Some(ep_tx_size_left),
+    export_xpu: Some(ep_export_xpu),
+};
+
+// ---- fi_ops_cm
+
+unsafe extern "C" fn cm_getname(f: fid_t, addr: *mut c_void, addrlen: *mut usize) -> c_int {
+    guard!(-FI_EOTHER, {
+        null_check!(addrlen);
+        // SAFETY: checked against our ops table.
+        let Some(h) = (unsafe { ep(f) }) else { return -FI_EINVAL };
+        let mut tmp = [0u8; 1024];
+        let n = match h.obj.getname(&mut tmp) {
+            Ok(n) if n <= tmp.len() => n,
+            Ok(_) => return -FI_EOTHER,
+            Err(e) => return e.to_c(),
+        };
+        // SAFETY: addrlen non-NULL.
+        let cap = unsafe { *addrlen };
+        // SAFETY: as above.
+        unsafe { *addrlen = n };
+        if addr.is_null() || cap < n {
+            return -FI_ETOOSMALL;
+        }
+        // SAFETY: addr holds cap >= n bytes.
+        unsafe { std::ptr::copy_nonoverlapping(tmp.as_ptr(), addr as *mut u8, n) };
+        0
+    })
+}
+
+unsafe extern "C" fn cm_setname(f: fid_t, addr: *mut c_void, addrlen: usize) -> c_int {
+    guard!(-FI_EOTHER, {
+        null_check!(addr);
+        // SAFETY: checked against our ops table.
+        let Some(h) = (unsafe { ep(f) }) else { return -FI_EINVAL };
+        // SAFETY: addr holds addrlen bytes.
+        rc(h.obj.setname(unsafe { std::slice::from_raw_parts(addr as *const u8, addrlen) }))
+    })
+}
+
+enosys_fn!(cm_getpeer(*mut fid_ep, *mut c_void, *mut usize) -> c_int);
+enosys_fn!(cm_connect(*mut fid_ep, *const c_void, *const c_void, usize) -> c_int);
+enosys_fn!(cm_listen(*mut fid_pep) -> c_int);
+enosys_fn!(cm_accept(*mut fid_ep, *const c_void, usize) -> c_int);
+enosys_fn!(cm_reject(*mut fid_pep, fid_t, *const c_void, usize) -> c_int);
+enosys_fn!(cm_shutdown(*mut fid_ep, u64) -> c_int);
+enosys_fn!(cm_join(*mut fid_ep, *const c_void, u64, *mut *mut fid_mc, *mut c_void) -> c_int);
+
+static CM_OPS: fi_ops_cm = fi_ops_cm {
+    size: std::mem::size_of::<fi_ops_cm>(),
+    setname: Some(cm_setname),
+    getname: Some(cm_getname),
+    getpeer: Some(cm_getpeer),
+    connect: Some(cm_connect),
+    listen: Some(cm_listen),
+    accept: Some(cm_accept),
+    reject: Some(cm_reject),
+    shutdown: Some(cm_shutdown),
+    join: Some(cm_join),
+};
+
+// ---- sends and receives (fi_ops_msg, fi_ops_tagged)
+
+/// One send through the provider.
+///
+/// # Safety
+/// Buffers named by `op` follow the libfabric lifetime rules.
+#[inline]
+unsafe fn do_send(e: *mut fid_ep, op: &TxOp<'_>) -> isize {
+    // SAFETY: checked against our ops table.
+    let Some(h) = (unsafe { ep(e as *const fid) }) else { return EINVAL_S };
+    // SAFETY: forwarded contract.
+    ssz(unsafe { h.obj.send(op) })
+}
+
+/// # Safety
+/// As `do_send`.
+#[inline]
+unsafe fn do_recv(e: *mut fid_ep, op: &RxOp<'_>) -> isize {
+    // SAFETY: checked against our ops table.
+    let Some(h) = (unsafe { ep(e as *const fid) }) else { return EINVAL_S };
+    // SAFETY: forwarded contract.
+    ssz(unsafe { h.obj.recv(op) })
+}
+
+#[allow(clippy::too_many_arguments)]
+/// # Safety
+/// Caller's buffer rules.
+unsafe fn send1(e: *mut fid_ep, buf: *const c_void, len: usize, dest: u64, ctx: *mut c_void, tag: u64, data: u64, flags: u64, tagged: bool, no_completion: bool) -> isize {
+    if buf.is_null() && len > 0 {
+        return EINVAL_S;
+    }
+    let iov = [Iov { base: buf as usize, len }];
+    let op = TxOp { iov: &iov, dest, context: ctx as usize, tag, data, flags, tagged, no_completion };
+    // SAFETY: forwarded.
+    unsafe { do_send(e, &op) }
+}
+
+#[allow(clippy::too_many_arguments)]
+/// # Safety
+/// Caller's buffer rules.
+unsafe fn sendv(e: *mut fid_ep, iov: *const iovec, count: usize, dest: u64, ctx: *mut c_void, tag: u64, data: u64, flags: u64, tagged: bool) -> isize {
+    let mut v = [Iov::default(); MAX_IOV];
+    // SAFETY: iov holds count entries.
+    let n = match unsafe { iovs(iov, count, &mut v) } {
+        Ok(n) => n,
+        Err(err) => return err.to_c() as isize,
+    };
+    let op = TxOp { iov: &v[..n], dest, context: ctx as usize, tag, data, flags, tagged, no_completion: false };
+    // SAFETY: forwarded.
+    unsafe { do_send(e, &op) }
+}
+
+#[allow(clippy::too_many_arguments)]
+/// # Safety
+/// Caller's buffer rules.
+unsafe fn recvv(e: *mut fid_ep, iov: *const iovec, count: usize, src: u64, ctx: *mut c_void, tag: u64, ignore: u64, flags: u64, tagged: bool) -> isize {
+    let mut v = [Iov::default(); MAX_IOV];
+    // SAFETY: iov holds count entries.
+    let n = match unsafe { iovs(iov, count, &mut v) } {
+        Ok(n) => n,
+        Err(err) => return err.to_c() as isize,
+    };
+    let op = RxOp { iov: &v[..n], src, context: ctx as usize, tag, ignore, flags, tagged };
+    // SAFETY: forwarded.
+    unsafe { do_recv(e, &op) }
+}
+
+unsafe extern "C" fn msg_send(e: *mut fid_ep, buf: *const c_void, len: usize, _desc: *mut c_void, dest: fi_addr_t, ctx: *mut c_void) -> isize {
+    // SAFETY: fi_send contract.
+    guard!(EOTHER_S, unsafe { send1(e, buf, len, dest, ctx, 0, 0, 0, false, false) })
+}
+unsafe extern "C" fn msg_sendv(e: *mut fid_ep, iov: *const iovec, _desc: *mut *mut c_void, count: usize, dest: fi_addr_t, ctx: *mut c_void) -> isize {
+    // SAFETY: fi_sendv contract.
+    guard!(EOTHER_S, unsafe { sendv(e, iov, count, dest, ctx, 0, 0, 0, false) })
+}
+unsafe extern "C" fn msg_sendmsg(e: *mut fid_ep, m: *const fi_msg, flags: u64) -> isize {
+    guard!(EOTHER_S, {
+        null_check_ssize!(m);
+        // SAFETY: m non-NULL.
+        let m = unsafe { &*m };
+        // SAFETY: fi_sendmsg contract.
+        unsafe { sendv(e, m.msg_iov, m.iov_count, m.addr, m.context, 0, m.data, flags, false) }
+    })
+}
+unsafe extern "C" fn msg_inject(e: *mut fid_ep, buf: *const c_void, len: usize, dest: fi_addr_t) -> isize {
+    // SAFETY: fi_inject contract.
+    guard!(EOTHER_S, unsafe { send1(e, buf, len, dest, std::ptr::null_mut(), 0, 0, FI_INJECT, false, true) })
+}
+unsafe extern "C" fn msg_senddata(e: *mut fid_ep, buf: *const c_void, len: usize, _desc: *mut c_void, data: u64, dest: fi_addr_t, ctx: *mut c_void) -> isize {
+    // SAFETY: fi_senddata contract.
+    guard!(EOTHER_S, unsafe { send1(e, buf, len, dest, ctx, 0, data, FI_REMOTE_CQ_DATA, false, false) })
+}
+unsafe extern "C" fn msg_injectdata(e: *mut fid_ep, buf: *const c_void, len: usize, data: u64, dest: fi_addr_t) -> isize {
+    // SAFETY: fi_injectdata contract.
+    guard!(EOTHER_S, unsafe { send1(e, buf, len, dest, std::ptr::null_mut(), 0, data, FI_INJECT | FI_REMOTE_CQ_DATA, false, true) })
+}
+unsafe extern "C" fn msg_recv(e: *mut fid_ep, buf: *mut c_void, len: usize, _desc: *mut c_void, src: fi_addr_t, ctx: *mut c_void) -> isize {
+    guard!(EOTHER_S, {
+        if buf.is_null() && len > 0 {
+            return EINVAL_S;
+        }
+        let iov = [Iov { base: buf as usize, len }];
+        let op = RxOp { iov: &iov, src, context: ctx as usize, tag: 0, ignore: 0, flags: 0, tagged: false };
+        // SAFETY: fi_recv contract.
+        unsafe { do_recv(e, &op) }
+    })
+}
+unsafe extern "C" fn msg_recvv(e: *mut fid_ep, iov: *const iovec, _desc: *mut *mut c_void, count: usize, src: fi_addr_t, ctx: *mut c_void) -> isize {
+    // SAFETY: fi_recvv contract.
+    guard!(EOTHER_S, unsafe { recvv(e, iov, count, src, ctx, 0, 0, 0, false) })
+}
+unsafe extern "C" fn msg_recvmsg(e: *mut fid_ep, m: *const fi_msg, flags: u64) -> isize {
+    guard!(EOTHER_S, {
+        null_check_ssize!(m);
+        // SAFETY: m non-NULL.
+        let m = unsafe { &*m };
+        // SAFETY: fi_recvmsg contract.
+        unsafe { recvv(e, m.msg_iov, m.iov_count, m.addr, m.context, 0, 0, flags, false) }
+    })
+}
+
+static MSG_OPS: fi_ops_msg = fi_ops_msg {
+    size: std::mem::size_of::<fi_ops_msg>(),
+    recv: Some(msg_recv),
+    recvv: Some(msg_recvv),
+    recvmsg: Some(msg_recvmsg),
+    send: Some(msg_send),
+    sendv: Some(msg_sendv),
+    sendmsg: Some(msg_sendmsg),
+    inject: Some(msg_inject),
+    senddata: Some(msg_senddata),
+    injectdata: Some(msg_injectdata),
+};
+
+#[allow(clippy::too_many_arguments)]
+unsafe extern "C" fn tag_recv(e: *mut fid_ep, buf: *mut c_void, len: usize, _desc: *mut c_void, src: fi_addr_t, tag: u64, ignore: u64, ctx: *mut c_void) -> isize {
+    guard!(EOTHER_S, {
+        if buf.is_null() && len > 0 {
+            return EINVAL_S;
+        }
+        let iov = [Iov { base: buf as usize, len }];
+        let op = RxOp { iov: &iov, src, context: ctx as usize, tag, ignore, flags: 0, tagged: true };
+        // SAFETY: fi_trecv contract.
+        unsafe { do_recv(e, &op) }
+    })
+}
+#[allow(clippy::too_many_arguments)]
+unsafe extern "C" fn tag_recvv(e: *mut fid_ep, iov: *const iovec, _desc: *mut *mut c_void, count: usize, src: fi_addr_t, tag: u64, ignore: u64, ctx: *mut c_void) -> isize {
+    // SAFETY: fi_trecvv contract.
+    guard!(EOTHER_S, unsafe { recvv(e, iov, count, src, ctx, tag, ignore, 0, true) })
+}
+unsafe extern "C" fn tag_recvmsg(e: *mut fid_ep, m: *const fi_msg_tagged, flags: u64) -> isize {
+    guard!(EOTHER_S, {
+        null_check_ssize!(m);
+        // SAFETY: m non-NULL.
+        let m = unsafe { &*m };
+        if flags & (FI_PEEK | FI_CLAIM | FI_DISCARD) != 0 {
+            return -(FI_ENOSYS as isize);
+        }
+        // SAFETY: fi_trecvmsg contract.
+        unsafe { recvv(e, m.msg_iov, m.iov_count, m.addr, m.context, m.tag, m.ignore, flags, true) }
+    })
+}
+#[allow(clippy::too_many_arguments)]
+unsafe extern "C" fn tag_send(e: *mut fid_ep, buf: *const c_void, len: usize, _desc: *mut c_void, dest: fi_addr_t, tag: u64, ctx: *mut c_void) -> isize {
+    // SAFETY: fi_tsend contract.
+    guard!(EOTHER_S, unsafe { send1(e, buf, len, dest, ctx, tag, 0, 0, true, false) })
+}
+#[allow(clippy::too_many_arguments)]
+unsafe extern "C" fn tag_sendv(e: *mut fid_ep, iov: *const iovec, _desc: *mut *mut c_void, count: usize, dest: fi_addr_t, tag: u64, ctx: *mut c_void) -> isize {
+    // SAFETY: fi_tsendv contract.
+    guard!(EOTHER_S, unsafe { sendv(e, iov, count, dest, ctx, tag, 0, 0, true) })
+}
+unsafe extern "C" fn tag_sendmsg(e: *mut fid_ep, m: *const fi_msg_tagged, flags: u64) -> isize {
+    guard!(EOTHER_S, {
+        null_check_ssize!(m);
+        // SAFETY: m non-NULL.
+        let m = unsafe { &*m };
+        // SAFETY: fi_tsendmsg contract.
+        unsafe { sendv(e, m.msg_iov, m.iov_count, m.addr, m.context, m.tag, m.data, flags, true) }
+    })
+}
+unsafe extern "C" fn tag_inject(e: *mut fid_ep, buf: *const c_void, len: usize, dest: fi_addr_t, tag: u64) -> isize {
+    // SAFETY: fi_tinject contract.
+    guard!(EOTHER_S, unsafe { send1(e, buf, len, dest, std::ptr::null_mut(), tag, 0, FI_INJECT, true, true) })
+}
+#[allow(clippy::too_many_arguments)]
+unsafe extern "C" fn tag_senddata(e: *mut fid_ep, buf: *const c_void, len: usize, _desc: *mut c_void, data: u64, dest: fi_addr_t, tag: u64, ctx: *mut c_void) -> isize {
+    // SAFETY: fi_tsenddata contract.
+    guard!(EOTHER_S, unsafe { send1(e, buf, len, dest, ctx, tag, data, FI_REMOTE_CQ_DATA, true, false) })
+}
+unsafe extern "C" fn tag_injectdata(e: *mut fid_ep, buf: *const c_void, len: usize, data: u64, dest: fi_addr_t, tag: u64) -> isize {
+    // SAFETY: fi_tinjectdata contract.
+    guard!(EOTHER_S, unsafe { send1(e, buf, len, dest, std::ptr::null_mut(), tag, data, FI_INJECT | FI_REMOTE_CQ_DATA, true, true) })
+}
+
+static TAGGED_OPS: fi_ops_tagged = fi_ops_tagged {
+    size: std::mem::size_of::<fi_ops_tagged>(),
+    recv: Some(tag_recv),
+    recvv: Some(tag_recvv),
+    recvmsg: Some(tag_recvmsg),
+    send: Some(tag_send),
+    sendv: Some(tag_sendv),
+    sendmsg: Some(tag_sendmsg),
+    inject: Some(tag_inject),
+    senddata: Some(tag_senddata),
+    injectdata: Some(tag_injectdata),
+};
+
+// ---- RMA, atomics, collectives: not provided by built-in providers yet.
+
+enosys_fn!(rma_read(*mut fid_ep, *mut c_void, usize, *mut c_void, fi_addr_t, u64, u64, *mut c_void) -> isize);
+enosys_fn!(rma_readv(*mut fid_ep, *const iovec, *mut *mut c_void, usize, fi_addr_t, u64, u64, *mut c_void) -> isize);
+enosys_fn!(rma_readmsg(*mut fid_ep, *const fi_msg_rma, u64) -> isize);
+enosys_fn!(rma_write(*mut fid_ep, *const c_void, usize, *mut c_void, fi_addr_t, u64, u64, *mut c_void) -> isize);
+enosys_fn!(rma_writev(*mut fid_ep, *const iovec, *mut *mut c_void, usize, fi_addr_t, u64, u64, *mut c_void) -> isize);
+enosys_fn!(rma_writemsg(*mut fid_ep, *const fi_msg_rma, u64) -> isize);
+enosys_fn!(rma_inject(*mut fid_ep, *const c_void, usize, fi_addr_t, u64, u64) -> isize);
+enosys_fn!(rma_writedata(*mut fid_ep, *const c_void, usize, *mut c_void, u64, fi_addr_t, u64, u64, *mut c_void) -> isize);
+enosys_fn!(rma_injectdata(*mut fid_ep, *const c_void, usize, u64, fi_addr_t, u64, u64) -> isize);
+
+static RMA_OPS: fi_ops_rma = fi_ops_rma {
+    size: std::mem::size_of::<fi_ops_rma>(),
+    read: Some(rma_read),
+    readv: Some(rma_readv),
+    readmsg: Some(rma_readmsg),
+    write: Some(rma_write),
+    writev: Some(rma_writev),
+    writemsg: Some(rma_writemsg),
+    inject: Some(rma_inject),
+    writedata: Some(rma_writedata),
+    injectdata: Some(rma_injectdata),
+};
+
+enosys_fn!(at_write(*mut fid_ep, *const c_void, usize, *mut c_void, fi_addr_t, u64, u64, fi_datatype, fi_op, *mut c_void) -> isize);
+enosys_fn!(at_writev(*mut fid_ep, *const fi_ioc, *mut *mut c_void, usize, fi_addr_t, u64, u64, fi_datatype, fi_op, *mut c_void) -> isize);
+enosys_fn!(at_writemsg(*mut fid_ep, *const fi_msg_atomic, u64) -> isize);
+enosys_fn!(at_inject(*mut fid_ep, *const c_void, usize, fi_addr_t, u64, u64, fi_datatype, fi_op) -> isize);
+enosys_fn!(at_readwrite(*mut fid_ep, *const c_void, usize, *mut c_void, *mut c_void, *mut c_void, fi_addr_t, u64, u64, fi_datatype, fi_op, *mut c_void) -> isize);
+enosys_fn!(at_readwritev(*mut fid_ep, *const fi_ioc, *mut *mut c_void, usize, *mut fi_ioc, *mut *mut c_void, usize, fi_addr_t, u64, u64, fi_datatype, fi_op, *mut c_void) -> isize);
+enosys_fn!(at_readwritemsg(*mut fid_ep, *const fi_msg_atomic, *mut fi_ioc, *mut *mut c_void, usize, u64) -> isize);
+enosys_fn!(at_compwrite(*mut fid_ep, *const c_void, usize, *mut c_void, *const c_void, *mut c_void, *mut c_void, *mut c_void, fi_addr_t, u64, u64, fi_datatype, fi_op, *mut c_void) -> isize);
+enosys_fn!(at_compwritev(*mut fid_ep, *const fi_ioc, *mut *mut c_void, usize, *const fi_ioc, *mut *mut c_void, usize, *mut fi_ioc, *mut *mut c_void, usize, fi_addr_t, u64, u64, fi_datatype, fi_op, *mut c_void) -> isize);
+enosys_fn!(at_compwritemsg(*mut fid_ep, *const fi_msg_atomic, *const fi_ioc, *mut *mut c_void, usize, *mut fi_ioc, *mut *mut c_void, usize, u64) -> isize);
+enosys_fn!(at_writevalid(*mut fid_ep, fi_datatype, fi_op, *mut usize) -> c_int);
+enosys_fn!(at_readwritevalid(*mut fid_ep, fi_datatype, fi_op, *mut usize) -> c_int);
+enosys_fn!(at_compwritevalid(*mut fid_ep, fi_datatype, fi_op, *mut usize) -> c_int);
+
+static ATOMIC_OPS: fi_ops_atomic = fi_ops_atomic {
+    size: std::mem::size_of::<fi_ops_atomic>(),
+    write: Some(at_write),
+    writev: Some(at_writev),
+    writemsg: Some(at_writemsg),
+    inject: Some(at_inject),
+    readwrite: Some(at_readwrite),
+    readwritev: Some(at_readwritev),
+    readwritemsg: Some(at_readwritemsg),
+    compwrite: Some(at_compwrite),
+    compwritev: Some(at_compwritev),
+    compwritemsg: Some(at_compwritemsg),
+    writevalid: Some(at_writevalid),
+    readwritevalid: Some(at_readwritevalid),
+    compwritevalid: Some(at_compwritevalid),
+};
+
+enosys_fn!(co_barrier(*mut fid_ep, fi_addr_t, *mut c_void) -> isize);
+enosys_fn!(co_broadcast(*mut fid_ep, *mut c_void, usize, *mut c_void, fi_addr_t, fi_addr_t, fi_datatype, u64, *mut c_void) -> isize);
+enosys_fn!(co_alltoall(*mut fid_ep, *const c_void, usize, *mut c_void, *mut c_void, *mut c_void, fi_addr_t, fi_datatype, u64, *mut c_void) -> isize);
+enosys_fn!(co_allreduce(*mut fid_ep, *const c_void, usize, *mut c_void, *mut c_void, *mut c_void, fi_addr_t, fi_datatype, fi_op, u64, *mut c_void) -> isize);
+enosys_fn!(co_allgather(*mut fid_ep, *const c_void, usize, *mut c_void, *mut c_void, *mut c_void, fi_addr_t, fi_datatype, u64, *mut c_void) -> isize);
+enosys_fn!(co_reduce_scatter(*mut fid_ep, *const c_void, usize, *mut c_void, *mut c_void, *mut c_void, fi_addr_t, fi_datatype, fi_op, u64, *mut c_void) -> isize);
+enosys_fn!(co_reduce(*mut fid_ep, *const c_void, usize, *mut c_void, *mut c_void, *mut c_void, fi_addr_t, fi_addr_t, fi_datatype, fi_op, u64, *mut c_void) -> isize);
+enosys_fn!(co_scatter(*mut fid_ep, *const c_void, usize, *mut c_void, *mut c_void, *mut c_void, fi_addr_t, fi_addr_t, fi_datatype, u64, *mut c_void) -> isize);
+enosys_fn!(co_gather(*mut fid_ep, *const c_void, usize, *mut c_void, *mut c_void, *mut c_void, fi_addr_t, fi_addr_t, fi_datatype, u64, *mut c_void) -> isize);
+enosys_fn!(co_msg(*mut fid_ep, *const fi_msg_collective, *mut fi_ioc, *mut *mut c_void, usize, u64) -> isize);
+enosys_fn!(co_barrier2(*mut fid_ep, fi_addr_t, u64, *mut c_void) -> isize);
+
+static COLLECTIVE_OPS: fi_ops_collective = fi_ops_collective {
+    size: std::mem::size_of::<fi_ops_collective>(),
+    barrier: Some(co_barrier),
+    broadcast: Some(co_broadcast),
+    alltoall: Some(co_alltoall),
+    allreduce: Some(co_allreduce),
+    allgather: Some(co_allgather),
+    reduce_scatter: Some(co_reduce_scatter),
+    reduce: Some(co_reduce),
+    scatter: Some(co_scatter),
+    gather: Some(co_gather),
+    msg: Some(co_msg),
+    barrier2: Some(co_barrier2),
+};
+
+/// Hand a provider endpoint to the application as a `fid_ep`.
+///
+/// # Safety
+/// `out` writable; `domain` outlives the endpoint.
+pub(crate) unsafe fn publish_ep(obj: Box<dyn Endpoint>, domain: &DomainHandle, context: *mut c_void, out: *mut *mut fid_ep) -> c_int {
+    domain.children.get();
+    let h = Box::new(EpHandle {
+        fid: fid_ep {
+            fid: fid { fclass: FI_CLASS_EP, context, ops: &EP_FI_OPS as *const fi_ops as *mut fi_ops },
+            ops: &EP_OPS as *const fi_ops_ep as *mut fi_ops_ep,
+            cm: &CM_OPS as *const fi_ops_cm as *mut fi_ops_cm,
+            msg: &MSG_OPS as *const fi_ops_msg as *mut fi_ops_msg,
+            rma: &RMA_OPS as *const fi_ops_rma as *mut fi_ops_rma,
+            tagged: &TAGGED_OPS as *const fi_ops_tagged as *mut fi_ops_tagged,
+            atomic: &ATOMIC_OPS as *const fi_ops_atomic as *mut fi_ops_atomic,
+            collective: &COLLECTIVE_OPS as *const fi_ops_collective as *mut fi_ops_collective,
+        },
+        obj,
+        domain,
+        bound: Mutex::new(Vec::new()),
+    });
+    // SAFETY: caller's out pointer.
+    unsafe { *out = Box::into_raw(h) as *mut fid_ep };
+    0
+}

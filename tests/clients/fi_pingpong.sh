@@ -1,0 +1,50 @@
+#!/bin/sh
+# Run the distribution's fi_pingpong (built against upstream libfabric)
+# unchanged on our library: an RDM pair over the shm provider, message
+# sends of every size (-S all), with data verification (-c). The pair finds
+# each other through a TCP socket on loopback, on a random control port.
+#
+# Usage: tests/clients/fi_pingpong.sh LIBDIR
+# Prints one line per case and "N passed, N failed"; exits non-zero on a
+# failure. Skips (exit 0) when fi_pingpong is not installed.
+set -u
+lib=$(cd "${1:?usage: fi_pingpong.sh LIBDIR}" && pwd)
+[ -e "$lib/libfabric.so.1" ] || { echo "no libfabric.so.1 in $lib"; echo "0 passed, 1 failed"; exit 1; }
+pp=$(command -v fi_pingpong) || { echo "fi_pingpong not installed: skipped"; exit 0; }
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+pass=0; fail=0
+
+# run NAME ENV MINROWS ARGS...: server and client with ARGS and the
+# environment setting ENV (VAR=value); both must exit 0 and print the size
+# table (header plus at least MINROWS rows, the same number on both).
+run() {
+	name=$1; envset=$2; want_rows=$3; shift 3
+	port=$((20000 + $(od -An -N2 -tu2 /dev/urandom | tr -d ' ') % 20000))
+	env "$envset" LD_LIBRARY_PATH="$lib" timeout 60 "$pp" -p shm -e rdm -B "$port" "$@" >"$tmp/srv" 2>&1 &
+	spid=$!
+	sleep 0.3
+	env "$envset" LD_LIBRARY_PATH="$lib" timeout 60 "$pp" -p shm -e rdm -P "$port" "$@" 127.0.0.1 >"$tmp/cli" 2>&1
+	crc=$?
+	wait "$spid"; src=$?
+	rows_c=$(grep -cE '^[0-9.]+[kmg]? +[0-9.]+[kmg]? +=[0-9.]+[kmg]? ' "$tmp/cli")
+	rows_s=$(grep -cE '^[0-9.]+[kmg]? +[0-9.]+[kmg]? +=[0-9.]+[kmg]? ' "$tmp/srv")
+	if [ $crc -eq 0 ] && [ $src -eq 0 ] && grep -q '^bytes' "$tmp/cli" && grep -q '^bytes' "$tmp/srv" \
+		&& [ "$rows_c" -gt 0 ] && [ "$rows_c" -eq "$rows_s" ] && [ "$rows_c" -ge "$want_rows" ]; then
+		echo "PASS $name ($rows_c sizes)"; pass=$((pass + 1))
+	else
+		echo "FAIL $name (client rc=$crc, server rc=$src, rows $rows_c/$rows_s)"
+		sed 's/^/  client: /' "$tmp/cli" | tail -n 5; sed 's/^/  server: /' "$tmp/srv" | tail -n 5
+		fail=$((fail + 1))
+	fi
+}
+
+# -S all: 0 bytes to 6 MiB (46 sizes), eager and rendezvous paths.
+run "all sizes, data check" FI_LOG_LEVEL=warn 40 -S all -c
+run "64 bytes, 1000 iterations, data check" FI_LOG_LEVEL=warn 1 -S 64 -I 1000 -c
+run "1 MiB, data check" FI_LOG_LEVEL=warn 1 -S 1048576 -I 20 -c
+run "tagged, all sizes, data check" FI_LOG_LEVEL=warn 40 -m tagged -S all -c
+# Bounce buffers instead of cross-memory attach.
+run "all sizes, bounce buffers, data check" FI_SHM_CMA=0 40 -S all -c
+
+echo "$pass passed, $fail failed"
+[ $fail -eq 0 ]
