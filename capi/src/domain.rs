@@ -204,9 +204,9 @@ enosys_fn!(domain_stx_ctx(*mut fid_domain, *mut fi_tx_attr, *mut *mut fid_stx, *
 enosys_fn!(domain_srx_ctx(*mut fid_domain, *mut fi_rx_attr, *mut *mut fid_ep, *mut c_void) -> c_int);
 enosys_fn!(domain_query_atomic(*mut fid_domain, fi_datatype, fi_op, *mut fi_atomic_attr, u64) -> c_int);
 enosys_fn!(domain_query_collective(*mut fid_domain, fi_collective_op, *mut fi_collective_attr, u64) -> c_int);
-enosys_fn!(domain_xpu_ctx(*mut fid_domain, *mut fi_xpu_attr, *mut *mut fid_xpu_ctx, *mut c_void) -> c_int);
+use crate::xpu::domain_xpu_ctx;
 
-static DOMAIN_FI_OPS: fi_ops = fi_ops {
+pub(crate) static DOMAIN_FI_OPS: fi_ops = fi_ops {
     size: std::mem::size_of::<fi_ops>(),
     close: Some(domain_close),
     bind: Some(enosys_bind),
