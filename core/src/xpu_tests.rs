@@ -349,3 +349,14 @@ fn callback_errors_are_returned() {
     assert!(LIVE.with(|l| l.borrow().is_empty()));
     unmap_imported();
 }
+
+#[test]
+fn layout_matches_the_device_header() {
+    use std::mem::{offset_of, size_of};
+    assert_eq!(size_of::<Wqe>(), 80);
+    assert_eq!(size_of::<Cqe>(), 64);
+    assert_eq!(size_of::<QueueHdr>(), ENTRIES_OFFSET);
+    assert_eq!((offset_of!(QueueHdr, tail), offset_of!(QueueHdr, head)), (64, 128));
+    assert_eq!((offset_of!(CntrWords, value), size_of::<CntrWords>()), (64, 80));
+    assert_eq!((offset_of!(Cqe, err), offset_of!(Wqe, desc)), (56, 72));
+}

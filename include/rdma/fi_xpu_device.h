@@ -37,7 +37,7 @@
  * completion (CQ entry or counter increment) has been observed.
  *
  * Without an accelerator compiler FI_XPU_FUNC is `static inline` and the
- * atomics are C11 <stdatomic.h>.  An accelerator toolchain supplies its own
+ * atomics are C11 <stdatomic.h> (GCC/Clang __atomic builtins in C++).  An accelerator toolchain supplies its own
  * FI_XPU_FUNC and FI_XPU_ATOMIC_* macros before including this header.
  */
 
@@ -55,6 +55,24 @@
 #else
 #define FI_XPU_FUNC static inline
 #endif
+#endif
+
+#if !defined(FI_XPU_ATOMIC_LOAD) && defined(__cplusplus)
+/* C++ (GCC, Clang): the same operations through the __atomic builtins on
+ * plain 64-bit words, which have the layout of the C11 _Atomic ones. */
+#include <time.h>
+#define FI_XPU_MO_relaxed __ATOMIC_RELAXED
+#define FI_XPU_MO_acquire __ATOMIC_ACQUIRE
+#define FI_XPU_MO_release __ATOMIC_RELEASE
+#define FI_XPU_ATOMIC_U64 uint64_t
+#define FI_XPU_ATOMIC_LOAD(p, mo) __atomic_load_n((p), FI_XPU_MO_##mo)
+#define FI_XPU_ATOMIC_STORE(p, v, mo) \
+	__atomic_store_n((p), (v), FI_XPU_MO_##mo)
+#define FI_XPU_ATOMIC_ADD(p, v, mo) \
+	__atomic_fetch_add((p), (v), FI_XPU_MO_##mo)
+#define FI_XPU_ATOMIC_CAS(p, expected, desired) \
+	__atomic_compare_exchange_n((p), (expected), (desired), 1, \
+		__ATOMIC_RELAXED, __ATOMIC_RELAXED)
 #endif
 
 #ifndef FI_XPU_ATOMIC_LOAD

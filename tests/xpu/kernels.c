@@ -7,6 +7,16 @@
 #include <rdma/fi_xpu_device.h>
 #include <string.h>
 
+/* The layout the Rust host side (rfabric_core::xpu) assumes. */
+_Static_assert(sizeof(struct fi_xpu_shm_wqe) == 80, "wqe size");
+_Static_assert(sizeof(struct fi_xpu_shm_cqe) == 64, "cqe size");
+_Static_assert(sizeof(struct fi_xpu_shm_queue) ==
+	       FI_XPU_SHM_QUEUE_ENTRIES_OFFSET, "queue header size");
+_Static_assert(offsetof(struct fi_xpu_shm_queue, tail) == 64, "tail");
+_Static_assert(offsetof(struct fi_xpu_shm_queue, head) == 128, "head");
+_Static_assert(offsetof(struct fi_xpu_shm_cntr, value) == 64, "value");
+_Static_assert(sizeof(struct fi_xpu_shm_cntr) == 80, "cntr size");
+
 /* Spin until the post is accepted; -FI_EAGAIN means the queue is full. */
 #define XK_RETRY(rc, call)                  \
 	do {                                \
