@@ -234,6 +234,17 @@ static void receiver(struct res *r)
 	CHECK(fi_cq_read(r->rxcq, &e, 1) == -FI_EAGAIN, "cq empty");
 	fi_addr_t bad = 0;
 	CHECK(fi_av_insert(r->av, "fi_shm://garbage", 1, &bad, 0, NULL) == 0 && bad == FI_ADDR_NOTAVAIL, "bad address");
+	/* Blocking reads: a CQ with a wait object times out, then is woken by
+	 * fi_cq_signal; one without a wait object cannot block. */
+	struct fid_cq *wcq;
+	struct fi_cq_attr wattr = { .format = FI_CQ_FORMAT_CONTEXT, .wait_obj = FI_WAIT_UNSPEC };
+	CHECK(fi_cq_open(r->domain, &wattr, &wcq, NULL) == 0, "cq with wait object");
+	CHECK(fi_cq_sread(wcq, &e, 1, NULL, 20) == -FI_EAGAIN, "sread timeout");
+	CHECK(fi_cq_signal(wcq) == 0 && fi_cq_sread(wcq, &e, 1, NULL, -1) == -FI_EAGAIN, "signal wakes sread");
+	CHECK(fi_close(&wcq->fid) == 0, "close wait cq");
+	CHECK(fi_cq_sread(r->rxcq, &e, 1, NULL, 10) == -FI_ENOSYS, "sread without wait object");
+	wattr.format = 77;
+	CHECK(fi_cq_open(r->domain, &wattr, &wcq, NULL) == -FI_EINVAL, "bad CQ format");
 	struct fid_cntr *cntr;
 	struct fi_cntr_attr cattr = { .events = FI_CNTR_EVENTS_COMP };
 	CHECK(fi_cntr_open(r->domain, &cattr, &cntr, NULL) == 0, "cntr_open");

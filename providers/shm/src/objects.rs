@@ -124,7 +124,10 @@ impl Domain for ShmDomain {
         if attr.flags & !(FI_EVENT | FI_READ | FI_SYMMETRIC) != 0 || attr.flags & FI_EVENT != 0 {
             return Err(Error(FI_EBADFLAGS));
         }
-        Ok(Arc::new(ShmAv { inner: RwLock::new(AvInner { av: Av::new(attr.kind, attr.count, ADDR_LEN)?, keys: HashMap::new() }) }))
+        Ok(Arc::new(ShmAv {
+            inner: RwLock::new(AvInner { av: Av::new(attr.kind, attr.count, ADDR_LEN)?, keys: HashMap::new() }),
+            gen: std::sync::atomic::AtomicU64::new(0),
+        }))
     }
     fn cntr_open(&self, events: u32, wait_obj: u32) -> Result<Arc<dyn Counter>> {
         Ok(Arc::new(ShmCntr { c: Cntr::new(events, wait_obj)?, eps: Mutex::new(Vec::new()) }))
@@ -140,9 +143,54 @@ impl Domain for ShmDomain {
 
 // ---------------------------------------------------------------- CQ
 
+/// A completion that did not fit the ring when it was produced.
+enum Spill {
+    Ok(Completion),
+    Err(ErrCompletion),
+}
+
+/// The CQ ring plus completions produced while it was full (rare: sends
+/// and progress hold back while a bound CQ has no room, but two endpoints
+/// sharing a CQ can race for the last slot). Nothing is ever dropped, and
+/// order is kept: once something spilled, later completions queue behind it.
+struct CqState {
+    cq: Cq,
+    spill: VecDeque<Spill>,
+}
+
+impl CqState {
+    fn refill(&mut self) {
+        while let Some(front) = self.spill.pop_front() {
+            let r = match front {
+                Spill::Ok(c) => self.cq.write(c).map_err(|_| Spill::Ok(c)),
+                Spill::Err(e) => self.cq.write_err(e.clone()).map_err(|_| Spill::Err(e)),
+            };
+            if let Err(back) = r {
+                self.spill.push_front(back);
+                break;
+            }
+        }
+    }
+    fn space(&self) -> usize {
+        if self.spill.is_empty() {
+            self.cq.space()
+        } else {
+            0
+        }
+    }
+    fn read(&mut self, out: &mut [u8], count: usize, src: Option<&mut [u64]>) -> Result<usize> {
+        self.refill();
+        match src {
+            Some(s) => self.cq.readfrom(out, count, s),
+            None => self.cq.read(out, count),
+        }
+    }
+}
+
 pub struct ShmCq {
-    ring: Locked<Cq>,
+    ring: Locked<CqState>,
     esize: usize,
+    wait: Option<Arc<rfabric_core::objects::wait::WaitObj>>,
     eps: Mutex<Vec<Arc<EpShared>>>,
 }
 
@@ -150,7 +198,8 @@ impl ShmCq {
     pub fn new(attr: &CqAttr) -> Result<ShmCq> {
         let cq = Cq::new(attr)?;
         let esize = cq.entry_size();
-        Ok(ShmCq { ring: Locked::new(cq), esize, eps: Mutex::new(Vec::new()) })
+        let wait = cq.wait_obj().cloned();
+        Ok(ShmCq { ring: Locked::new(CqState { cq, spill: VecDeque::new() }), esize, wait, eps: Mutex::new(Vec::new()) })
     }
     fn progress(&self) {
         for ep in locked(&self.eps).iter() {
@@ -158,14 +207,19 @@ impl ShmCq {
         }
     }
     fn write(&self, c: Completion) {
-        if self.ring.lock().write(c).is_err() {
-            rfabric_core::log::warn_core("shm: completion queue overrun; completion dropped");
+        let mut r = self.ring.lock();
+        if !r.spill.is_empty() || r.cq.write(c).is_err() {
+            r.spill.push_back(Spill::Ok(c));
         }
     }
     fn write_err(&self, e: ErrCompletion) {
-        if self.ring.lock().write_err(e).is_err() {
-            rfabric_core::log::warn_core("shm: completion queue overrun; error completion dropped");
+        let mut r = self.ring.lock();
+        if r.spill.is_empty() {
+            if r.cq.write_err(e.clone()).is_ok() {
+                return;
+            }
         }
+        r.spill.push_back(Spill::Err(e));
     }
     fn attach(&self, ep: &Arc<EpShared>) {
         let mut v = locked(&self.eps);
@@ -177,11 +231,7 @@ impl ShmCq {
         locked(&self.eps).retain(|e| !Arc::ptr_eq(e, ep));
     }
     fn try_read(&self, out: &mut [u8], count: usize, src: Option<&mut [u64]>) -> Result<usize> {
-        let mut r = self.ring.lock();
-        match src {
-            Some(s) => r.readfrom(out, count, s),
-            None => r.read(out, count),
-        }
+        self.ring.lock().read(out, count, src)
     }
 }
 
@@ -200,15 +250,24 @@ impl CompletionQueue for ShmCq {
     }
     fn readerr(&self, user_buf: Option<&mut [u8]>, api_version: u32) -> Result<(CqErrInfo, usize)> {
         let mut r = self.ring.lock();
-        let info = r.readerr(user_buf, api_version)?;
-        let p = if info.err_data == ErrDataLoc::Provider { r.last_err_data().as_ptr() as usize } else { 0 };
+        r.refill();
+        let info = r.cq.readerr(user_buf, api_version)?;
+        let p = if info.err_data == ErrDataLoc::Provider { r.cq.last_err_data().as_ptr() as usize } else { 0 };
         Ok((info, p))
     }
-    fn sread(&self, out: &mut [u8], count: usize, src: Option<&mut [u64]>, timeout: i32) -> Result<usize> {
-        self.ring.sread(out, count, src, timeout, &mut || self.progress())
+    fn sread(&self, out: &mut [u8], count: usize, mut src: Option<&mut [u64]>, timeout: i32) -> Result<usize> {
+        let w = self.wait.as_ref().ok_or(ENOSYS)?;
+        rfabric_core::objects::wait::block_until(w, rfabric_core::objects::wait::timeout_ms(timeout), EAGAIN, || {
+            self.progress();
+            match self.try_read(out, count, src.as_deref_mut()) {
+                Ok(n) => Ok(Some(n)),
+                Err(e) if e.0 == FI_EAGAIN => Ok(None),
+                Err(e) => Err(e),
+            }
+        })
     }
     fn signal(&self) -> Result<()> {
-        self.ring.lock().signal()
+        self.ring.lock().cq.signal()
     }
     fn as_any_arc(self: Arc<Self>) -> Arc<dyn Any + Send + Sync> {
         self
@@ -283,6 +342,9 @@ struct AvInner {
 
 pub struct ShmAv {
     inner: RwLock<AvInner>,
+    /// Bumped by every removal: endpoints drop their cached peers when it
+    /// changes (one atomic load per send).
+    gen: std::sync::atomic::AtomicU64,
 }
 
 impl ShmAv {
@@ -328,6 +390,7 @@ impl AddressVector for ShmAv {
         let mut g = self.inner.write().unwrap_or_else(|e| e.into_inner());
         let keys: Vec<u64> = fi_addrs.iter().filter_map(|&a| g.av.addr(a).and_then(|b| Address::from_bytes(b).ok())).map(|a| a.key()).collect();
         g.av.remove(fi_addrs, flags)?;
+        self.gen.fetch_add(1, std::sync::atomic::Ordering::Release);
         for k in keys {
             let still = g.keys.get(&k).is_some_and(|&a| g.av.addr(a).is_some());
             if !still {
@@ -385,6 +448,10 @@ struct TxInfo {
 }
 
 const MAX_PENDING: usize = 64;
+const MAX_POSTED: usize = 1024;
+const MAX_UNEXPECTED: usize = 1024;
+/// Default FI_OPT_MIN_MULTI_RECV: one inline message.
+const DEFAULT_MIN_MULTI_RECV: usize = crate::provider::INJECT_SIZE;
 
 struct EpState {
     tp: crate::Endpoint,
@@ -403,10 +470,19 @@ struct EpState {
     peers: Vec<u32>,
     /// Sender key -> fi_addr, filled as senders become known.
     by_key: HashMap<u64, u64>,
+    /// The AV generation `peers` and `by_key` were filled under.
+    av_gen: u64,
     tx_pending: Box<[Option<TxInfo>]>,
     rx_pending: Box<[Option<RxInfo>]>,
     /// Matched rendezvous receives waiting for room in the transport's table.
     deferred: VecDeque<(Incoming, RxInfo)>,
+    /// FI_OPT_MIN_MULTI_RECV.
+    min_multi_recv: usize,
+    /// Messages in the unexpected queue.
+    unexp_count: usize,
+    /// An arrival that found no receive and no room in the unexpected
+    /// queue: it is matched again before the ring is read further.
+    stalled: Option<Incoming>,
 }
 
 pub struct EpShared {
@@ -422,7 +498,7 @@ impl ShmEp {
         let tp = crate::Endpoint::new(Config::default())?;
         let st = EpState {
             tp,
-            matcher: Matcher::new(1024, 1024, directed, directed, 0)?,
+            matcher: Matcher::new(MAX_POSTED, MAX_UNEXPECTED, directed, directed, DEFAULT_MIN_MULTI_RECV)?,
             tx_cq: None,
             rx_cq: None,
             av: None,
@@ -434,9 +510,13 @@ impl ShmEp {
             enabled: false,
             peers: Vec::new(),
             by_key: HashMap::new(),
+            av_gen: 0,
             tx_pending: vec![None; MAX_PENDING].into_boxed_slice(),
             rx_pending: vec![None; MAX_PENDING].into_boxed_slice(),
             deferred: VecDeque::with_capacity(MAX_PENDING),
+            min_multi_recv: DEFAULT_MIN_MULTI_RECV,
+            unexp_count: 0,
+            stalled: None,
         };
         Ok(ShmEp { shared: Arc::new(EpShared { st: Locked::new(st) }) })
     }
@@ -448,7 +528,20 @@ fn rx_flags(tagged: bool, remote_data: bool) -> u64 {
 
 impl EpState {
     /// The transport peer for `fi_addr`, attaching on first use.
+    /// Forgets cached fi_addr mappings after an AV removal.
+    fn check_av_gen(&mut self) {
+        if let Some(av) = self.av.as_ref() {
+            let g = av.gen.load(std::sync::atomic::Ordering::Acquire);
+            if g != self.av_gen {
+                self.av_gen = g;
+                self.peers.iter_mut().for_each(|p| *p = 0);
+                self.by_key.clear();
+            }
+        }
+    }
+
     fn peer(&mut self, fi_addr: u64) -> Result<PeerId> {
+        self.check_av_gen();
         let i = usize::try_from(fi_addr).map_err(|_| EINVAL)?;
         if let Some(&p) = self.peers.get(i) {
             if p != 0 {
@@ -466,6 +559,7 @@ impl EpState {
     }
 
     fn src_of(&mut self, key: u64) -> u64 {
+        self.check_av_gen();
         if let Some(&a) = self.by_key.get(&key) {
             return a;
         }
@@ -580,6 +674,12 @@ impl EpState {
                 self.deliver(&inc, r);
             }
             None => {
+                if self.unexp_count >= MAX_UNEXPECTED {
+                    // Back-pressure: keep the message (an inline one stays
+                    // in its ring cell) until a receive or room appears.
+                    self.stalled = Some(inc);
+                    return;
+                }
                 let stash = match inc.kind {
                     Kind::Inline { .. } => {
                         let mut v = vec![0u8; inc.len as usize];
@@ -593,10 +693,13 @@ impl EpState {
                 let mut u = Unexp::new(tagged, src, inc.hdr.tag, inc.len as usize, stash);
                 u.data = if remote_data { inc.hdr.cq_data } else { 0 };
                 u.flags = if remote_data { FI_REMOTE_CQ_DATA } else { 0 };
-                if let Err(u) = self.matcher.push_unexpected(u) {
-                    rfabric_core::log::warn_core("shm: unexpected-message queue full; message dropped");
-                    if let Stash::Rndv(inc) = u.payload {
-                        self.tp.discard(&inc);
+                match self.matcher.push_unexpected(u) {
+                    Ok(()) => self.unexp_count += 1,
+                    Err(u) => {
+                        rfabric_core::log::warn_core("shm: unexpected-message queue full; message dropped");
+                        if let Stash::Rndv(inc) = u.payload {
+                            self.tp.discard(&inc);
+                        }
                     }
                 }
             }
@@ -628,17 +731,41 @@ impl EpState {
         }
     }
 
+    /// Room left in a CQ (unbounded when none is bound).
+    fn room(cq: &Option<Arc<ShmCq>>) -> usize {
+        cq.as_ref().map_or(usize::MAX, |c| c.ring.lock().space())
+    }
+
     fn progress(&mut self) {
         if !self.enabled {
             return;
         }
+        // Each event yields at most one completion: never take more events
+        // than both CQs can hold, so no completion is ever dropped.
+        let mut budget = 64usize.min(Self::room(&self.tx_cq)).min(Self::room(&self.rx_cq));
         for _ in 0..self.deferred.len() {
             let Some((inc, r)) = self.deferred.pop_front() else { break };
             self.start_rndv(&inc, r);
         }
-        for _ in 0..64 {
+        if let Some(inc) = self.stalled.take() {
+            if budget == 0 {
+                self.stalled = Some(inc);
+                return;
+            }
+            budget -= 1;
+            self.on_arrival(inc);
+            if self.stalled.is_some() {
+                return;
+            }
+        }
+        for _ in 0..budget {
             match self.tp.poll() {
-                Some(ev) => self.handle(ev),
+                Some(ev) => {
+                    self.handle(ev);
+                    if self.stalled.is_some() {
+                        break;
+                    }
+                }
                 None => break,
             }
         }
@@ -773,6 +900,11 @@ impl Endpoint for ShmEp {
         }
         let cflags = FI_SEND | if op.tagged { FI_TAGGED } else { FI_MSG };
         let complete = !op.no_completion && (!st.tx_selective || op.flags & FI_COMPLETION != 0);
+        if complete && EpState::room(&st.tx_cq) == 0 {
+            // The completion would not fit: the application must read its CQ.
+            st.progress();
+            return Err(EAGAIN);
+        }
         let info = TxInfo { ctx: op.context, flags: cflags, complete };
         let tok = if len > st.tp.inline_max(peer)? {
             st.tx_pending.iter().position(|p| p.is_none()).ok_or(EAGAIN)?
@@ -818,6 +950,7 @@ impl Endpoint for ShmEp {
         };
         let complete = !st.rx_selective || op.flags & FI_COMPLETION != 0;
         if let Some(u) = st.matcher.take_unexpected(&spec) {
+            st.unexp_count -= 1;
             let r = RxInfo {
                 ctx: op.context,
                 buf,
@@ -867,12 +1000,36 @@ impl Endpoint for ShmEp {
     }
 
     fn getopt(&self, level: i32, name: i32, buf: &mut [u8]) -> Result<usize> {
-        if level != FI_OPT_ENDPOINT as i32 {
+        if level != FI_OPT_ENDPOINT {
             return Err(Error(FI_ENOPROTOOPT));
         }
-        let _ = name;
-        let _ = buf;
-        Err(Error(FI_ENOPROTOOPT))
+        match name {
+            FI_OPT_MIN_MULTI_RECV => {
+                let v = self.shared.st.lock().min_multi_recv.to_ne_bytes();
+                if buf.len() < v.len() {
+                    return Err(Error(FI_ETOOSMALL));
+                }
+                buf[..v.len()].copy_from_slice(&v);
+                Ok(v.len())
+            }
+            _ => Err(Error(FI_ENOPROTOOPT)),
+        }
+    }
+
+    fn setopt(&self, level: i32, name: i32, val: &[u8]) -> Result<()> {
+        if level != FI_OPT_ENDPOINT {
+            return Err(Error(FI_ENOPROTOOPT));
+        }
+        match name {
+            FI_OPT_MIN_MULTI_RECV => {
+                let v = usize::from_ne_bytes(val.try_into().map_err(|_| EINVAL)?);
+                let mut st = self.shared.st.lock();
+                st.min_multi_recv = v;
+                st.matcher.set_min_multi_recv(v);
+                Ok(())
+            }
+            _ => Err(Error(FI_ENOPROTOOPT)),
+        }
     }
 
     fn close(&self) -> Result<()> {
@@ -904,8 +1061,10 @@ mod tests {
         cq: Arc<dyn CompletionQueue>,
         a: Box<dyn Endpoint>,
         b: Box<dyn Endpoint>,
-        /// fi_addr of b as seen by a, and of a as seen by b.
+        /// fi_addr of b and of a (one AV shared by both).
         to_b: u64,
+        to_a: u64,
+        av: Arc<dyn AddressVector>,
     }
 
     fn pair(directed: bool) -> Pair {
@@ -929,7 +1088,7 @@ mod tests {
         let lb = b.getname(&mut nb).unwrap();
         let mut out = [0u64; 2];
         assert_eq!(av.insert(&[&na[..la], &nb[..lb]], Some(&mut out), 0).unwrap(), 2);
-        Pair { cq, a, b, to_b: out[1] }
+        Pair { cq, a, b, to_b: out[1], to_a: out[0], av }
     }
 
     fn next(cq: &Arc<dyn CompletionQueue>) -> Result<[u64; 6]> {
@@ -1011,6 +1170,106 @@ mod tests {
         assert_eq!(&want, b"sixsixsi");
         assert_eq!(p.b.cancel(1), Ok(()));
         assert_eq!(p.b.cancel(1), Err(Error(FI_ENOENT)));
+    }
+
+    fn recv_from(ep: &dyn Endpoint, buf: &mut [u8], ctx: usize, src: u64) -> Result<()> {
+        let iov = [rfabric_core::provider::Iov { base: buf.as_mut_ptr() as usize, len: buf.len() }];
+        let op = RxOp { iov: &iov, src, context: ctx, tag: 0, ignore: 0, flags: 0, tagged: false };
+        // SAFETY: buf outlives the receive's completion.
+        unsafe { ep.recv(&op) }
+    }
+
+    #[test]
+    fn directed_receive_and_source() {
+        let p = pair(true);
+        let mut wrong = [0u8; 4];
+        let mut right = [0u8; 4];
+        // A receive naming b itself as source must not take a's message.
+        recv_from(&*p.b, &mut wrong, 1, p.to_b).unwrap();
+        send(&*p.a, b"abcd", p.to_b, 2, None).unwrap();
+        assert_eq!(next(&p.cq).unwrap()[0], 2);
+        assert_eq!(next(&p.cq), Err(EAGAIN));
+        recv_from(&*p.b, &mut right, 3, p.to_a).unwrap();
+        assert_eq!(next(&p.cq).unwrap()[0], 3);
+        assert_eq!(&right, b"abcd");
+        let mut raw = [0u8; 48];
+        let mut src = [0u64; 1];
+        send(&*p.a, b"efgh", p.to_b, 4, None).unwrap();
+        recv_from(&*p.b, &mut right, 5, FI_ADDR_UNSPEC).unwrap();
+        let mut seen = 0;
+        for _ in 0..1_000_000 {
+            if let Ok(1) = p.cq.read(&mut raw, 1, Some(&mut src)) {
+                if u64::from_ne_bytes(raw[..8].try_into().unwrap()) == 5 {
+                    assert_eq!(src[0], p.to_a, "completion names the sender");
+                }
+                seen += 1;
+                if seen == 2 {
+                    break;
+                }
+            }
+        }
+        assert_eq!(seen, 2);
+        // After removal, sends to the old fi_addr fail.
+        p.av.remove(&[p.to_b], 0).unwrap();
+        assert_eq!(send(&*p.a, b"x", p.to_b, 6, None), Err(EINVAL));
+        assert_eq!(p.b.cancel(1), Ok(()));
+    }
+
+    #[test]
+    fn options() {
+        let p = pair(false);
+        let mut b = [0u8; 8];
+        assert_eq!(p.a.getopt(FI_OPT_ENDPOINT, FI_OPT_MIN_MULTI_RECV, &mut b), Ok(8));
+        assert_eq!(usize::from_ne_bytes(b), DEFAULT_MIN_MULTI_RECV);
+        p.a.setopt(FI_OPT_ENDPOINT, FI_OPT_MIN_MULTI_RECV, &100usize.to_ne_bytes()).unwrap();
+        p.a.getopt(FI_OPT_ENDPOINT, FI_OPT_MIN_MULTI_RECV, &mut b).unwrap();
+        assert_eq!(usize::from_ne_bytes(b), 100);
+        assert_eq!(p.a.setopt(FI_OPT_ENDPOINT, FI_OPT_MIN_MULTI_RECV, &[1, 2]), Err(EINVAL));
+        assert_eq!(p.a.getopt(FI_OPT_ENDPOINT, 999, &mut b), Err(Error(FI_ENOPROTOOPT)));
+        assert_eq!(p.a.getopt(FI_OPT_ENDPOINT, FI_OPT_MIN_MULTI_RECV, &mut b[..2]), Err(Error(FI_ETOOSMALL)));
+    }
+
+    /// FI_THREAD_SAFE: one thread sends while another posts receives and
+    /// reads the shared CQ (which drives progress of both endpoints).
+    #[test]
+    fn two_threads() {
+        const N: usize = 2000;
+        let p = Arc::new(pair(false));
+        let q = p.clone();
+        let t = std::thread::spawn(move || {
+            let mut i = 0usize;
+            while i < N {
+                let v = (i as u64).to_ne_bytes();
+                match send(&*q.a, &v, q.to_b, 0, Some(1)) {
+                    Ok(()) => i += 1,
+                    Err(e) if e == EAGAIN => std::thread::yield_now(),
+                    Err(e) => panic!("send: {e:?}"),
+                }
+            }
+        });
+        let mut got = 0usize;
+        let mut buf = [0u8; 8];
+        let mut sends = 0usize;
+        while got < N {
+            recv(&*p.b, &mut buf, 5, Some(1)).unwrap();
+            loop {
+                let c = match next(&p.cq) {
+                    Ok(c) => c,
+                    Err(e) => panic!("got {got} sends {sends}: {e:?}"),
+                };
+                if c[0] == 5 {
+                    assert_eq!(u64::from_ne_bytes(buf), got as u64, "in order");
+                    got += 1;
+                    break;
+                }
+                sends += 1;
+            }
+        }
+        t.join().unwrap();
+        while sends < N {
+            next(&p.cq).unwrap();
+            sends += 1;
+        }
     }
 
     #[test]
