@@ -116,6 +116,11 @@ unsafe extern "C" fn domain_cq_open(d: *mut fid_domain, a: *mut fi_cq_attr, cq: 
         if !wait_set.is_null() {
             return -FI_ENOSYS;
         }
+        // SAFETY: a is the caller's fi_cq_attr, of its API version's shape.
+        let xctx = match unsafe { crate::xpu::attr_ctx(std::ptr::addr_of!((*a).xpu_ctx), h.api_version) } {
+            Ok(c) => c,
+            Err(e) => return e,
+        };
         let attr = CqAttr { size, format: format as u32, wait_obj: wait_obj as u32 };
         match h.obj.cq_open(&attr) {
             Ok(obj) => {
@@ -130,8 +135,10 @@ unsafe extern "C" fn domain_cq_open(d: *mut fid_domain, a: *mut fi_cq_attr, cq: 
                     refs: RefCount::default(),
                     api_version: h.api_version,
                 });
+                let p = Box::into_raw(ch);
+                crate::xpu::cq_opened(p as usize, xctx, size);
                 // SAFETY: out pointer non-NULL.
-                unsafe { *cq = Box::into_raw(ch) as *mut fid_cq };
+                unsafe { *cq = p as *mut fid_cq };
                 0
             }
             Err(e) => e.to_c(),
@@ -396,6 +403,7 @@ unsafe extern "C" fn cq_close(f: *mut fid) -> c_int {
         }
         // SAFETY: the domain outlives its CQs.
         unsafe { (*h.domain).children.put() };
+        crate::xpu::closed(f as usize);
         // SAFETY: created by Box::into_raw in domain_cq_open; closed once.
         drop(unsafe { Box::from_raw(f as *mut CqHandle) });
         0
@@ -544,7 +552,7 @@ unsafe extern "C" fn cq_strerror(_cq: *mut fid_cq, prov_errno: c_int, _d: *const
     })
 }
 
-enosys_fn!(cq_export_xpu(*mut fid_cq, u64, *mut fid_xpu_cq) -> c_int);
+use crate::xpu::cq_export_xpu;
 
 static CQ_OPS: fi_ops_cq = fi_ops_cq {
     size: std::mem::size_of::<fi_ops_cq>(),
@@ -593,6 +601,11 @@ unsafe extern "C" fn domain_cntr_open(d: *mut fid_domain, a: *mut fi_cntr_attr, 
         if flags != 0 {
             return -FI_EBADFLAGS;
         }
+        // SAFETY: a is the caller's fi_cntr_attr, of its API version's shape.
+        let xctx = match unsafe { crate::xpu::attr_ctx(std::ptr::addr_of!((*a).xpu_ctx), h.api_version) } {
+            Ok(c) => c,
+            Err(e) => return e,
+        };
         match h.obj.cntr_open(events as u32, wait_obj as u32) {
             Ok(obj) => {
                 h.children.get();
@@ -605,8 +618,10 @@ unsafe extern "C" fn domain_cntr_open(d: *mut fid_domain, a: *mut fi_cntr_attr, 
                     domain: h,
                     refs: RefCount::default(),
                 });
+                let p = Box::into_raw(ch);
+                crate::xpu::cntr_opened(p as usize, xctx);
                 // SAFETY: out non-NULL.
-                unsafe { *out = Box::into_raw(ch) as *mut fid_cntr };
+                unsafe { *out = p as *mut fid_cntr };
                 0
             }
             Err(e) => e.to_c(),
@@ -623,6 +638,7 @@ unsafe extern "C" fn cntr_close(f: *mut fid) -> c_int {
         }
         // SAFETY: the domain outlives its counters.
         unsafe { (*h.domain).children.put() };
+        crate::xpu::closed(f as usize);
         // SAFETY: created by Box::into_raw in domain_cntr_open; closed once.
         drop(unsafe { Box::from_raw(f as *mut CntrHandle) });
         0
@@ -674,7 +690,7 @@ unsafe extern "C" fn cntr_wait(c: *mut fid_cntr, threshold: u64, timeout: c_int)
     // SAFETY: checked against our ops table.
     guard!(-FI_EOTHER, unsafe { cntr(c) }.map_or(-FI_EINVAL, |h| rc(h.obj.wait(threshold, timeout))))
 }
-enosys_fn!(cntr_export_xpu(*mut fid_cntr, u64, *mut fid_xpu_cntr) -> c_int);
+use crate::xpu::cntr_export_xpu;
 
 static CNTR_OPS: fi_ops_cntr = fi_ops_cntr {
     size: std::mem::size_of::<fi_ops_cntr>(),

@@ -2,11 +2,11 @@
 //! `fid_xpu_ctx` handle: validation of `struct fi_xpu_attr`, `query`,
 //! `close`. The context itself is `rfabric_core::xpu::XpuCtx`.
 
-use crate::domain::{ours, DomainHandle, DOMAIN_FI_OPS};
+use crate::domain::{cntr_fi_ops, cq_fi_ops, ours, CntrHandle, CqHandle, DomainHandle, DOMAIN_FI_OPS};
 use libc::{c_char, c_int, c_void};
 use rfabric_core::abi::*;
-use rfabric_core::xpu::XpuCtx;
-use std::sync::Arc;
+use rfabric_core::xpu::{CompletionRing, XpuCounter, XpuCtx};
+use std::sync::{Arc, Mutex};
 
 #[repr(C)]
 pub(crate) struct XpuCtxHandle {
@@ -101,7 +101,6 @@ pub(crate) unsafe extern "C" fn domain_xpu_ctx(d: *mut fid_domain, attr: *mut fi
 ///
 /// # Safety
 /// `p` is NULL or points to a readable `struct fid`.
-#[allow(dead_code)] // used by the CQ, counter and endpoint exports
 pub(crate) unsafe fn ctx_of(p: *mut fid_xpu_ctx) -> Result<Option<Arc<XpuCtx>>, c_int> {
     if p.is_null() {
         return Ok(None);
@@ -111,4 +110,139 @@ pub(crate) unsafe fn ctx_of(p: *mut fid_xpu_ctx) -> Result<Option<Arc<XpuCtx>>, 
         Some(h) => Ok(Some(h.ctx.clone())),
         None => Err(-FI_EINVAL),
     }
+}
+
+// ---- exported CQs and counters ------------------------------------------
+//
+// Objects opened with an XPU context are recorded here, by handle address,
+// with what their export created. Only control calls (open, export, close)
+// look at this table.
+
+enum XpuObj {
+    Cq { ctx: Arc<XpuCtx>, entries: usize, ring: Option<Arc<CompletionRing>> },
+    Cntr { ctx: Arc<XpuCtx>, words: Option<Arc<XpuCounter>> },
+}
+
+static OBJS: Mutex<Vec<(usize, XpuObj)>> = Mutex::new(Vec::new());
+
+fn objs() -> std::sync::MutexGuard<'static, Vec<(usize, XpuObj)>> {
+    OBJS.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The `xpu_ctx` member of a CQ or counter attribute struct, read only from
+/// callers of API 2.0 or later (a 1.x struct ends before it).
+///
+/// # Safety
+/// `p` points to the member inside the caller's attribute struct when
+/// `api_version` is 2.0 or later.
+pub(crate) unsafe fn attr_ctx(p: *const *mut fid_xpu_ctx, api_version: u32) -> Result<Option<Arc<XpuCtx>>, c_int> {
+    if api_version < fi_version(2, 0) {
+        return Ok(None);
+    }
+    // SAFETY: caller's contract.
+    let c = unsafe { p.read() };
+    // SAFETY: c is NULL or the application's context handle.
+    unsafe { ctx_of(c) }
+}
+
+/// Record a CQ opened with an XPU context (`size`: its `fi_cq_attr.size`).
+pub(crate) fn cq_opened(handle: usize, ctx: Option<Arc<XpuCtx>>, size: usize) {
+    if let Some(ctx) = ctx {
+        let entries = if size == 0 { 1024 } else { size.clamp(2, 1 << 20).next_power_of_two() };
+        objs().push((handle, XpuObj::Cq { ctx, entries, ring: None }));
+    }
+}
+
+/// Record a counter opened with an XPU context.
+pub(crate) fn cntr_opened(handle: usize, ctx: Option<Arc<XpuCtx>>) {
+    if let Some(ctx) = ctx {
+        objs().push((handle, XpuObj::Cntr { ctx, words: None }));
+    }
+}
+
+/// Forget a closed object; its device memory goes back to the application
+/// when the last user (an endpoint's proxy, for instance) lets go.
+pub(crate) fn closed(handle: usize) {
+    objs().retain(|(h, _)| *h != handle);
+}
+
+fn export_common(handle: usize, flags: u64) -> Result<fid_xpu, c_int> {
+    if flags != 0 {
+        return Err(-FI_EBADFLAGS);
+    }
+    let mut t = objs();
+    let Some((_, obj)) = t.iter_mut().find(|(h, _)| *h == handle) else {
+        rfabric_core::fi_warn!("shm", FI_LOG_DOMAIN, "export: object was opened without an XPU context");
+        return Err(-FI_EINVAL);
+    };
+    let made = match obj {
+        XpuObj::Cq { ring: Some(_), .. } | XpuObj::Cntr { words: Some(_), .. } => return Err(-FI_EALREADY),
+        XpuObj::Cq { ctx, entries, ring } => ctx.completion_ring(*entries).map(|r| {
+            let h = r.handle();
+            *ring = Some(Arc::new(r));
+            h
+        }),
+        XpuObj::Cntr { ctx, words } => ctx.counter().map(|c| {
+            let h = c.handle();
+            *words = Some(Arc::new(c));
+            h
+        }),
+    };
+    made.map_err(|e| e.to_c())
+}
+
+/// The exported ring of a CQ, for an endpoint's proxy.
+#[allow(dead_code)] // used by the endpoint export
+pub(crate) fn cq_ring(handle: usize) -> Option<Arc<CompletionRing>> {
+    objs().iter().find_map(|(h, o)| match o {
+        XpuObj::Cq { ring, .. } if *h == handle => ring.clone(),
+        _ => None,
+    })
+}
+
+/// The exported words of a counter, for an endpoint's proxy.
+#[allow(dead_code)] // used by the endpoint export
+pub(crate) fn cntr_words(handle: usize) -> Option<Arc<XpuCounter>> {
+    objs().iter().find_map(|(h, o)| match o {
+        XpuObj::Cntr { words, .. } if *h == handle => words.clone(),
+        _ => None,
+    })
+}
+
+/// `fi_cq_export_xpu`.
+pub(crate) unsafe extern "C" fn cq_export_xpu(cq: *mut fid_cq, flags: u64, out: *mut fid_xpu_cq) -> c_int {
+    guard!(-FI_EOTHER, {
+        null_check!(out);
+        // SAFETY: checked against the CQ ops table before any use.
+        if unsafe { ours::<CqHandle>(cq as *const fid, cq_fi_ops()) }.is_none() {
+            return -FI_EINVAL;
+        }
+        match export_common(cq as usize, flags) {
+            Ok(h) => {
+                // SAFETY: out non-NULL, a fid_xpu_cq.
+                unsafe { out.write(fid_xpu_cq { fid: h }) };
+                0
+            }
+            Err(e) => e,
+        }
+    })
+}
+
+/// `fi_cntr_export_xpu`.
+pub(crate) unsafe extern "C" fn cntr_export_xpu(c: *mut fid_cntr, flags: u64, out: *mut fid_xpu_cntr) -> c_int {
+    guard!(-FI_EOTHER, {
+        null_check!(out);
+        // SAFETY: checked against the counter ops table before any use.
+        if unsafe { ours::<CntrHandle>(c as *const fid, cntr_fi_ops()) }.is_none() {
+            return -FI_EINVAL;
+        }
+        match export_common(c as usize, flags) {
+            Ok(h) => {
+                // SAFETY: out non-NULL, a fid_xpu_cntr.
+                unsafe { out.write(fid_xpu_cntr { fid: h }) };
+                0
+            }
+            Err(e) => e,
+        }
+    })
 }

@@ -6,7 +6,9 @@
 #include <rdma/fabric.h>
 #include <rdma/fi_domain.h>
 #include <rdma/fi_errno.h>
+#include <rdma/fi_eq.h>
 #include <rdma/fi_xpu.h>
+#include <rdma/fi_xpu_device.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -96,6 +98,85 @@ static void plain_has_no_xpu(void)
 	close_res(&r);
 }
 
+/* CQ and counter exports: failing alloc (ctx), success (ctx2). */
+static void exports(struct res *r, struct fid_xpu_ctx *ctx,
+		    struct fid_xpu_ctx **ctx2p)
+{
+	struct fi_cq_attr ca = { .size = 64, .format = FI_CQ_FORMAT_TAGGED };
+	struct fi_cntr_attr na = { .events = FI_CNTR_EVENTS_COMP };
+	struct fid_cq *cq = NULL, *hostcq = NULL;
+	struct fid_cntr *cn = NULL;
+	struct fid_xpu_cq xcq;
+	struct fid_xpu_cntr xcn;
+	struct fi_cq_tagged_entry e;
+	struct fi_cq_err_entry ee;
+	int ret;
+
+	/* The context's alloc fails: the export returns its code. */
+	ca.xpu_ctx = ctx;
+	ret = fi_cq_open(r->domain, &ca, &cq, NULL);
+	CHECK(ret == 0, "cq with ctx: %d", ret);
+	if (ret)
+		return;
+	ret = fi_cq_export_xpu(cq, 0, &xcq);
+	CHECK(ret == -FI_ENOMEM, "export with failing alloc: %d", ret);
+	na.xpu_ctx = ctx;
+	ret = fi_cntr_open(r->domain, &na, &cn, NULL);
+	CHECK(ret == 0, "cntr with ctx: %d", ret);
+	ret = fi_cntr_export_xpu(cn, 0, &xcn);
+	CHECK(ret == -FI_ENOMEM, "cntr export with failing alloc: %d", ret);
+	CHECK(fi_close(&cq->fid) == 0 && fi_close(&cn->fid) == 0, "close");
+
+	/* A host CQ cannot be exported. */
+	ca.xpu_ctx = NULL;
+	CHECK(fi_cq_open(r->domain, &ca, &hostcq, NULL) == 0, "host cq");
+	ret = fi_cq_export_xpu(hostcq, 0, &xcq);
+	CHECK(ret == -FI_EINVAL, "export of a host CQ: %d", ret);
+	/* A pointer that is not a context is refused at open. */
+	ca.xpu_ctx = (struct fid_xpu_ctx *)hostcq;
+	ret = fi_cq_open(r->domain, &ca, &cq, NULL);
+	CHECK(ret == -FI_EINVAL, "xpu_ctx that is a CQ: %d", ret);
+	CHECK(fi_close(&hostcq->fid) == 0, "close host cq");
+
+	ca.xpu_ctx = *ctx2p;
+	na.xpu_ctx = *ctx2p;
+	CHECK(fi_cq_open(r->domain, &ca, &cq, NULL) == 0, "cq with ctx2");
+	CHECK(fi_cntr_open(r->domain, &na, &cn, NULL) == 0, "cntr with ctx2");
+	ret = fi_cq_export_xpu(cq, 1, &xcq);
+	CHECK(ret == -FI_EBADFLAGS, "export flags: %d", ret);
+	ret = fi_cq_export_xpu(cq, 0, &xcq);
+	CHECK(ret == 0, "cq export: %d", ret);
+	CHECK(xcq.fid.fclass == FI_CLASS_CQ && xcq.fid.prov_id ==
+	      FI_XPU_PROV_SHM && xcq.fid.prov_ctx, "cq handle");
+	ret = fi_cq_export_xpu(cq, 0, &xcq);
+	CHECK(ret == -FI_EALREADY, "cq exported twice: %d", ret);
+	ret = fi_cntr_export_xpu(cn, 0, &xcn);
+	CHECK(ret == 0, "cntr export: %d", ret);
+	CHECK(xcn.fid.fclass == FI_CLASS_CNTR && xcn.fid.prov_id ==
+	      FI_XPU_PROV_SHM, "cntr handle");
+	ret = fi_cntr_export_xpu(cn, 0, &xcn);
+	CHECK(ret == -FI_EALREADY, "cntr exported twice: %d", ret);
+
+	/* Device side on the library's memory: empty and zero. */
+	ret = (int)fi_xpu_cq_read(&xcq, &e, 1, FI_XPU_WORK_ITEM);
+	CHECK(ret == -FI_EAGAIN, "device read of an empty CQ: %d", ret);
+	ret = (int)fi_xpu_cq_readerr(&xcq, &ee, 0, FI_XPU_WORK_ITEM);
+	CHECK(ret == -FI_EAGAIN, "device readerr of an empty CQ: %d", ret);
+	CHECK(fi_xpu_cntr_read(&xcn, FI_XPU_WORK_ITEM) == 0, "cntr 0");
+	ret = fi_xpu_cntr_wait(&xcn, 1, 10, FI_XPU_WORK_ITEM);
+	CHECK(ret == -FI_ETIMEDOUT, "device wait: %d", ret);
+
+	/* The context may go first: the exported memory stays usable until
+	 * its object is closed. */
+	CHECK(fi_close(&(*ctx2p)->fid) == 0, "close ctx2 before its objects");
+	*ctx2p = NULL;
+	CHECK(fi_xpu_cq_read(&xcq, &e, 1, FI_XPU_WORK_ITEM) == -FI_EAGAIN,
+	      "exported CQ after its context closed");
+	CHECK(fi_xpu_cntr_read(&xcn, FI_XPU_WORK_ITEM) == 0, "cntr still 0");
+	CHECK(fi_close(&cq->fid) == 0, "close exported cq");
+	CHECK(fi_close(&cn->fid) == 0, "close exported cntr");
+}
+
 static void contexts(uint32_t version)
 {
 	struct fi_xpu_ops ops = { sizeof(ops), t_alloc, t_import, t_free };
@@ -158,13 +239,15 @@ static void contexts(uint32_t version)
 	ret = fi_xpu_ctx(r.domain, &attr, &ctx2, NULL);
 	CHECK(ret == 0 && ctx2, "ctx without ops: %d", ret);
 
+	exports(&r, ctx, &ctx2);
+
 	ret = fi_close(&r.domain->fid);
 	CHECK(ret == -FI_EBUSY, "domain with live contexts: %d", ret);
 	CHECK(fi_close(&ctx->fid) == 0, "close ctx");
 	if (ctx2)
 		CHECK(fi_close(&ctx2->fid) == 0, "close ctx2");
-	CHECK(calls == 0, "nothing allocated or imported by a bare ctx (%d)",
-	      calls);
+	CHECK(calls == 2, "two failed allocs, nothing else (%d)", calls);
+	calls = 0;
 out:
 	close_res(&r);
 }
