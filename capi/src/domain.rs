@@ -189,9 +189,20 @@ unsafe extern "C" fn domain_endpoint(d: *mut fid_domain, i: *mut fi_info, ep: *m
             Ok(x) => x,
             Err(e) => return e.to_c(),
         };
+        let xctx = match crate::xpu::info_ctx(&info) {
+            Ok(c) => c,
+            Err(e) => return e,
+        };
         match h.obj.endpoint(&info) {
-            // SAFETY: ep non-NULL; h outlives the endpoint (refcount).
-            Ok(obj) => unsafe { crate::endpoint::publish_ep(obj, h, ctx, ep) },
+            Ok(obj) => {
+                // SAFETY: ep non-NULL; h outlives the endpoint (refcount).
+                let r = unsafe { crate::endpoint::publish_ep(obj, h, ctx, ep) };
+                if r == 0 {
+                    // SAFETY: ep was just written.
+                    crate::xpu::ep_opened(unsafe { *ep } as usize, xctx);
+                }
+                r
+            }
             Err(e) => e.to_c(),
         }
     })
@@ -873,7 +884,7 @@ enosys_fn!(av_av_set(*mut fid_av, *mut fi_av_set_attr, *mut *mut fid_av_set, *mu
 enosys_fn!(av_insert_auth_key(*mut fid_av, *const c_void, usize, *mut fi_addr_t, u64) -> c_int);
 enosys_fn!(av_lookup_auth_key(*mut fid_av, fi_addr_t, *mut c_void, *mut usize) -> c_int);
 enosys_fn!(av_set_user_id(*mut fid_av, fi_addr_t, fi_addr_t, u64) -> c_int);
-enosys_fn!(av_lookup2(*mut fid_av, fi_addr_t, *mut c_void, *mut usize, u64, *mut fid_xpu_ctx) -> c_int);
+use crate::xpu::av_lookup2;
 
 static AV_OPS: fi_ops_av = fi_ops_av {
     size: std::mem::size_of::<fi_ops_av>(),
