@@ -292,11 +292,15 @@ unsafe extern "C" fn mr_close(f: *mut fid) -> c_int {
     })
 }
 
+pub(crate) fn mr_fi_ops() -> &'static fi_ops {
+    &MR_FI_OPS
+}
+
 static MR_FI_OPS: fi_ops = fi_ops {
     size: std::mem::size_of::<fi_ops>(),
     close: Some(mr_close),
     bind: Some(enosys_bind),
-    control: Some(enosys_control),
+    control: Some(crate::xpu::mr_control),
     ops_open: Some(enosys_ops_open),
     tostr: Some(obj_tostr),
     ops_set: Some(enosys_ops_set),

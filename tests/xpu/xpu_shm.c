@@ -349,6 +349,31 @@ static void *kernel(void *p)
 
 /* ------------------------------------------------------------ the parent */
 
+static void mr_desc(struct res *r)
+{
+	static char region[4096];
+	struct fid_mr *mr = NULL;
+	uint64_t d = 0;
+	size_t len = 4;
+	int ret;
+
+	ret = fi_mr_reg(r->domain, region, sizeof(region), FI_SEND, 0, 0x1234,
+			0, &mr, NULL);
+	CHECK(ret == 0, "mr_reg: %d", ret);
+	if (ret)
+		return;
+	ret = fi_mr_get_xpu_desc(mr, &d, &len, FI_XPU, r->ctx);
+	CHECK(ret == -FI_ETOOSMALL && len == 8, "desc short: %d %zu", ret, len);
+	ret = fi_mr_get_xpu_desc(mr, &d, &len, 0, r->ctx);
+	CHECK(ret == -FI_EINVAL, "desc without FI_XPU: %d", ret);
+	ret = fi_mr_get_xpu_desc(mr, &d, &len, FI_XPU, NULL);
+	CHECK(ret == -FI_EINVAL, "desc without ctx: %d", ret);
+	ret = fi_mr_get_xpu_desc(mr, &d, &len, FI_XPU, r->ctx);
+	CHECK(ret == 0 && len == 8 && d == fi_mr_key(mr), "desc %d %zu %llx",
+	      ret, len, (unsigned long long)d);
+	CHECK(fi_close(&mr->fid) == 0, "close mr");
+}
+
 static void parent(pid_t pid, int rfd)
 {
 	struct fi_xpu_ops ops = { sizeof(ops), cb_alloc, cb_import, cb_free };
@@ -426,6 +451,8 @@ static void parent(pid_t pid, int rfd)
 	CHECK(ret == -FI_EINVAL, "lookup2 without ctx: %d", ret);
 	ret = fi_av_lookup2(r.av, peer, &raw, &len, FI_XPU, r.ctx);
 	CHECK(ret == 0 && len == 8, "lookup2: %d %zu", ret, len);
+
+	mr_desc(&r);
 
 	for (t = 0; t < THREADS; t++) {
 		args[t].ep = xep;
