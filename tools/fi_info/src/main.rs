@@ -186,7 +186,7 @@ fn parse_args(argc: c_int, argv: &[*mut c_char], argv0: &str, hints: *mut fi_inf
         };
         let arg_bytes = || arg.map(CStr::to_bytes).unwrap_or_default();
         let bad = |msg: String| {
-            eprintln!("{msg}");
+            let _ = writeln!(std::io::stderr(), "{msg}");
             -libc::EINVAL
         };
         match u8::try_from(op).unwrap_or(b'?') {
@@ -258,8 +258,9 @@ fn parse_args(argc: c_int, argv: &[*mut c_char], argv0: &str, hints: *mut fi_inf
             _ => {
                 // -h, an unknown option or a missing value (getopt has
                 // already said which on stderr).
-                print!("{}", usage(argv0));
-                let _ = std::io::stdout().flush();
+                let mut out = std::io::stdout().lock();
+                let _ = out.write_all(usage(argv0).as_bytes());
+                let _ = out.flush();
                 return Ok(Parsed::Exit(1));
             }
         }
@@ -292,7 +293,7 @@ fn run(req: &Request, hints: *mut fi_info) -> i32 {
     // complete fi_info; info receives a list we free below.
     let ret = unsafe { fi_getinfo(fi_version(FI_MAJOR_VERSION, FI_MINOR_VERSION), node, port, req.flags, hints, &mut info) };
     if ret != 0 {
-        eprintln!("fi_getinfo: {ret}");
+        let _ = writeln!(std::io::stderr(), "fi_getinfo: {ret}");
         return ret;
     }
 
