@@ -402,12 +402,62 @@ unsafe extern "C" fn cq_close(f: *mut fid) -> c_int {
     })
 }
 
-unsafe extern "C" fn cq_control(f: *mut fid, cmd: c_int, arg: *mut c_void) -> c_int {
-    let _ = (f, arg);
-    if cmd == FI_GETWAIT || cmd == FI_GETWAITOBJ {
+/// `FI_GETWAIT` (`arg`: `int *`, the fd) and `FI_GETWAITOBJ` (`arg`:
+/// `enum fi_wait_obj *`) for a CQ or counter whose wait fd is `fd`.
+/// Objects without an fd answer `-FI_ENODATA` to `FI_GETWAIT`.
+///
+/// # Safety
+/// `arg` NULL or pointing to the type `cmd` names.
+unsafe fn wait_control(fd: Option<i32>, cmd: c_int, arg: *mut c_void) -> c_int {
+    if cmd != FI_GETWAIT && cmd != FI_GETWAITOBJ {
         return -FI_ENOSYS;
     }
-    -FI_ENOSYS
+    if arg.is_null() {
+        return -FI_EINVAL;
+    }
+    let Some(fd) = fd else { return if cmd == FI_GETWAIT { -FI_ENODATA } else { -FI_ENOSYS } };
+    if cmd == FI_GETWAIT {
+        // SAFETY: FI_GETWAIT on an FI_WAIT_FD object takes an int *.
+        unsafe { *(arg as *mut c_int) = fd };
+    } else {
+        // SAFETY: FI_GETWAITOBJ takes an enum fi_wait_obj * (a C int).
+        unsafe { *(arg as *mut u32) = FI_WAIT_FD };
+    }
+    0
+}
+
+unsafe extern "C" fn cq_control(f: *mut fid, cmd: c_int, arg: *mut c_void) -> c_int {
+    guard!(-FI_EOTHER, {
+        // SAFETY: checked against our ops table.
+        let Some(h) = (unsafe { ours::<CqHandle>(f, &CQ_FI_OPS) }) else { return -FI_EINVAL };
+        // SAFETY: caller's arg for cmd.
+        unsafe { wait_control(h.obj.wait_fd(), cmd, arg) }
+    })
+}
+
+/// `fi_trywait` for one of our CQs or counters; `None` for other fids.
+///
+/// # Safety
+/// `f` NULL or a fid.
+pub(crate) unsafe fn trywait_one(f: *mut fid) -> Option<c_int> {
+    // SAFETY: caller; each check compares the ops table first.
+    if let Some(h) = unsafe { ours::<CqHandle>(f, &CQ_FI_OPS) } {
+        return Some(rc(h.obj.trywait()));
+    }
+    // SAFETY: as above.
+    if let Some(h) = unsafe { ours::<CntrHandle>(f, &CNTR_FI_OPS) } {
+        return Some(rc(h.obj.trywait()));
+    }
+    None
+}
+
+unsafe extern "C" fn cntr_control(f: *mut fid, cmd: c_int, arg: *mut c_void) -> c_int {
+    guard!(-FI_EOTHER, {
+        // SAFETY: checked against our ops table.
+        let Some(h) = (unsafe { ours::<CntrHandle>(f, &CNTR_FI_OPS) }) else { return -FI_EINVAL };
+        // SAFETY: caller's arg for cmd.
+        unsafe { wait_control(h.obj.wait_fd(), cmd, arg) }
+    })
 }
 
 static CQ_FI_OPS: fi_ops = fi_ops {
@@ -633,7 +683,7 @@ static CNTR_FI_OPS: fi_ops = fi_ops {
     size: std::mem::size_of::<fi_ops>(),
     close: Some(cntr_close),
     bind: Some(enosys_bind),
-    control: Some(enosys_control),
+    control: Some(cntr_control),
     ops_open: Some(enosys_ops_open),
     tostr: Some(obj_tostr),
     ops_set: Some(enosys_ops_set),

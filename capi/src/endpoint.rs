@@ -418,9 +418,7 @@ unsafe extern "C" fn tag_recvmsg(e: *mut fid_ep, m: *const fi_msg_tagged, flags:
         null_check_ssize!(m);
         // SAFETY: m non-NULL.
         let m = unsafe { &*m };
-        if flags & (FI_PEEK | FI_CLAIM | FI_DISCARD) != 0 {
-            return -(FI_ENOSYS as isize);
-        }
+        // FI_PEEK / FI_CLAIM / FI_DISCARD are handled by the provider.
         // SAFETY: fi_trecvmsg contract.
         unsafe { recvv(e, m.msg_iov, m.iov_count, m.addr, m.context, m.tag, m.ignore, flags, true) }
     })
