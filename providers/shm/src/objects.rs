@@ -133,6 +133,7 @@ impl Domain for ShmDomain {
         Ok(Arc::new(ShmAv {
             inner: RwLock::new(AvInner { av: Av::new(attr.kind, attr.count, ADDR_LEN)?, keys: HashMap::new() }),
             gen: std::sync::atomic::AtomicU64::new(0),
+            user_ids: std::sync::atomic::AtomicBool::new(false),
         }))
     }
     fn cntr_open(&self, events: u32, wait_obj: u32) -> Result<Arc<dyn Counter>> {
@@ -373,12 +374,22 @@ pub struct ShmAv {
     /// Bumped by every removal: endpoints drop their cached peers when it
     /// changes (one atomic load per send).
     gen: std::sync::atomic::AtomicU64,
+    /// Some insert used `FI_AV_USER_ID`: completions report user ids.
+    user_ids: std::sync::atomic::AtomicBool,
 }
 
 impl ShmAv {
     fn addr(&self, fi_addr: u64) -> Option<Address> {
         let g = self.inner.read().unwrap_or_else(|e| e.into_inner());
         Address::from_bytes(g.av.addr(fi_addr)?).ok()
+    }
+    /// What completions report as source for `fi_addr`: the user id given
+    /// with `FI_AV_USER_ID`, else the fi_addr itself.
+    fn reported(&self, fi_addr: u64) -> u64 {
+        if fi_addr == FI_ADDR_NOTAVAIL || !self.user_ids.load(std::sync::atomic::Ordering::Relaxed) {
+            return fi_addr;
+        }
+        self.inner.read().unwrap_or_else(|e| e.into_inner()).av.user_id(fi_addr).unwrap_or(fi_addr)
     }
     fn by_key(&self, key: u64) -> Option<u64> {
         self.inner.read().unwrap_or_else(|e| e.into_inner()).keys.get(&key).copied()
@@ -392,6 +403,12 @@ impl AddressVector for ShmAv {
     fn insert(&self, addrs: &[&[u8]], mut fi_addr: Option<&mut [u64]>, flags: u64) -> Result<usize> {
         if fi_addr.as_ref().is_some_and(|a| a.len() < addrs.len()) {
             return Err(EINVAL);
+        }
+        if flags & FI_AV_USER_ID != 0 {
+            if fi_addr.is_none() {
+                return Err(EINVAL);
+            }
+            self.user_ids.store(true, std::sync::atomic::Ordering::Relaxed);
         }
         let mut g = self.inner.write().unwrap_or_else(|e| e.into_inner());
         let mut done = 0;
@@ -744,7 +761,7 @@ impl EpState {
             buf: if r.flags & FI_MULTI_RECV != 0 || r.buf != 0 { r.buf } else { 0 },
             data: r.data,
             tag: r.tag,
-            src_addr: r.src,
+            src_addr: self.av.as_ref().map_or(r.src, |av| av.reported(r.src)),
         };
         match res {
             Ok(_) if r.msg_len > r.cap as u64 => cq.write_err(ErrCompletion {
@@ -896,7 +913,7 @@ impl EpState {
                     len: i.len,
                     data: i.data,
                     tag: i.tag,
-                    src_addr: i.src,
+                    src_addr: self.av.as_ref().map_or(i.src, |av| av.reported(i.src)),
                     ..base
                 };
                 report(self, Ok(c));
