@@ -391,8 +391,8 @@ static void receiver(struct res *r, struct res *r2)
 	struct iovec miov = { mbuf, 256 };
 	struct fi_msg mm = { .msg_iov = &miov, .iov_count = 1, .addr = FI_ADDR_UNSPEC, .context = mbuf };
 	struct iovec small = { mbuf, 32 };
-	struct fi_msg ms = { .msg_iov = &small, .iov_count = 1, .addr = FI_ADDR_UNSPEC, .context = mbuf };
-	CHECK(fi_recvmsg(r->ep, &ms, FI_MULTI_RECV) == -FI_EINVAL, "multi-recv buffer under the minimum");
+	struct fi_msg msmall = { .msg_iov = &small, .iov_count = 1, .addr = FI_ADDR_UNSPEC, .context = mbuf };
+	CHECK(fi_recvmsg(r->ep, &msmall, FI_MULTI_RECV) == -FI_EINVAL, "multi-recv buffer under the minimum");
 	CHECK(fi_recvmsg(r->ep, &mm, FI_MULTI_RECV) == 0, "post multi-recv");
 	step_send('3');
 	for (int i = 0; i < 4; i++) {
@@ -638,7 +638,9 @@ static void one_process(void)
 	CHECK(same(dst, 200000, 5), "data placed without a receive-side CQ read");
 	struct fi_cq_tagged_entry e;
 	CHECK(wait_cq(a.txcq, &e) == 1 && e.op_context == src, "send entry");
-	CHECK(wait_cq(b.rxcq, &e) == 1 && e.op_context == dst && e.len == 200000, "recv entry");
+	int rc = wait_cq(b.rxcq, &e);
+	CHECK(rc == 1 && e.op_context == dst && e.len == 200000, "recv entry: rc %d ctx %p/%p len %zu", rc, e.op_context,
+	      (void *)dst, (size_t)e.len);
 	free(src);
 	free(dst);
 	close_res(&a);

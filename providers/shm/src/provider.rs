@@ -139,6 +139,14 @@ impl Provider for ShmProvider {
         {
             return Err(rfabric_core::error::ENODATA);
         }
+        // FI_SOURCE_ERR turns receives from senders outside the AV into error
+        // completions: only when the application asked for it.
+        if req.hints.map_or(0, |h| h.caps) & FI_SOURCE_ERR == 0 {
+            offer.caps &= !FI_SOURCE_ERR;
+            if let Some(rx) = offer.rx_attr.as_mut() {
+                rx.caps &= !FI_SOURCE_ERR;
+            }
+        }
         // Registration modes the application asks for are honoured (the
         // provider needs none of them itself): FI_MR_LOCAL (descriptors are
         // required), FI_MR_VIRT_ADDR, FI_MR_PROV_KEY, FI_MR_ALLOCATED.
