@@ -1617,6 +1617,64 @@ mod tests {
         assert_eq!(send(&*p.a, b"x", p.to_b, 0, None), Err(Error(FI_EOPBADSTATE)));
     }
 
+    fn recvmsg(ep: &dyn Endpoint, iov: &[rfabric_core::provider::Iov], ctx: usize, tag: u64, flags: u64) -> Result<()> {
+        let op = RxOp { iov, src: FI_ADDR_UNSPEC, context: ctx, tag, ignore: 0, flags, tagged: true };
+        // SAFETY: the buffers outlive the receive's completion.
+        unsafe { ep.recv(&op) }
+    }
+
+    #[test]
+    fn peek_claim_discard_and_scatter() {
+        let p = pair(false);
+        send(&*p.a, b"hello", p.to_b, 1, Some(4)).unwrap();
+        send(&*p.a, b"gone", p.to_b, 2, Some(5)).unwrap();
+        assert_eq!(next(&p.cq).unwrap()[0], 1);
+        assert_eq!(next(&p.cq).unwrap()[0], 2);
+        recvmsg(&*p.b, &[], 10, 9, FI_PEEK).unwrap();
+        assert_eq!(next(&p.cq), Err(Error(FI_EAVAIL)));
+        let (e, _) = p.cq.readerr(None, fi_version(1, 17)).unwrap();
+        assert_eq!((e.err, e.base.op_context), (FI_ENOMSG, 10));
+        recvmsg(&*p.b, &[], 11, 4, FI_PEEK | FI_CLAIM).unwrap();
+        let c = next(&p.cq).unwrap();
+        assert_eq!((c[0], c[2], c[5]), (11, 5, 4));
+        let mut x = [0u8; 2];
+        let mut y = [0u8; 8];
+        let iov = [
+            rfabric_core::provider::Iov { base: x.as_mut_ptr() as usize, len: 2 },
+            rfabric_core::provider::Iov { base: y.as_mut_ptr() as usize, len: 8 },
+        ];
+        recvmsg(&*p.b, &iov, 11, 0, FI_CLAIM).unwrap();
+        let c = next(&p.cq).unwrap();
+        assert_eq!((c[0], c[2]), (11, 5));
+        assert_eq!((&x, &y[..3]), (b"he", &b"llo"[..]));
+        recvmsg(&*p.b, &[], 12, 5, FI_PEEK | FI_DISCARD).unwrap();
+        assert_eq!(next(&p.cq).unwrap()[0], 12);
+        recvmsg(&*p.b, &[], 13, 5, FI_PEEK).unwrap();
+        assert_eq!(next(&p.cq), Err(Error(FI_EAVAIL)));
+        assert_eq!(recvmsg(&*p.b, &[], 14, 5, FI_DISCARD), Err(EINVAL));
+    }
+
+    #[test]
+    fn multi_recv_takes_queued_messages() {
+        let p = pair(false);
+        p.b.setopt(FI_OPT_ENDPOINT, FI_OPT_MIN_MULTI_RECV, &16usize.to_ne_bytes()).unwrap();
+        for i in 0..3u8 {
+            send(&*p.a, &[i; 10], p.to_b, 1, None).unwrap();
+            next(&p.cq).unwrap();
+        }
+        let mut buf = [0u8; 40];
+        let iov = [rfabric_core::provider::Iov { base: buf.as_mut_ptr() as usize, len: 40 }];
+        let op = RxOp { iov: &iov, src: FI_ADDR_UNSPEC, context: 7, tag: 0, ignore: 0, flags: FI_MULTI_RECV, tagged: false };
+        // SAFETY: buf outlives the receive.
+        unsafe { p.b.recv(&op) }.unwrap();
+        for i in 0..3usize {
+            let c = next(&p.cq).unwrap();
+            assert_eq!((c[0], c[2], c[3]), (7, 10, buf.as_ptr() as u64 + 10 * i as u64));
+            assert_eq!(c[1] & FI_MULTI_RECV != 0, i == 2, "released on the last slice");
+        }
+        assert_eq!(&buf[..30], &[[0u8; 10], [1; 10], [2; 10]].concat()[..]);
+    }
+
     #[test]
     fn address_string_round_trip() {
         let a = Address { pid: 1234, nonce: [7; 16], start_time: 99 };
