@@ -8,7 +8,7 @@
 //! (one `Iov`) and makes one dynamic call into the provider's
 //! `Endpoint::send`. No allocation, no lookup.
 
-use crate::domain::{av_fi_ops, cntr_fi_ops, cq_fi_ops, ours, put_cstr, rc, AvHandle, CntrHandle, CqHandle, DomainHandle};
+use crate::domain::{apply_descs, av_fi_ops, cntr_fi_ops, cq_fi_ops, ours, put_cstr, rc, AvHandle, CntrHandle, CqHandle, Descs, DomainHandle};
 use crate::objects::RefCount;
 use libc::{c_char, c_int, c_void, iovec};
 use rfabric_core::abi::*;
@@ -280,9 +280,24 @@ static CM_OPS: fi_ops_cm = fi_ops_cm {
 /// # Safety
 /// Buffers named by `op` follow the libfabric lifetime rules.
 #[inline]
-unsafe fn do_send(e: *mut fid_ep, op: &TxOp<'_>) -> isize {
+unsafe fn do_send(e: *mut fid_ep, op: &TxOp<'_>, descs: Descs) -> isize {
     // SAFETY: checked against our ops table.
     let Some(h) = (unsafe { ep(e as *const fid) }) else { return EINVAL_S };
+    // SAFETY: the domain outlives its endpoints.
+    let d = unsafe { &*h.domain };
+    if d.desc_checks() && op.iov.len() <= MAX_IOV {
+        let mut v = [Iov::default(); MAX_IOV];
+        let n = op.iov.len();
+        v[..n].copy_from_slice(op.iov);
+        let need = !op.no_completion && op.flags & FI_INJECT == 0;
+        // SAFETY: descs come with the caller's iovs.
+        if let Err(err) = unsafe { apply_descs(d, &mut v[..n], descs, need) } {
+            return err.to_c() as isize;
+        }
+        let op = TxOp { iov: &v[..n], ..*op };
+        // SAFETY: forwarded contract (translated buffers are the same memory).
+        return ssz(unsafe { h.obj.send(&op) });
+    }
     // SAFETY: forwarded contract.
     ssz(unsafe { h.obj.send(op) })
 }
@@ -290,9 +305,25 @@ unsafe fn do_send(e: *mut fid_ep, op: &TxOp<'_>) -> isize {
 /// # Safety
 /// As `do_send`.
 #[inline]
-unsafe fn do_recv(e: *mut fid_ep, op: &RxOp<'_>) -> isize {
+unsafe fn do_recv(e: *mut fid_ep, op: &RxOp<'_>, descs: Descs) -> isize {
     // SAFETY: checked against our ops table.
     let Some(h) = (unsafe { ep(e as *const fid) }) else { return EINVAL_S };
+    // SAFETY: the domain outlives its endpoints.
+    let d = unsafe { &*h.domain };
+    if d.desc_checks() && op.iov.len() <= MAX_IOV {
+        let mut v = [Iov::default(); MAX_IOV];
+        let n = op.iov.len();
+        v[..n].copy_from_slice(op.iov);
+        // A peek carries no data.
+        let need = op.flags & (FI_PEEK | FI_CLAIM) != FI_PEEK;
+        // SAFETY: descs come with the caller's iovs.
+        if let Err(err) = unsafe { apply_descs(d, &mut v[..n], descs, need) } {
+            return err.to_c() as isize;
+        }
+        let op = RxOp { iov: &v[..n], ..*op };
+        // SAFETY: forwarded contract (translated buffers are the same memory).
+        return ssz(unsafe { h.obj.recv(&op) });
+    }
     // SAFETY: forwarded contract.
     ssz(unsafe { h.obj.recv(op) })
 }
@@ -300,20 +331,20 @@ unsafe fn do_recv(e: *mut fid_ep, op: &RxOp<'_>) -> isize {
 #[allow(clippy::too_many_arguments)]
 /// # Safety
 /// Caller's buffer rules.
-unsafe fn send1(e: *mut fid_ep, buf: *const c_void, len: usize, dest: u64, ctx: *mut c_void, tag: u64, data: u64, flags: u64, tagged: bool, no_completion: bool) -> isize {
+unsafe fn send1(e: *mut fid_ep, buf: *const c_void, len: usize, dest: u64, ctx: *mut c_void, tag: u64, data: u64, flags: u64, tagged: bool, no_completion: bool, desc: *mut c_void) -> isize {
     if buf.is_null() && len > 0 {
         return EINVAL_S;
     }
     let iov = [Iov { base: buf as usize, len }];
     let op = TxOp { iov: &iov, dest, context: ctx as usize, tag, data, flags, tagged, no_completion };
     // SAFETY: forwarded.
-    unsafe { do_send(e, &op) }
+    unsafe { do_send(e, &op, Descs::One(desc)) }
 }
 
 #[allow(clippy::too_many_arguments)]
 /// # Safety
 /// Caller's buffer rules.
-unsafe fn sendv(e: *mut fid_ep, iov: *const iovec, count: usize, dest: u64, ctx: *mut c_void, tag: u64, data: u64, flags: u64, tagged: bool) -> isize {
+unsafe fn sendv(e: *mut fid_ep, iov: *const iovec, count: usize, dest: u64, ctx: *mut c_void, tag: u64, data: u64, flags: u64, tagged: bool, desc: *mut *mut c_void) -> isize {
     let mut v = [Iov::default(); MAX_IOV];
     // SAFETY: iov holds count entries.
     let n = match unsafe { iovs(iov, count, &mut v) } {
@@ -322,13 +353,13 @@ unsafe fn sendv(e: *mut fid_ep, iov: *const iovec, count: usize, dest: u64, ctx:
     };
     let op = TxOp { iov: &v[..n], dest, context: ctx as usize, tag, data, flags, tagged, no_completion: false };
     // SAFETY: forwarded.
-    unsafe { do_send(e, &op) }
+    unsafe { do_send(e, &op, Descs::Many(desc)) }
 }
 
 #[allow(clippy::too_many_arguments)]
 /// # Safety
 /// Caller's buffer rules.
-unsafe fn recvv(e: *mut fid_ep, iov: *const iovec, count: usize, src: u64, ctx: *mut c_void, tag: u64, ignore: u64, flags: u64, tagged: bool) -> isize {
+unsafe fn recvv(e: *mut fid_ep, iov: *const iovec, count: usize, src: u64, ctx: *mut c_void, tag: u64, ignore: u64, flags: u64, tagged: bool, desc: *mut *mut c_void) -> isize {
     let mut v = [Iov::default(); MAX_IOV];
     // SAFETY: iov holds count entries.
     let n = match unsafe { iovs(iov, count, &mut v) } {
@@ -337,16 +368,16 @@ unsafe fn recvv(e: *mut fid_ep, iov: *const iovec, count: usize, src: u64, ctx: 
     };
     let op = RxOp { iov: &v[..n], src, context: ctx as usize, tag, ignore, flags, tagged };
     // SAFETY: forwarded.
-    unsafe { do_recv(e, &op) }
+    unsafe { do_recv(e, &op, Descs::Many(desc)) }
 }
 
-unsafe extern "C" fn msg_send(e: *mut fid_ep, buf: *const c_void, len: usize, _desc: *mut c_void, dest: fi_addr_t, ctx: *mut c_void) -> isize {
+unsafe extern "C" fn msg_send(e: *mut fid_ep, buf: *const c_void, len: usize, desc: *mut c_void, dest: fi_addr_t, ctx: *mut c_void) -> isize {
     // SAFETY: fi_send contract.
-    guard!(EOTHER_S, unsafe { send1(e, buf, len, dest, ctx, 0, 0, 0, false, false) })
+    guard!(EOTHER_S, unsafe { send1(e, buf, len, dest, ctx, 0, 0, 0, false, false, desc) })
 }
-unsafe extern "C" fn msg_sendv(e: *mut fid_ep, iov: *const iovec, _desc: *mut *mut c_void, count: usize, dest: fi_addr_t, ctx: *mut c_void) -> isize {
+unsafe extern "C" fn msg_sendv(e: *mut fid_ep, iov: *const iovec, desc: *mut *mut c_void, count: usize, dest: fi_addr_t, ctx: *mut c_void) -> isize {
     // SAFETY: fi_sendv contract.
-    guard!(EOTHER_S, unsafe { sendv(e, iov, count, dest, ctx, 0, 0, 0, false) })
+    guard!(EOTHER_S, unsafe { sendv(e, iov, count, dest, ctx, 0, 0, 0, false, desc) })
 }
 unsafe extern "C" fn msg_sendmsg(e: *mut fid_ep, m: *const fi_msg, flags: u64) -> isize {
     guard!(EOTHER_S, {
@@ -354,22 +385,22 @@ unsafe extern "C" fn msg_sendmsg(e: *mut fid_ep, m: *const fi_msg, flags: u64) -
         // SAFETY: m non-NULL.
         let m = unsafe { &*m };
         // SAFETY: fi_sendmsg contract.
-        unsafe { sendv(e, m.msg_iov, m.iov_count, m.addr, m.context, 0, m.data, flags, false) }
+        unsafe { sendv(e, m.msg_iov, m.iov_count, m.addr, m.context, 0, m.data, flags, false, m.desc) }
     })
 }
 unsafe extern "C" fn msg_inject(e: *mut fid_ep, buf: *const c_void, len: usize, dest: fi_addr_t) -> isize {
     // SAFETY: fi_inject contract.
-    guard!(EOTHER_S, unsafe { send1(e, buf, len, dest, std::ptr::null_mut(), 0, 0, FI_INJECT, false, true) })
+    guard!(EOTHER_S, unsafe { send1(e, buf, len, dest, std::ptr::null_mut(), 0, 0, FI_INJECT, false, true, std::ptr::null_mut()) })
 }
-unsafe extern "C" fn msg_senddata(e: *mut fid_ep, buf: *const c_void, len: usize, _desc: *mut c_void, data: u64, dest: fi_addr_t, ctx: *mut c_void) -> isize {
+unsafe extern "C" fn msg_senddata(e: *mut fid_ep, buf: *const c_void, len: usize, desc: *mut c_void, data: u64, dest: fi_addr_t, ctx: *mut c_void) -> isize {
     // SAFETY: fi_senddata contract.
-    guard!(EOTHER_S, unsafe { send1(e, buf, len, dest, ctx, 0, data, FI_REMOTE_CQ_DATA, false, false) })
+    guard!(EOTHER_S, unsafe { send1(e, buf, len, dest, ctx, 0, data, FI_REMOTE_CQ_DATA, false, false, desc) })
 }
 unsafe extern "C" fn msg_injectdata(e: *mut fid_ep, buf: *const c_void, len: usize, data: u64, dest: fi_addr_t) -> isize {
     // SAFETY: fi_injectdata contract.
-    guard!(EOTHER_S, unsafe { send1(e, buf, len, dest, std::ptr::null_mut(), 0, data, FI_INJECT | FI_REMOTE_CQ_DATA, false, true) })
+    guard!(EOTHER_S, unsafe { send1(e, buf, len, dest, std::ptr::null_mut(), 0, data, FI_INJECT | FI_REMOTE_CQ_DATA, false, true, std::ptr::null_mut()) })
 }
-unsafe extern "C" fn msg_recv(e: *mut fid_ep, buf: *mut c_void, len: usize, _desc: *mut c_void, src: fi_addr_t, ctx: *mut c_void) -> isize {
+unsafe extern "C" fn msg_recv(e: *mut fid_ep, buf: *mut c_void, len: usize, desc: *mut c_void, src: fi_addr_t, ctx: *mut c_void) -> isize {
     guard!(EOTHER_S, {
         if buf.is_null() && len > 0 {
             return EINVAL_S;
@@ -377,12 +408,12 @@ unsafe extern "C" fn msg_recv(e: *mut fid_ep, buf: *mut c_void, len: usize, _des
         let iov = [Iov { base: buf as usize, len }];
         let op = RxOp { iov: &iov, src, context: ctx as usize, tag: 0, ignore: 0, flags: 0, tagged: false };
         // SAFETY: fi_recv contract.
-        unsafe { do_recv(e, &op) }
+        unsafe { do_recv(e, &op, Descs::One(desc)) }
     })
 }
-unsafe extern "C" fn msg_recvv(e: *mut fid_ep, iov: *const iovec, _desc: *mut *mut c_void, count: usize, src: fi_addr_t, ctx: *mut c_void) -> isize {
+unsafe extern "C" fn msg_recvv(e: *mut fid_ep, iov: *const iovec, desc: *mut *mut c_void, count: usize, src: fi_addr_t, ctx: *mut c_void) -> isize {
     // SAFETY: fi_recvv contract.
-    guard!(EOTHER_S, unsafe { recvv(e, iov, count, src, ctx, 0, 0, 0, false) })
+    guard!(EOTHER_S, unsafe { recvv(e, iov, count, src, ctx, 0, 0, 0, false, desc) })
 }
 unsafe extern "C" fn msg_recvmsg(e: *mut fid_ep, m: *const fi_msg, flags: u64) -> isize {
     guard!(EOTHER_S, {
@@ -390,7 +421,7 @@ unsafe extern "C" fn msg_recvmsg(e: *mut fid_ep, m: *const fi_msg, flags: u64) -
         // SAFETY: m non-NULL.
         let m = unsafe { &*m };
         // SAFETY: fi_recvmsg contract.
-        unsafe { recvv(e, m.msg_iov, m.iov_count, m.addr, m.context, 0, 0, flags, false) }
+        unsafe { recvv(e, m.msg_iov, m.iov_count, m.addr, m.context, 0, 0, flags, false, m.desc) }
     })
 }
 
@@ -408,7 +439,7 @@ static MSG_OPS: fi_ops_msg = fi_ops_msg {
 };
 
 #[allow(clippy::too_many_arguments)]
-unsafe extern "C" fn tag_recv(e: *mut fid_ep, buf: *mut c_void, len: usize, _desc: *mut c_void, src: fi_addr_t, tag: u64, ignore: u64, ctx: *mut c_void) -> isize {
+unsafe extern "C" fn tag_recv(e: *mut fid_ep, buf: *mut c_void, len: usize, desc: *mut c_void, src: fi_addr_t, tag: u64, ignore: u64, ctx: *mut c_void) -> isize {
     guard!(EOTHER_S, {
         if buf.is_null() && len > 0 {
             return EINVAL_S;
@@ -416,35 +447,33 @@ unsafe extern "C" fn tag_recv(e: *mut fid_ep, buf: *mut c_void, len: usize, _des
         let iov = [Iov { base: buf as usize, len }];
         let op = RxOp { iov: &iov, src, context: ctx as usize, tag, ignore, flags: 0, tagged: true };
         // SAFETY: fi_trecv contract.
-        unsafe { do_recv(e, &op) }
+        unsafe { do_recv(e, &op, Descs::One(desc)) }
     })
 }
 #[allow(clippy::too_many_arguments)]
-unsafe extern "C" fn tag_recvv(e: *mut fid_ep, iov: *const iovec, _desc: *mut *mut c_void, count: usize, src: fi_addr_t, tag: u64, ignore: u64, ctx: *mut c_void) -> isize {
+unsafe extern "C" fn tag_recvv(e: *mut fid_ep, iov: *const iovec, desc: *mut *mut c_void, count: usize, src: fi_addr_t, tag: u64, ignore: u64, ctx: *mut c_void) -> isize {
     // SAFETY: fi_trecvv contract.
-    guard!(EOTHER_S, unsafe { recvv(e, iov, count, src, ctx, tag, ignore, 0, true) })
+    guard!(EOTHER_S, unsafe { recvv(e, iov, count, src, ctx, tag, ignore, 0, true, desc) })
 }
 unsafe extern "C" fn tag_recvmsg(e: *mut fid_ep, m: *const fi_msg_tagged, flags: u64) -> isize {
     guard!(EOTHER_S, {
         null_check_ssize!(m);
         // SAFETY: m non-NULL.
         let m = unsafe { &*m };
-        if flags & (FI_PEEK | FI_CLAIM | FI_DISCARD) != 0 {
-            return -(FI_ENOSYS as isize);
-        }
+        // FI_PEEK / FI_CLAIM / FI_DISCARD are handled by the provider.
         // SAFETY: fi_trecvmsg contract.
-        unsafe { recvv(e, m.msg_iov, m.iov_count, m.addr, m.context, m.tag, m.ignore, flags, true) }
+        unsafe { recvv(e, m.msg_iov, m.iov_count, m.addr, m.context, m.tag, m.ignore, flags, true, m.desc) }
     })
 }
 #[allow(clippy::too_many_arguments)]
-unsafe extern "C" fn tag_send(e: *mut fid_ep, buf: *const c_void, len: usize, _desc: *mut c_void, dest: fi_addr_t, tag: u64, ctx: *mut c_void) -> isize {
+unsafe extern "C" fn tag_send(e: *mut fid_ep, buf: *const c_void, len: usize, desc: *mut c_void, dest: fi_addr_t, tag: u64, ctx: *mut c_void) -> isize {
     // SAFETY: fi_tsend contract.
-    guard!(EOTHER_S, unsafe { send1(e, buf, len, dest, ctx, tag, 0, 0, true, false) })
+    guard!(EOTHER_S, unsafe { send1(e, buf, len, dest, ctx, tag, 0, 0, true, false, desc) })
 }
 #[allow(clippy::too_many_arguments)]
-unsafe extern "C" fn tag_sendv(e: *mut fid_ep, iov: *const iovec, _desc: *mut *mut c_void, count: usize, dest: fi_addr_t, tag: u64, ctx: *mut c_void) -> isize {
+unsafe extern "C" fn tag_sendv(e: *mut fid_ep, iov: *const iovec, desc: *mut *mut c_void, count: usize, dest: fi_addr_t, tag: u64, ctx: *mut c_void) -> isize {
     // SAFETY: fi_tsendv contract.
-    guard!(EOTHER_S, unsafe { sendv(e, iov, count, dest, ctx, tag, 0, 0, true) })
+    guard!(EOTHER_S, unsafe { sendv(e, iov, count, dest, ctx, tag, 0, 0, true, desc) })
 }
 unsafe extern "C" fn tag_sendmsg(e: *mut fid_ep, m: *const fi_msg_tagged, flags: u64) -> isize {
     guard!(EOTHER_S, {
@@ -452,21 +481,21 @@ unsafe extern "C" fn tag_sendmsg(e: *mut fid_ep, m: *const fi_msg_tagged, flags:
         // SAFETY: m non-NULL.
         let m = unsafe { &*m };
         // SAFETY: fi_tsendmsg contract.
-        unsafe { sendv(e, m.msg_iov, m.iov_count, m.addr, m.context, m.tag, m.data, flags, true) }
+        unsafe { sendv(e, m.msg_iov, m.iov_count, m.addr, m.context, m.tag, m.data, flags, true, m.desc) }
     })
 }
 unsafe extern "C" fn tag_inject(e: *mut fid_ep, buf: *const c_void, len: usize, dest: fi_addr_t, tag: u64) -> isize {
     // SAFETY: fi_tinject contract.
-    guard!(EOTHER_S, unsafe { send1(e, buf, len, dest, std::ptr::null_mut(), tag, 0, FI_INJECT, true, true) })
+    guard!(EOTHER_S, unsafe { send1(e, buf, len, dest, std::ptr::null_mut(), tag, 0, FI_INJECT, true, true, std::ptr::null_mut()) })
 }
 #[allow(clippy::too_many_arguments)]
-unsafe extern "C" fn tag_senddata(e: *mut fid_ep, buf: *const c_void, len: usize, _desc: *mut c_void, data: u64, dest: fi_addr_t, tag: u64, ctx: *mut c_void) -> isize {
+unsafe extern "C" fn tag_senddata(e: *mut fid_ep, buf: *const c_void, len: usize, desc: *mut c_void, data: u64, dest: fi_addr_t, tag: u64, ctx: *mut c_void) -> isize {
     // SAFETY: fi_tsenddata contract.
-    guard!(EOTHER_S, unsafe { send1(e, buf, len, dest, ctx, tag, data, FI_REMOTE_CQ_DATA, true, false) })
+    guard!(EOTHER_S, unsafe { send1(e, buf, len, dest, ctx, tag, data, FI_REMOTE_CQ_DATA, true, false, desc) })
 }
 unsafe extern "C" fn tag_injectdata(e: *mut fid_ep, buf: *const c_void, len: usize, data: u64, dest: fi_addr_t, tag: u64) -> isize {
     // SAFETY: fi_tinjectdata contract.
-    guard!(EOTHER_S, unsafe { send1(e, buf, len, dest, std::ptr::null_mut(), tag, data, FI_INJECT | FI_REMOTE_CQ_DATA, true, true) })
+    guard!(EOTHER_S, unsafe { send1(e, buf, len, dest, std::ptr::null_mut(), tag, data, FI_INJECT | FI_REMOTE_CQ_DATA, true, true, std::ptr::null_mut()) })
 }
 
 static TAGGED_OPS: fi_ops_tagged = fi_ops_tagged {

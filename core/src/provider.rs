@@ -91,6 +91,16 @@ pub trait CompletionQueue: Send + Sync {
     fn signal(&self) -> Result<()> {
         Err(ENOSYS)
     }
+    /// `fi_control(FI_GETWAIT)`: the fd of an `FI_WAIT_FD` queue.
+    fn wait_fd(&self) -> Option<i32> {
+        None
+    }
+    /// `fi_trywait`: `EAGAIN` when entries are ready (after driving
+    /// progress), otherwise arms the wait object so the fd turns readable
+    /// on the next completion.
+    fn trywait(&self) -> Result<()> {
+        Err(ENOSYS)
+    }
     /// The object itself, for the provider's `Endpoint::bind` to downcast.
     fn as_any_arc(self: Arc<Self>) -> Arc<dyn Any + Send + Sync>;
 }
@@ -106,6 +116,14 @@ pub trait Counter: Send + Sync {
     /// `fi_cntr_wait`: until the value reaches `threshold` (timeout in ms,
     /// negative = forever).
     fn wait(&self, _threshold: u64, _timeout: i32) -> Result<()> {
+        Err(ENOSYS)
+    }
+    /// `fi_control(FI_GETWAIT)`: the fd of an `FI_WAIT_FD` counter.
+    fn wait_fd(&self) -> Option<i32> {
+        None
+    }
+    /// `fi_trywait` on a counter (see `CompletionQueue::trywait`).
+    fn trywait(&self) -> Result<()> {
         Err(ENOSYS)
     }
     fn as_any_arc(self: Arc<Self>) -> Arc<dyn Any + Send + Sync>;
