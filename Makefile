@@ -89,3 +89,8 @@ demo: install
 .PHONY: bench
 bench:
 	MAKE="$(MAKE)" bench/run.sh $(BENCH_ARGS)
+
+# Unit tests of the benchmark script's parsers and report writers (no timing).
+.PHONY: check-bench
+check-bench:
+	python3 -m unittest discover -s bench -p 'test_*.py'

@@ -183,7 +183,7 @@ def parse_ucx(out):
     raise ValueError("no CSV result in ucx_perftest output: " + last_lines(out))
 
 
-STREAM_ROW = re.compile(r"^(\d+)\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s*$")
+STREAM_ROW = re.compile(r"^(\d+)\s+(\d+)\s+([\d.]+)\s+([\d.eE+-]+)\s+([\d.eE+-]+)\s*$")
 
 
 def parse_stream(out):
@@ -197,75 +197,114 @@ def parse_stream(out):
 
 # ---------------------------------------------------------------- measurements
 
-def measure_pingpong(libdir, sizes, reps, ports, log):
-    """{size: [one-way usec per run]} and the first error, if any."""
-    res = {s: [] for s in sizes}
+def pingpong_case(libdir, size, ports):
+    """One fi_pingpong run: (one-way usec, None) or (None, error)."""
+    port = ports.take()
+    base = ["fi_pingpong", "-p", "shm", "-e", "rdm", "-S", str(size),
+            "-I", str(pingpong_iters(size))]
+    ok, out, err = run_pair(base + ["-B", str(port)], base + ["-P", str(port), "127.0.0.1"],
+                            {"LD_LIBRARY_PATH": libdir}, port)
+    if not ok:
+        return None, "fi_pingpong %s: %s" % (human(size), err)
+    try:
+        return parse_pingpong(out, size), None
+    except ValueError as e:
+        return None, str(e)
+
+
+def stream_case(binary, libdir, sizes, ports):
+    """One fi_stream run over all sizes: ({size: (GB/s, Mmsg/s)}, None) or
+    (None, error)."""
+    port = ports.take()
+    base = [binary, "-p", "shm", "-w", str(WINDOW), "-n", "100000",
+            "-b", str(256 << 20), "-S", ",".join(str(s) for s in sizes), "-P", str(port)]
+    ok, out, err = run_pair(base, base + ["127.0.0.1"], {"LD_LIBRARY_PATH": libdir}, port)
+    if not ok:
+        return None, "fi_stream: " + err
+    rows = parse_stream(out)
+    for s in sizes:
+        if s not in rows:
+            return None, "fi_stream: no result for %s" % human(s)
+    return rows, None
+
+
+UCX_ENV = {"UCX_TLS": "posix,self"}
+
+
+def ucx_case(test, size, ports):
+    """One ucx_perftest run: (parsed final numbers, None) or (None, error)."""
+    port = ports.take()
+    n = pingpong_iters(size) if test == "tag_lat" else stream_count(size)
+    args = ["-t", test, "-s", str(size), "-n", str(n), "-w", str(max(10, n // 10)), "-f", "-v"]
+    if test == "tag_bw":
+        args += ["-O", str(WINDOW)]
+    ok, out, err = run_pair(["ucx_perftest", "-p", str(port)],
+                            ["ucx_perftest", "127.0.0.1", "-p", str(port)] + args, UCX_ENV, port)
+    if not ok:
+        return None, "ucx_perftest %s %s: %s" % (test, human(size), err)
+    try:
+        return parse_ucx(out), None
+    except ValueError as e:
+        return None, str(e)
+
+
+def measure(sizes, reps, libdirs, binary, log, series=SERIES):
+    """Runs every case `reps` times. The three series alternate size by size
+    and run by run, so a change in the machine's load touches all of them
+    alike. Returns lat {series: {size: [usec]}}, stream {series: {size:
+    [(GB/s, Mmsg/s)]}} and {series: first error}; a series that failed is
+    not run again."""
+    ports = Ports()
+    lat = {k: {s: [] for s in sizes} for k in SERIES}
+    stream = {k: {s: [] for s in sizes} for k in SERIES}
+    lat_err, stream_err = {}, {}
     for rep in range(reps):
+        log("run %d/%d: latency" % (rep + 1, reps))
         for s in sizes:
-            port = ports.take()
-            it = str(pingpong_iters(s))
-            base = ["fi_pingpong", "-p", "shm", "-e", "rdm", "-S", str(s), "-I", it]
-            ok, out, err = run_pair(base + ["-B", str(port)],
-                                    base + ["-P", str(port), "127.0.0.1"],
-                                    {"LD_LIBRARY_PATH": libdir}, port)
-            if not ok:
-                return res, "fi_pingpong %s: %s" % (human(s), err)
-            try:
-                res[s].append(parse_pingpong(out, s))
-            except ValueError as e:
-                return res, str(e)
-        log(".")
-    return res, None
-
-
-def measure_stream(binary, libdir, sizes, reps, ports, log):
-    """{size: [(GB/s, Mmsg/s) per run]} and the first error, if any."""
-    res = {s: [] for s in sizes}
-    size_arg = ",".join(str(s) for s in sizes)
-    for rep in range(reps):
-        port = ports.take()
-        base = [binary, "-p", "shm", "-w", str(WINDOW), "-n", "100000",
-                "-b", str(256 << 20), "-S", size_arg, "-P", str(port)]
-        ok, out, err = run_pair(base, base + ["127.0.0.1"], {"LD_LIBRARY_PATH": libdir}, port)
-        if not ok:
-            return res, "fi_stream: " + err
-        rows = parse_stream(out)
-        for s in sizes:
-            if s not in rows:
-                return res, "fi_stream: no result for %s" % human(s)
-            res[s].append(rows[s])
-        log(".")
-    return res, None
-
-
-def measure_ucx(sizes, reps, ports, log):
-    lat = {s: [] for s in sizes}
-    bw = {s: [] for s in sizes}
-    env = {"UCX_TLS": "posix,self"}
-    for rep in range(reps):
-        for s in sizes:
-            for test in ("tag_lat", "tag_bw"):
-                port = ports.take()
-                n = pingpong_iters(s) if test == "tag_lat" else stream_count(s)
-                args = ["-t", test, "-s", str(s), "-n", str(n),
-                        "-w", str(max(10, n // 10)), "-f", "-v"]
-                if test == "tag_bw":
-                    args += ["-O", str(WINDOW)]
-                ok, out, err = run_pair(["ucx_perftest", "-p", str(port)],
-                                        ["ucx_perftest", "127.0.0.1", "-p", str(port)] + args,
-                                        env, port)
-                if not ok:
-                    return lat, bw, "ucx_perftest %s %s: %s" % (test, human(s), err)
-                try:
-                    r = parse_ucx(out)
-                except ValueError as e:
-                    return lat, bw, str(e)
-                if test == "tag_lat":
-                    lat[s].append(r["overall_lat"])
+            for k in series:
+                if k in lat_err:
+                    continue
+                if k == "ucx":
+                    r, e = ucx_case("tag_lat", s, ports)
+                    v = r["overall_lat"] if r else None
                 else:
-                    bw[s].append((r["overall_bw"] * (1 << 20) / 1e9, r["overall_mr"] / 1e6))
-        log(".")
-    return lat, bw, None
+                    v, e = pingpong_case(libdirs[k], s, ports)
+                if e:
+                    lat_err[k] = e
+                else:
+                    lat[k][s].append(v)
+            log(".")
+        log(" streaming")
+        for k in series:
+            if k in stream_err:
+                continue
+            if k == "ucx":
+                for s in sizes:
+                    r, e = ucx_case("tag_bw", s, ports)
+                    if e:
+                        stream_err[k] = e
+                        break
+                    stream[k][s].append((r["overall_bw"] * (1 << 20) / 1e9, r["overall_mr"] / 1e6))
+            elif binary is None:
+                stream_err[k] = "fi_stream was not built"
+            else:
+                rows, e = stream_case(binary, libdirs[k], sizes, ports)
+                if e:
+                    stream_err[k] = e
+                else:
+                    for s in sizes:
+                        stream[k][s].append(rows[s])
+            log(".")
+        log("\n")
+    errors = []
+    for k in SERIES:
+        if k in lat_err:
+            errors.append("%s latency: %s" % (k, lat_err[k]))
+            lat[k] = {}
+        if k in stream_err:
+            errors.append("%s streaming: %s" % (k, stream_err[k]))
+            stream[k] = {}
+    return lat, stream, errors
 
 
 def median_or_none(vals):
@@ -556,33 +595,16 @@ def main():
         ours_err = "no %s/libfabric.so.1 (run make build)" % args.ours_libdir
     binary, err = build_stream(repo, os.path.join(repo, "build", "bench"))
 
-    ports = Ports()
-    lat = {k: {} for k in SERIES}
-    stream = {k: {} for k in SERIES}
     t0 = time.time()
-    for k, libdir in (("ours", ours_lib), ("debian", DEBIAN_LIBDIR)):
-        if k == "ours" and ours_err:
-            errors.append("ours: " + ours_err)
-            continue
-        log("%s latency " % k)
-        lat[k], e = measure_pingpong(libdir, sizes, reps, ports, log)
-        if e:
-            errors.append("%s latency: %s" % (k, e))
-            lat[k] = {}
-        log("\n%s streaming " % k)
-        if binary:
-            stream[k], e = measure_stream(binary, libdir, sizes, reps, ports, log)
-            if e:
-                errors.append("%s streaming: %s" % (k, e))
-                stream[k] = {}
-        else:
-            errors.append("%s streaming: %s" % (k, err))
-        log("\n")
-    log("ucx ")
-    lat["ucx"], stream["ucx"], e = measure_ucx(sizes, reps, ports, log)
-    if e:
-        errors.append("ucx: " + e)
-    log("\n")
+    libdirs = {"ours": ours_lib, "debian": DEBIAN_LIBDIR}
+    run_series = list(SERIES)
+    if ours_err:
+        errors.append("ours: " + ours_err)
+        run_series.remove("ours")
+    if err:
+        errors.append("streaming: " + err)
+    lat, stream, errs = measure(sizes, reps, libdirs, binary, log, run_series)
+    errors += errs
 
     date = datetime.datetime.now().strftime("%Y-%m-%d")
     meta = {"date": date, "cpu": cpu_summary(),

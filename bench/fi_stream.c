@@ -458,7 +458,7 @@ int main(int argc, char **argv)
 		if (dst) {
 			send_round(sizes[i], warm);
 			double t = send_round(sizes[i], count);
-			printf("%-10zu %-8ld %-10.6f %-10.3f %-10.3f\n", sizes[i],
+			printf("%-10zu %-8ld %-10.6f %-10.5g %-10.5g\n", sizes[i],
 			       count, t, (double)sizes[i] * count / t / 1e9,
 			       count / t / 1e6);
 			fflush(stdout);
