@@ -17,9 +17,11 @@ REAL := libfabric.so.1.$(VERSION)
 
 all: build
 
+# fi_info links dynamically against the libfabric.so.1 made by `link`.
 build:
-	$(CARGO) build $(CARGO_JOBS) --release -p rfabric-capi -p rfabric-fi-info
+	$(CARGO) build $(CARGO_JOBS) --release -p rfabric-capi
 	$(MAKE) link
+	RFABRIC_LIB_DIR=$(CURDIR)/build/lib $(CARGO) build $(CARGO_JOBS) --release -p rfabric-fi-info
 
 link:
 	RFABRIC_VERSION=$(VERSION) capi/link.sh target/release/librfabric_capi.a build/lib
@@ -38,11 +40,11 @@ install: build
 	    -e 's|@includedir@|$${prefix}/include|' -e 's|@version@|$(VERSION)|' \
 	    pkgconfig/libfabric.pc.in > $(LIBDIR)/pkgconfig/libfabric.pc
 	install -m 755 target/release/fi_info $(PREFIX)/bin/fi_info
-	if [ -d man/man3 ]; then install -d $(PREFIX)/share/man/man3 && install -m 644 man/man3/* $(PREFIX)/share/man/man3/; fi
+	install -d $(PREFIX)/share/man/man3 && install -m 644 man/*.3 $(PREFIX)/share/man/man3/
 	if [ -d man/man1 ]; then install -d $(PREFIX)/share/man/man1 && install -m 644 man/man1/* $(PREFIX)/share/man/man1/; fi
 	if [ -d man/man7 ]; then install -d $(PREFIX)/share/man/man7 && install -m 644 man/man7/* $(PREFIX)/share/man/man7/; fi
 
-check: check-rust check-symbols check-compat-c check-shm check-install
+check: check-rust check-symbols check-compat-c check-shm check-fi-info check-install
 
 check-rust:
 	$(CARGO) test $(CARGO_JOBS) --workspace
@@ -69,6 +71,10 @@ check-valgrind:
 check-shm: build
 	tests/c/shm_sendrecv.sh build/lib
 	tests/clients/fi_pingpong.sh build/lib
+
+# Our fi_info against the distribution's, both on our library.
+check-fi-info: build
+	tests/tools/fi_info_diff.sh build/lib target/release/fi_info
 
 check-install: install
 	RFABRIC_VERSION=$(VERSION) tests/pkgconfig/check_pkgconfig.sh $(PREFIX)

@@ -116,6 +116,11 @@ unsafe extern "C" fn domain_cq_open(d: *mut fid_domain, a: *mut fi_cq_attr, cq: 
         if !wait_set.is_null() {
             return -FI_ENOSYS;
         }
+        // SAFETY: a is the caller's fi_cq_attr, of its API version's shape.
+        let xctx = match unsafe { crate::xpu::attr_ctx(std::ptr::addr_of!((*a).xpu_ctx), h.api_version) } {
+            Ok(c) => c,
+            Err(e) => return e,
+        };
         let attr = CqAttr { size, format: format as u32, wait_obj: wait_obj as u32 };
         match h.obj.cq_open(&attr) {
             Ok(obj) => {
@@ -130,8 +135,10 @@ unsafe extern "C" fn domain_cq_open(d: *mut fid_domain, a: *mut fi_cq_attr, cq: 
                     refs: RefCount::default(),
                     api_version: h.api_version,
                 });
+                let p = Box::into_raw(ch);
+                crate::xpu::cq_opened(p as usize, xctx, size);
                 // SAFETY: out pointer non-NULL.
-                unsafe { *cq = Box::into_raw(ch) as *mut fid_cq };
+                unsafe { *cq = p as *mut fid_cq };
                 0
             }
             Err(e) => e.to_c(),
@@ -182,9 +189,20 @@ unsafe extern "C" fn domain_endpoint(d: *mut fid_domain, i: *mut fi_info, ep: *m
             Ok(x) => x,
             Err(e) => return e.to_c(),
         };
+        let xctx = match crate::xpu::info_ctx(&info) {
+            Ok(c) => c,
+            Err(e) => return e,
+        };
         match h.obj.endpoint(&info) {
-            // SAFETY: ep non-NULL; h outlives the endpoint (refcount).
-            Ok(obj) => unsafe { crate::endpoint::publish_ep(obj, h, ctx, ep) },
+            Ok(obj) => {
+                // SAFETY: ep non-NULL; h outlives the endpoint (refcount).
+                let r = unsafe { crate::endpoint::publish_ep(obj, h, ctx, ep) };
+                if r == 0 {
+                    // SAFETY: ep was just written.
+                    crate::xpu::ep_opened(unsafe { *ep } as usize, xctx);
+                }
+                r
+            }
             Err(e) => e.to_c(),
         }
     })
@@ -204,9 +222,9 @@ enosys_fn!(domain_stx_ctx(*mut fid_domain, *mut fi_tx_attr, *mut *mut fid_stx, *
 enosys_fn!(domain_srx_ctx(*mut fid_domain, *mut fi_rx_attr, *mut *mut fid_ep, *mut c_void) -> c_int);
 enosys_fn!(domain_query_atomic(*mut fid_domain, fi_datatype, fi_op, *mut fi_atomic_attr, u64) -> c_int);
 enosys_fn!(domain_query_collective(*mut fid_domain, fi_collective_op, *mut fi_collective_attr, u64) -> c_int);
-enosys_fn!(domain_xpu_ctx(*mut fid_domain, *mut fi_xpu_attr, *mut *mut fid_xpu_ctx, *mut c_void) -> c_int);
+use crate::xpu::domain_xpu_ctx;
 
-static DOMAIN_FI_OPS: fi_ops = fi_ops {
+pub(crate) static DOMAIN_FI_OPS: fi_ops = fi_ops {
     size: std::mem::size_of::<fi_ops>(),
     close: Some(domain_close),
     bind: Some(enosys_bind),
@@ -274,11 +292,15 @@ unsafe extern "C" fn mr_close(f: *mut fid) -> c_int {
     })
 }
 
+pub(crate) fn mr_fi_ops() -> &'static fi_ops {
+    &MR_FI_OPS
+}
+
 static MR_FI_OPS: fi_ops = fi_ops {
     size: std::mem::size_of::<fi_ops>(),
     close: Some(mr_close),
     bind: Some(enosys_bind),
-    control: Some(enosys_control),
+    control: Some(crate::xpu::mr_control),
     ops_open: Some(enosys_ops_open),
     tostr: Some(obj_tostr),
     ops_set: Some(enosys_ops_set),
@@ -396,6 +418,7 @@ unsafe extern "C" fn cq_close(f: *mut fid) -> c_int {
         }
         // SAFETY: the domain outlives its CQs.
         unsafe { (*h.domain).children.put() };
+        crate::xpu::closed(f as usize);
         // SAFETY: created by Box::into_raw in domain_cq_open; closed once.
         drop(unsafe { Box::from_raw(f as *mut CqHandle) });
         0
@@ -544,7 +567,7 @@ unsafe extern "C" fn cq_strerror(_cq: *mut fid_cq, prov_errno: c_int, _d: *const
     })
 }
 
-enosys_fn!(cq_export_xpu(*mut fid_cq, u64, *mut fid_xpu_cq) -> c_int);
+use crate::xpu::cq_export_xpu;
 
 static CQ_OPS: fi_ops_cq = fi_ops_cq {
     size: std::mem::size_of::<fi_ops_cq>(),
@@ -593,6 +616,11 @@ unsafe extern "C" fn domain_cntr_open(d: *mut fid_domain, a: *mut fi_cntr_attr, 
         if flags != 0 {
             return -FI_EBADFLAGS;
         }
+        // SAFETY: a is the caller's fi_cntr_attr, of its API version's shape.
+        let xctx = match unsafe { crate::xpu::attr_ctx(std::ptr::addr_of!((*a).xpu_ctx), h.api_version) } {
+            Ok(c) => c,
+            Err(e) => return e,
+        };
         match h.obj.cntr_open(events as u32, wait_obj as u32) {
             Ok(obj) => {
                 h.children.get();
@@ -605,8 +633,10 @@ unsafe extern "C" fn domain_cntr_open(d: *mut fid_domain, a: *mut fi_cntr_attr, 
                     domain: h,
                     refs: RefCount::default(),
                 });
+                let p = Box::into_raw(ch);
+                crate::xpu::cntr_opened(p as usize, xctx);
                 // SAFETY: out non-NULL.
-                unsafe { *out = Box::into_raw(ch) as *mut fid_cntr };
+                unsafe { *out = p as *mut fid_cntr };
                 0
             }
             Err(e) => e.to_c(),
@@ -623,6 +653,7 @@ unsafe extern "C" fn cntr_close(f: *mut fid) -> c_int {
         }
         // SAFETY: the domain outlives its counters.
         unsafe { (*h.domain).children.put() };
+        crate::xpu::closed(f as usize);
         // SAFETY: created by Box::into_raw in domain_cntr_open; closed once.
         drop(unsafe { Box::from_raw(f as *mut CntrHandle) });
         0
@@ -674,7 +705,7 @@ unsafe extern "C" fn cntr_wait(c: *mut fid_cntr, threshold: u64, timeout: c_int)
     // SAFETY: checked against our ops table.
     guard!(-FI_EOTHER, unsafe { cntr(c) }.map_or(-FI_EINVAL, |h| rc(h.obj.wait(threshold, timeout))))
 }
-enosys_fn!(cntr_export_xpu(*mut fid_cntr, u64, *mut fid_xpu_cntr) -> c_int);
+use crate::xpu::cntr_export_xpu;
 
 static CNTR_OPS: fi_ops_cntr = fi_ops_cntr {
     size: std::mem::size_of::<fi_ops_cntr>(),
@@ -857,7 +888,7 @@ enosys_fn!(av_av_set(*mut fid_av, *mut fi_av_set_attr, *mut *mut fid_av_set, *mu
 enosys_fn!(av_insert_auth_key(*mut fid_av, *const c_void, usize, *mut fi_addr_t, u64) -> c_int);
 enosys_fn!(av_lookup_auth_key(*mut fid_av, fi_addr_t, *mut c_void, *mut usize) -> c_int);
 enosys_fn!(av_set_user_id(*mut fid_av, fi_addr_t, fi_addr_t, u64) -> c_int);
-enosys_fn!(av_lookup2(*mut fid_av, fi_addr_t, *mut c_void, *mut usize, u64, *mut fid_xpu_ctx) -> c_int);
+use crate::xpu::av_lookup2;
 
 static AV_OPS: fi_ops_av = fi_ops_av {
     size: std::mem::size_of::<fi_ops_av>(),

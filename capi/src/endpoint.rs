@@ -19,7 +19,7 @@ use std::sync::Mutex;
 #[repr(C)]
 pub(crate) struct EpHandle {
     fid: fid_ep,
-    obj: Box<dyn Endpoint>,
+    pub(crate) obj: Box<dyn Endpoint>,
     domain: *const DomainHandle,
     /// Reference counts of the CQs/AVs this endpoint is bound to.
     bound: Mutex<Vec<*const RefCount>>,
@@ -68,6 +68,7 @@ unsafe extern "C" fn ep_close(f: *mut fid) -> c_int {
     guard!(-FI_EOTHER, {
         // SAFETY: checked against our ops table.
         let Some(h) = (unsafe { ep(f) }) else { return -FI_EINVAL };
+        crate::xpu::ep_closing(f as usize);
         let _ = h.obj.close();
         for r in h.bound.lock().unwrap_or_else(|e| e.into_inner()).drain(..) {
             // SAFETY: a bound CQ/AV cannot close while we hold its count.
@@ -106,6 +107,8 @@ unsafe extern "C" fn ep_bind(f: *mut fid, b: *mut fid, flags: u64) -> c_int {
             return -FI_EINVAL;
         };
         if r.is_ok() {
+            // SAFETY: b was checked above as a handle of its class.
+            unsafe { crate::xpu::ep_bound(f as usize, b) };
             // SAFETY: refs belongs to a live handle.
             unsafe { (*refs).get() };
             h.bound.lock().unwrap_or_else(|e| e.into_inner()).push(refs);
@@ -119,7 +122,11 @@ unsafe extern "C" fn ep_control(f: *mut fid, cmd: c_int, _arg: *mut c_void) -> c
         // SAFETY: checked against our ops table.
         let Some(h) = (unsafe { ep(f) }) else { return -FI_EINVAL };
         if cmd == FI_ENABLE {
-            rc(h.obj.enable())
+            let r = h.obj.enable();
+            if r.is_ok() {
+                crate::xpu::ep_enabled(f as usize);
+            }
+            rc(r)
         } else {
             -FI_ENOSYS
         }
@@ -137,6 +144,10 @@ unsafe extern "C" fn ep_tostr(f: *const fid, buf: *mut c_char, len: usize) -> c_
 
 enosys_fn!(ep_ops_open(*mut fid, *const c_char, u64, *mut *mut c_void, *mut c_void) -> c_int);
 enosys_fn!(ep_ops_set(*mut fid, *const c_char, u64, *mut c_void, *mut c_void) -> c_int);
+
+pub(crate) fn ep_fi_ops() -> &'static fi_ops {
+    &EP_FI_OPS
+}
 
 static EP_FI_OPS: fi_ops = fi_ops {
     size: std::mem::size_of::<fi_ops>(),
@@ -191,7 +202,7 @@ enosys_fn!(ep_tx_ctx(*mut fid_ep, c_int, *mut fi_tx_attr, *mut *mut fid_ep, *mut
 enosys_fn!(ep_rx_ctx(*mut fid_ep, c_int, *mut fi_rx_attr, *mut *mut fid_ep, *mut c_void) -> c_int);
 enosys_fn!(ep_rx_size_left(*mut fid_ep) -> isize);
 enosys_fn!(ep_tx_size_left(*mut fid_ep) -> isize);
-enosys_fn!(ep_export_xpu(*mut fid_ep, u64, *mut fid_xpu_ep) -> c_int);
+use crate::xpu::ep_export_xpu;
 
 static EP_OPS: fi_ops_ep = fi_ops_ep {
     size: std::mem::size_of::<fi_ops_ep>(),

@@ -60,7 +60,8 @@ impl ShmProvider {
             iov_limit: 4,
         };
         Info {
-            caps: CAPS,
+            // FI_XPU: a host XPU (fi_xpu(3)); kept only when asked for.
+            caps: CAPS | FI_XPU,
             mode: 0,
             addr_format: FI_ADDR_STR,
             tx_attr: Some(tx),
@@ -101,6 +102,7 @@ impl ShmProvider {
                 mr_cnt: 1 << 16,
                 max_cntr_value: u64::MAX,
                 max_err_cntr_value: u64::MAX,
+                max_xpu_ctx_cnt: crate::xpu::MAX_XPU_CTX,
                 ..DomainAttr::default()
             }),
             fabric_attr: Some(FabricAttr {
@@ -139,6 +141,7 @@ impl Provider for ShmProvider {
         {
             return Err(rfabric_core::error::ENODATA);
         }
+        crate::xpu::resolve(&mut offer, req);
         Ok(offer)
     }
     fn fabric(&self, _attr: &FabricAttr) -> Result<Box<dyn Fabric>> {
