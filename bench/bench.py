@@ -521,6 +521,15 @@ def cpu_summary():
                               ", " + info["Hypervisor vendor"] + " guest" if "Hypervisor vendor" in info else "")
 
 
+def git_rev(repo):
+    try:
+        r = subprocess.run(["git", "-C", repo, "describe", "--always", "--dirty"],
+                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        return r.stdout.strip() or "unknown commit"
+    except OSError:
+        return "unknown commit"
+
+
 def check_tools():
     missing = []
     if not shutil.which("fi_pingpong"):
@@ -607,7 +616,7 @@ def main():
     errors += errs
 
     date = datetime.datetime.now().strftime("%Y-%m-%d")
-    meta = {"date": date, "cpu": cpu_summary(),
+    meta = {"date": date, "cpu": cpu_summary() + "; ours at " + git_rev(repo),
             "reps": "%d run%s per case, %.0f s in all" % (reps, "s" if reps > 1 else "", time.time() - t0),
             "command": " ".join(["python3", "bench/bench.py"] + sys.argv[1:])}
     rows = build_rows(sizes, lat, stream)
