@@ -3,6 +3,7 @@
 #   make install PREFIX=/opt/x (default: ./prefix)
 #   make check                 Rust tests, symbol table check, installed-prefix check
 #   make clean
+#   make bench                 shm latency/bandwidth: ours vs Debian libfabric vs UCX (docs/PERFORMANCE.md)
 
 PREFIX ?= $(CURDIR)/prefix
 VERSION := 2.8.0
@@ -88,3 +89,14 @@ clean:
 demo: install
 	LD_LIBRARY_PATH=$(LIBDIR) $(PREFIX)/bin/fi_info -l
 	LD_LIBRARY_PATH=$(LIBDIR) $(PREFIX)/bin/fi_info -p shm
+
+# Side-by-side shm benchmark (a few minutes; not part of make check).
+# BENCH_ARGS: e.g. --quick, --reps 5, --sizes 8,65536
+.PHONY: bench
+bench:
+	MAKE="$(MAKE)" bench/run.sh $(BENCH_ARGS)
+
+# Unit tests of the benchmark script's parsers and report writers (no timing).
+.PHONY: check-bench
+check-bench:
+	python3 -m unittest discover -s bench -p 'test_*.py'
