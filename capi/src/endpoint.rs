@@ -285,6 +285,18 @@ unsafe fn do_send(e: *mut fid_ep, op: &TxOp<'_>, descs: Descs) -> isize {
     let Some(h) = (unsafe { ep(e as *const fid) }) else { return EINVAL_S };
     // SAFETY: the domain outlives its endpoints.
     let d = unsafe { &*h.domain };
+    if d.desc_checks() && op.iov.len() == 1 {
+        // fi_send / fi_tsend with FI_MR_LOCAL: one buffer, no array to fill.
+        let mut v = [op.iov[0]];
+        let need = !op.no_completion && op.flags & FI_INJECT == 0;
+        // SAFETY: descs come with the caller's iov.
+        if let Err(err) = unsafe { apply_descs(d, &mut v, descs, need) } {
+            return err.to_c() as isize;
+        }
+        let op = TxOp { iov: &v, ..*op };
+        // SAFETY: forwarded contract (translated buffers are the same memory).
+        return ssz(unsafe { h.obj.send(&op) });
+    }
     if d.desc_checks() && op.iov.len() <= MAX_IOV {
         let mut v = [Iov::default(); MAX_IOV];
         let n = op.iov.len();
@@ -310,11 +322,23 @@ unsafe fn do_recv(e: *mut fid_ep, op: &RxOp<'_>, descs: Descs) -> isize {
     let Some(h) = (unsafe { ep(e as *const fid) }) else { return EINVAL_S };
     // SAFETY: the domain outlives its endpoints.
     let d = unsafe { &*h.domain };
+    // A peek carries no data.
+    if d.desc_checks() && op.iov.len() == 1 {
+        // fi_recv / fi_trecv with FI_MR_LOCAL: one buffer, no array to fill.
+        let mut v = [op.iov[0]];
+        let need = op.flags & (FI_PEEK | FI_CLAIM) != FI_PEEK;
+        // SAFETY: descs come with the caller's iov.
+        if let Err(err) = unsafe { apply_descs(d, &mut v, descs, need) } {
+            return err.to_c() as isize;
+        }
+        let op = RxOp { iov: &v, ..*op };
+        // SAFETY: forwarded contract (translated buffers are the same memory).
+        return ssz(unsafe { h.obj.recv(&op) });
+    }
     if d.desc_checks() && op.iov.len() <= MAX_IOV {
         let mut v = [Iov::default(); MAX_IOV];
         let n = op.iov.len();
         v[..n].copy_from_slice(op.iov);
-        // A peek carries no data.
         let need = op.flags & (FI_PEEK | FI_CLAIM) != FI_PEEK;
         // SAFETY: descs come with the caller's iovs.
         if let Err(err) = unsafe { apply_descs(d, &mut v[..n], descs, need) } {

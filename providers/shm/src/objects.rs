@@ -178,6 +178,13 @@ impl CqState {
             }
         }
     }
+    /// Queues a successful completion (behind anything spilled).
+    #[inline]
+    fn push(&mut self, c: Completion) {
+        if !self.spill.is_empty() || self.cq.write(c).is_err() {
+            self.spill.push_back(Spill::Ok(c));
+        }
+    }
     fn space(&self) -> usize {
         if self.spill.is_empty() {
             self.cq.space()
@@ -186,7 +193,9 @@ impl CqState {
         }
     }
     fn read(&mut self, out: &mut [u8], count: usize, src: Option<&mut [u64]>) -> Result<usize> {
-        self.refill();
+        if !self.spill.is_empty() {
+            self.refill();
+        }
         match src {
             Some(s) => self.cq.readfrom(out, count, s),
             None => self.cq.read(out, count),
@@ -214,10 +223,7 @@ impl ShmCq {
         }
     }
     fn write(&self, c: Completion) {
-        let mut r = self.ring.lock();
-        if !r.spill.is_empty() || r.cq.write(c).is_err() {
-            r.spill.push_back(Spill::Ok(c));
-        }
+        self.ring.lock().push(c);
     }
     fn write_err(&self, e: ErrCompletion) {
         let mut r = self.ring.lock();
@@ -1011,7 +1017,11 @@ impl EpState {
         let mut done = 0;
         // Each event yields at most one completion: never take more events
         // than both CQs can hold, so no completion is ever dropped.
-        let mut budget = 64usize.min(Self::room(&self.tx_cq)).min(Self::room(&self.rx_cq));
+        let mut budget = match (&self.tx_cq, &self.rx_cq) {
+            // One CQ for both directions (the common case): one look.
+            (Some(t), Some(r)) if Arc::ptr_eq(t, r) => 64usize.min(Self::room(&self.tx_cq)),
+            _ => 64usize.min(Self::room(&self.tx_cq)).min(Self::room(&self.rx_cq)),
+        };
         for _ in 0..self.deferred.len() {
             let Some((inc, r)) = self.deferred.pop_front() else { break };
             self.start_rndv(&inc, r);
@@ -1151,20 +1161,21 @@ impl Endpoint for ShmEp {
         let hdr = MsgHeader { flags, tag: op.tag, cq_data: op.data };
         // Gather several buffers through the stack when they fit inline,
         // through the heap otherwise (kept until the send completes).
-        let mut gather = [0u8; crate::provider::INJECT_SIZE];
+        // Not zeroed: only the `total` bytes copied in below are ever read.
+        let mut gather = std::mem::MaybeUninit::<[u8; crate::provider::INJECT_SIZE]>::uninit();
         let mut heap: Option<Vec<u8>> = None;
         let (buf, len) = match op.iov {
             [] => (std::ptr::null::<u8>(), 0usize),
             [one] => (one.base as *const u8, one.len),
             many => {
                 let total = many.iter().try_fold(0usize, |a, v| a.checked_add(v.len)).ok_or(EINVAL)?;
-                if inject && total > gather.len() {
+                if inject && total > crate::provider::INJECT_SIZE {
                     return Err(EINVAL);
                 }
-                let dst: *mut u8 = if total > gather.len() {
+                let dst: *mut u8 = if total > crate::provider::INJECT_SIZE {
                     heap.insert(vec![0u8; total]).as_mut_ptr()
                 } else {
-                    gather.as_mut_ptr()
+                    gather.as_mut_ptr() as *mut u8
                 };
                 let mut at = 0;
                 for v in many {
@@ -1183,22 +1194,65 @@ impl Endpoint for ShmEp {
         }
         let cflags = FI_SEND | if op.tagged { FI_TAGGED } else { FI_MSG };
         let complete = !op.no_completion && (!st.tx_selective || op.flags & FI_COMPLETION != 0);
-        if complete && EpState::room(&st.tx_cq) == 0 {
+        let eager = len <= st.tp.inline_max(peer)?;
+        let s: &mut EpState = &mut st;
+        if eager {
+            // The common case: the send completes inside this call. The CQ
+            // ring is locked once, for the room check and the completion
+            // (order: endpoint, then ring, as everywhere).
+            let mut ring = match (complete, s.tx_cq.as_ref()) {
+                (true, Some(cq)) => Some(cq.ring.lock()),
+                _ => None,
+            };
+            if ring.as_ref().is_some_and(|r| r.space() == 0) {
+                // The completion would not fit: the application must read its CQ.
+                drop(ring);
+                s.progress();
+                return Err(EAGAIN);
+            }
+            // SAFETY: buf is readable for len bytes during this call
+            // (contract of this function; gathered data is on our stack).
+            let r = unsafe { s.tp.send(peer, &hdr, buf, len, 0) };
+            return match r {
+                Ok(SendStatus::Done) => {
+                    if let Some(c) = s.send_cntr.as_ref() {
+                        c.c.add(1);
+                    }
+                    if let Some(r) = ring.as_mut() {
+                        let c = Completion { op_context: op.context, flags: cflags, src_addr: FI_ADDR_NOTAVAIL, ..Completion::default() };
+                        r.push(c);
+                    }
+                    Ok(())
+                }
+                Ok(SendStatus::Pending) => {
+                    // Not expected for an inline send; keep it like a
+                    // rendezvous one would be kept.
+                    drop(ring);
+                    let info = TxInfo { ctx: op.context, flags: cflags, complete, gather: heap };
+                    s.tx_pending[0] = Some(info);
+                    Ok(())
+                }
+                Err(e) => {
+                    drop(ring);
+                    if e == EAGAIN {
+                        s.progress();
+                    }
+                    Err(e)
+                }
+            };
+        }
+        if complete && EpState::room(&s.tx_cq) == 0 {
             // The completion would not fit: the application must read its CQ.
-            st.progress();
+            s.progress();
             return Err(EAGAIN);
         }
         let info = TxInfo { ctx: op.context, flags: cflags, complete, gather: heap };
-        let tok = if len > st.tp.inline_max(peer)? {
-            st.tx_pending.iter().position(|p| p.is_none()).ok_or(EAGAIN)?
-        } else {
-            0
-        };
+        let tok = s.tx_pending.iter().position(|p| p.is_none()).ok_or(EAGAIN)?;
         // SAFETY: buf is readable for len bytes until the send completes
-        // (contract of this function; gathered data lives on our stack only
-        // for inline sends, which complete inside this call, and on the heap
-        // in `info.gather` otherwise, which tx_pending keeps until then).
-        let r = unsafe { st.tp.send(peer, &hdr, buf, len, tok as u64) };
+        // (contract of this function; gathered data lives on the heap in
+        // `info.gather`, which tx_pending keeps until then).
+        let r = unsafe { s.tp.send(peer, &hdr, buf, len, tok as u64) };
+        let st = s;
         match r {
             Ok(SendStatus::Done) => {
                 st.complete_tx(info, Ok(()));
