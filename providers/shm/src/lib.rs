@@ -10,6 +10,7 @@ pub mod peer;
 pub mod ring;
 pub mod segment;
 pub mod provider;
+pub mod lock;
 pub mod objects;
 pub mod xpu;
 

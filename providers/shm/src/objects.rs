@@ -22,6 +22,7 @@ use rfabric_core::objects::cntr::Cntr;
 use rfabric_core::objects::cq::{Completion, Cq, CqAttr, CqErrInfo, ErrCompletion, ErrDataLoc};
 use rfabric_core::objects::matching::{Matcher, RecvSpec, Search, Unexp};
 use rfabric_core::objects::mr::{MrRegion, MrRegistry};
+use crate::lock::Lk;
 use rfabric_core::objects::wait::Locked;
 use rfabric_core::provider::{AddressVector, AvAttr, Bind, CompletionQueue, Counter, Domain, Endpoint, Iov, MrReq, RxOp, TxOp};
 use std::any::Any;
@@ -100,6 +101,9 @@ pub struct ShmDomain {
     mr: Locked<MrRegistry>,
     /// `FI_PROGRESS_AUTO` was asked for: every endpoint gets a progress thread.
     auto_progress: bool,
+    /// Endpoint states, CQ rings and CQ endpoint lists get real mutexes
+    /// (`lock::needs_lock`: from the domain's threading and progress).
+    real_locks: bool,
 }
 
 impl ShmDomain {
@@ -108,7 +112,11 @@ impl ShmDomain {
         let mode = d.map_or(0, |d| d.mr_mode) as u64;
         let key_size = d.map_or(8, |d| if d.mr_key_size == 0 { 8 } else { d.mr_key_size });
         let auto_progress = d.is_some_and(|d| d.data_progress == FI_PROGRESS_AUTO);
-        Ok(ShmDomain { mr: Locked::new(MrRegistry::new(mode, key_size)?), auto_progress })
+        // An fi_xpu proxy thread (FI_XPU) posts on endpoints beside the
+        // application, like the progress thread of FI_PROGRESS_AUTO.
+        let helper_threads = auto_progress || info.caps & FI_XPU != 0;
+        let real_locks = crate::lock::needs_lock(d.map_or(FI_THREAD_UNSPEC, |d| d.threading), helper_threads);
+        Ok(ShmDomain { mr: Locked::new(MrRegistry::new(mode, key_size)?), auto_progress, real_locks })
     }
 }
 
@@ -118,13 +126,13 @@ impl Domain for ShmDomain {
             return Err(EINVAL);
         }
         let directed = info.caps & FI_DIRECTED_RECV != 0;
-        let mut ep = ShmEp::new(directed)?;
+        let mut ep = ShmEp::new(directed, self.real_locks)?;
         ep.auto_progress = self.auto_progress;
         ep.shared.st.lock().source_err = info.caps & FI_SOURCE_ERR != 0;
         Ok(Box::new(ep))
     }
     fn cq_open(&self, attr: &CqAttr) -> Result<Arc<dyn CompletionQueue>> {
-        Ok(Arc::new(ShmCq::new(attr)?))
+        Ok(Arc::new(ShmCq::new(attr, self.real_locks)?))
     }
     fn av_open(&self, attr: &AvAttr) -> Result<Arc<dyn AddressVector>> {
         if attr.flags & !(FI_EVENT | FI_READ | FI_SYMMETRIC) != 0 || attr.flags & FI_EVENT != 0 {
@@ -204,22 +212,42 @@ impl CqState {
 }
 
 pub struct ShmCq {
-    ring: Locked<CqState>,
+    /// Lock order: `eps`, then an endpoint's state, then `ring`.
+    ring: Lk<CqState>,
     esize: usize,
     wait: Option<Arc<rfabric_core::objects::wait::WaitObj>>,
-    eps: Mutex<Vec<Arc<EpShared>>>,
+    eps: Lk<Vec<Arc<EpShared>>>,
 }
 
 impl ShmCq {
-    pub fn new(attr: &CqAttr) -> Result<ShmCq> {
+    /// `real_locks`: from the domain (`lock::needs_lock`).
+    pub fn new(attr: &CqAttr, real_locks: bool) -> Result<ShmCq> {
         let cq = Cq::new(attr)?;
         let esize = cq.entry_size();
         let wait = cq.wait_obj().cloned();
-        Ok(ShmCq { ring: Locked::new(CqState { cq, spill: VecDeque::new() }), esize, wait, eps: Mutex::new(Vec::new()) })
+        Ok(ShmCq {
+            ring: Lk::new(CqState { cq, spill: VecDeque::new() }, real_locks),
+            esize,
+            wait,
+            eps: Lk::new(Vec::new(), real_locks),
+        })
     }
+    /// Progresses the endpoints bound to this CQ. One bound endpoint (the
+    /// common case) is progressed directly: no iteration, no reference
+    /// count change.
+    #[inline]
     fn progress(&self) {
-        for ep in locked(&self.eps).iter() {
-            ep.st.lock().progress();
+        let eps = self.eps.lock();
+        match eps.as_slice() {
+            [] => {}
+            [one] => {
+                one.st.lock().progress();
+            }
+            many => {
+                for ep in many {
+                    ep.st.lock().progress();
+                }
+            }
         }
     }
     fn write(&self, c: Completion) {
@@ -235,13 +263,13 @@ impl ShmCq {
         r.spill.push_back(Spill::Err(e));
     }
     fn attach(&self, ep: &Arc<EpShared>) {
-        let mut v = locked(&self.eps);
+        let mut v = self.eps.lock();
         if !v.iter().any(|e| Arc::ptr_eq(e, ep)) {
             v.push(ep.clone());
         }
     }
     fn detach(&self, ep: &Arc<EpShared>) {
-        locked(&self.eps).retain(|e| !Arc::ptr_eq(e, ep));
+        self.eps.lock().retain(|e| !Arc::ptr_eq(e, ep));
     }
     fn try_read(&self, out: &mut [u8], count: usize, src: Option<&mut [u64]>) -> Result<usize> {
         self.ring.lock().read(out, count, src)
@@ -280,7 +308,11 @@ impl CompletionQueue for ShmCq {
         })
     }
     fn signal(&self) -> Result<()> {
-        self.ring.lock().cq.signal()
+        // Only the wait object (itself thread-safe): fi_cq_signal may come
+        // from another thread while a reader blocks, under any threading
+        // model, so the ring's lock (maybe a no-op one) is not taken.
+        self.wait.as_ref().ok_or(ENOSYS)?.signal();
+        Ok(())
     }
     fn wait_fd(&self) -> Option<i32> {
         self.wait.as_ref().and_then(|w| w.fd())
@@ -588,7 +620,7 @@ struct EpState {
 }
 
 pub struct EpShared {
-    st: Locked<EpState>,
+    st: Lk<EpState>,
 }
 
 /// The background progress thread of an `FI_PROGRESS_AUTO` endpoint.
@@ -650,7 +682,8 @@ impl Drop for ShmEp {
 }
 
 impl ShmEp {
-    pub fn new(directed: bool) -> Result<ShmEp> {
+    /// `real_locks`: from the domain (`lock::needs_lock`).
+    pub fn new(directed: bool, real_locks: bool) -> Result<ShmEp> {
         let tp = crate::Endpoint::new(Config::default())?;
         let st = EpState {
             tp,
@@ -675,7 +708,7 @@ impl ShmEp {
             unexp_count: 0,
             stalled: None,
         };
-        Ok(ShmEp { shared: Arc::new(EpShared { st: Locked::new(st) }), auto_progress: false, progressor: Mutex::new(None) })
+        Ok(ShmEp { shared: Arc::new(EpShared { st: Lk::new(st, real_locks) }), auto_progress: false, progressor: Mutex::new(None) })
     }
 }
 
@@ -1449,8 +1482,12 @@ mod tests {
     }
 
     fn pair(directed: bool) -> Pair {
+        pair_with(directed, FI_THREAD_SAFE)
+    }
+
+    fn pair_with(directed: bool, threading: u32) -> Pair {
         let mut info = Info { caps: FI_MSG | FI_TAGGED | if directed { FI_DIRECTED_RECV } else { 0 }, ..Info::default() };
-        info.domain_attr = Some(DomainAttr { mr_key_size: 8, ..DomainAttr::default() });
+        info.domain_attr = Some(DomainAttr { mr_key_size: 8, threading, ..DomainAttr::default() });
         let d = ShmDomain::new(&info).unwrap();
         let cq = d.cq_open(&CqAttr { size: 64, format: FI_CQ_FORMAT_TAGGED, wait_obj: FI_WAIT_NONE }).unwrap();
         let av = d.av_open(&AvAttr { kind: FI_AV_TABLE, count: 4, flags: 0 }).unwrap();
@@ -1533,6 +1570,44 @@ mod tests {
             }
             assert_eq!(&got[..len], &data[..]);
         }
+    }
+
+    /// FI_THREAD_DOMAIN / FI_THREAD_COMPLETION: the objects take no lock
+    /// (debug builds assert that no-op locks are never entered twice at
+    /// once), and the data path behaves as with locks.
+    #[test]
+    fn serialized_threading_uses_no_locks() {
+        for threading in [FI_THREAD_DOMAIN, FI_THREAD_COMPLETION] {
+            let p = pair_with(false, threading);
+            let cq = p.cq.clone().as_any_arc().downcast::<ShmCq>().unwrap();
+            assert!(!cq.ring.is_real() && !cq.eps.is_real());
+            for len in [0usize, 8, 4096, 70_000] {
+                let data: Vec<u8> = (0..len).map(|i| (i * 7 + len) as u8).collect();
+                let mut got = vec![0u8; len];
+                recv(&*p.b, &mut got, 9, Some(3)).unwrap();
+                send(&*p.a, &data, p.to_b, 7, Some(3)).unwrap();
+                let mut seen = 0;
+                while seen < 2 {
+                    let c = next(&p.cq).unwrap();
+                    assert!(c[0] == 7 || (c[0] == 9 && c[2] as usize == len), "{c:?}");
+                    seen += 1;
+                }
+                assert_eq!(got, data);
+            }
+        }
+        for threading in [FI_THREAD_SAFE, FI_THREAD_ENDPOINT, FI_THREAD_FID, FI_THREAD_UNSPEC] {
+            let p = pair_with(false, threading);
+            let cq = p.cq.clone().as_any_arc().downcast::<ShmCq>().unwrap();
+            assert!(cq.ring.is_real() && cq.eps.is_real(), "threading {threading}");
+        }
+        // A progress thread runs beside the application: real locks.
+        let mut info = Info { caps: FI_MSG, ..Info::default() };
+        info.domain_attr = Some(DomainAttr { threading: FI_THREAD_DOMAIN, data_progress: FI_PROGRESS_AUTO, ..DomainAttr::default() });
+        assert!(ShmDomain::new(&info).unwrap().real_locks);
+        info.domain_attr = Some(DomainAttr { threading: FI_THREAD_DOMAIN, ..DomainAttr::default() });
+        assert!(!ShmDomain::new(&info).unwrap().real_locks);
+        info.caps |= FI_XPU;
+        assert!(ShmDomain::new(&info).unwrap().real_locks);
     }
 
     #[test]
