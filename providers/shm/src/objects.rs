@@ -604,6 +604,9 @@ struct EpState {
     peers: Vec<u32>,
     /// Sender key -> fi_addr, filled as senders become known.
     by_key: HashMap<u64, u64>,
+    /// The last sender resolved by `src_of` (key, fi_addr): a run of
+    /// messages from one peer skips the hash lookup.
+    last_src: Option<(u64, u64)>,
     /// The AV generation `peers` and `by_key` were filled under.
     av_gen: u64,
     tx_pending: Box<[Option<TxInfo>]>,
@@ -700,6 +703,7 @@ impl ShmEp {
             enabled: false,
             peers: Vec::new(),
             by_key: HashMap::new(),
+            last_src: None,
             av_gen: 0,
             tx_pending: vec![None; MAX_PENDING].into_boxed_slice(),
             rx_pending: vec![None; MAX_PENDING].into_boxed_slice(),
@@ -726,6 +730,7 @@ impl EpState {
                 self.av_gen = g;
                 self.peers.iter_mut().for_each(|p| *p = 0);
                 self.by_key.clear();
+                self.last_src = None;
             }
         }
     }
@@ -745,17 +750,25 @@ impl EpState {
         }
         self.peers[i] = id + 1;
         self.by_key.insert(a.key(), fi_addr);
+        self.last_src = None;
         Ok(id)
     }
 
     fn src_of(&mut self, key: u64) -> u64 {
         self.check_av_gen();
+        if let Some((k, a)) = self.last_src {
+            if k == key {
+                return a;
+            }
+        }
         if let Some(&a) = self.by_key.get(&key) {
+            self.last_src = Some((key, a));
             return a;
         }
         match self.av.as_ref().and_then(|av| av.by_key(key)) {
             Some(a) => {
                 self.by_key.insert(key, a);
+                self.last_src = Some((key, a));
                 a
             }
             None => FI_ADDR_NOTAVAIL,
