@@ -115,7 +115,15 @@ impl ShmDomain {
         // An fi_xpu proxy thread (FI_XPU) posts on endpoints beside the
         // application, like the progress thread of FI_PROGRESS_AUTO.
         let helper_threads = auto_progress || info.caps & FI_XPU != 0;
-        let real_locks = crate::lock::needs_lock(d.map_or(FI_THREAD_UNSPEC, |d| d.threading), helper_threads);
+        let threading = d.map_or(FI_THREAD_UNSPEC, |d| d.threading);
+        let real_locks = crate::lock::needs_lock(threading, helper_threads);
+        rfabric_core::fi_info!(
+            "shm",
+            FI_LOG_DOMAIN,
+            "shm: domain threading {}, {} on endpoints and CQs",
+            threading,
+            if real_locks { "mutexes" } else { "no locks" }
+        );
         Ok(ShmDomain { mr: Locked::new(MrRegistry::new(mode, key_size)?), auto_progress, real_locks })
     }
 }
