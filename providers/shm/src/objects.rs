@@ -5,12 +5,16 @@
 //! drains the endpoint's ring, matches arrivals against posted receives
 //! (`core::objects::matching`) and writes completions into the bound CQs.
 //!
-//! Locking (the domain is `FI_THREAD_SAFE`): one lock per endpoint state and
-//! one per CQ ring. Order: a CQ's endpoint list, then an endpoint, then a CQ
-//! ring; nothing holding an endpoint or a ring takes an endpoint list.
-//! The endpoint holds its CQs and AV through `Arc`s taken once at bind time,
-//! so a send costs one endpoint lock (plus the CQ ring lock when it completes
-//! at once), no allocation and no reference-count traffic.
+//! Locking: one [`Lk`] per endpoint state, per CQ ring and per CQ endpoint
+//! list, each a real mutex or a no-op chosen at open time from the domain's
+//! threading model (`lock::needs_lock`: no lock under `FI_THREAD_DOMAIN` and
+//! `FI_THREAD_COMPLETION` with manual progress, where the application
+//! serializes every call that reaches them). Order: a CQ's endpoint list,
+//! then an endpoint, then a CQ ring; nothing holding an endpoint or a ring
+//! takes an endpoint list. The endpoint holds its CQs and AV through `Arc`s
+//! taken once at bind time, so an eager send costs the endpoint lock plus
+//! one CQ ring lock (room check and completion together), no allocation and
+//! no reference-count traffic.
 
 use crate::endpoint::{Config, Event, Incoming, Kind, MsgHeader, SendStatus};
 use crate::peer::{Address, PeerId, ADDR_LEN};
