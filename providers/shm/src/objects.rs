@@ -229,6 +229,10 @@ pub struct ShmCq {
     esize: usize,
     wait: Option<Arc<rfabric_core::objects::wait::WaitObj>>,
     eps: Lk<Vec<Arc<EpShared>>>,
+    /// Entries written through `write`/`write_err` (the paths progress
+    /// uses), bumped under the ring's lock with a plain load and store: a
+    /// read whose progress changed nothing skips the second ring look.
+    writes: std::sync::atomic::AtomicU64,
 }
 
 impl ShmCq {
@@ -242,6 +246,7 @@ impl ShmCq {
             esize,
             wait,
             eps: Lk::new(Vec::new(), real_locks),
+            writes: std::sync::atomic::AtomicU64::new(0),
         })
     }
     /// Progresses the endpoints bound to this CQ. One bound endpoint (the
@@ -262,11 +267,21 @@ impl ShmCq {
             }
         }
     }
+    #[inline]
+    fn bump(&self) {
+        use std::sync::atomic::Ordering::Relaxed;
+        // Callers hold the ring's lock (or run serialized), so a load and a
+        // store lose no update.
+        self.writes.store(self.writes.load(Relaxed).wrapping_add(1), Relaxed);
+    }
     fn write(&self, c: Completion) {
-        self.ring.lock().push(c);
+        let mut r = self.ring.lock();
+        r.push(c);
+        self.bump();
     }
     fn write_err(&self, e: ErrCompletion) {
         let mut r = self.ring.lock();
+        self.bump();
         if r.spill.is_empty() {
             if r.cq.write_err(e.clone()).is_ok() {
                 return;
@@ -294,8 +309,15 @@ impl CompletionQueue for ShmCq {
     }
     fn read(&self, out: &mut [u8], count: usize, mut src: Option<&mut [u64]>) -> Result<usize> {
         match self.try_read(out, count, src.as_deref_mut()) {
+            // Progress wrote nothing into this CQ: the ring is as it was a
+            // moment ago (an entry another thread's send adds meanwhile is
+            // seen by the next read, as before).
             Err(e) if e.0 == FI_EAGAIN => {
+                let before = self.writes.load(std::sync::atomic::Ordering::Relaxed);
                 self.progress();
+                if self.writes.load(std::sync::atomic::Ordering::Relaxed) == before {
+                    return Err(e);
+                }
                 self.try_read(out, count, src)
             }
             r => r,
