@@ -17,6 +17,7 @@ mod tostr;
 mod objects;
 mod domain;
 mod endpoint;
+mod ep_rma;
 mod dl_calls;
 
 use rfabric_core::provider::Provider;
