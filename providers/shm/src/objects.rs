@@ -34,7 +34,11 @@ const B64: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz012
 /// Length of the printable address without its NUL: prefix + 43 characters.
 pub const ADDR_STR_LEN: usize = 9 + 43;
 
-/// Header flag bits carried in `MsgHeader::flags`.
+#[path = "rma.rs"]
+mod rma;
+
+/// Header flag bits carried in `MsgHeader::flags` (`rma::UF_RMA` marks
+/// RMA/atomic traffic, dispatched before matching).
 const UF_TAGGED: u8 = 1;
 const UF_DATA: u8 = 2;
 
@@ -97,15 +101,15 @@ fn locked<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 // ---------------------------------------------------------------- domain
 
 pub struct ShmDomain {
-    mr: Locked<MrRegistry>,
+    mr: Arc<Locked<MrRegistry>>,
 }
 
 impl ShmDomain {
     pub fn new(info: &Info) -> Result<ShmDomain> {
         let d = info.domain_attr.as_ref();
-        let mode = d.map_or(0, |d| d.mr_mode) as u64;
+        let mode = rfabric_core::getinfo::mr_mode_bits(d.map_or(0, |d| d.mr_mode), fi_version(1, 5));
         let key_size = d.map_or(8, |d| if d.mr_key_size == 0 { 8 } else { d.mr_key_size });
-        Ok(ShmDomain { mr: Locked::new(MrRegistry::new(mode, key_size)?) })
+        Ok(ShmDomain { mr: Arc::new(Locked::new(MrRegistry::new(mode, key_size)?)) })
     }
 }
 
@@ -115,7 +119,9 @@ impl Domain for ShmDomain {
             return Err(EINVAL);
         }
         let directed = info.caps & FI_DIRECTED_RECV != 0;
-        Ok(Box::new(ShmEp::new(directed)?))
+        let ep = ShmEp::new(directed)?;
+        ep.shared.st.lock().rma = rma::RmaState::new(self.mr.clone());
+        Ok(Box::new(ep))
     }
     fn cq_open(&self, attr: &CqAttr) -> Result<Arc<dyn CompletionQueue>> {
         Ok(Arc::new(ShmCq::new(attr)?))
@@ -138,6 +144,10 @@ impl Domain for ShmDomain {
     }
     fn mr_close(&self, key: u64) -> Result<()> {
         self.mr.lock().remove(key).map(|_| ())
+    }
+    fn query_atomic(&self, kind: rfabric_core::provider::AtomicKind, op: u32, datatype: u32) -> Result<(usize, usize)> {
+        let count = rfabric_core::objects::atomic::valid(kind, op, datatype, rma::ATOMIC_MAX_BYTES).ok_or(Error(FI_EOPNOTSUPP))?;
+        Ok((count, rfabric_core::objects::atomic::type_size(datatype).unwrap_or(0)))
     }
 }
 
@@ -483,6 +493,8 @@ struct EpState {
     /// An arrival that found no receive and no room in the unexpected
     /// queue: it is matched again before the ring is read further.
     stalled: Option<Incoming>,
+    /// RMA and atomics (`rma.rs`).
+    rma: rma::RmaState,
 }
 
 pub struct EpShared {
@@ -517,6 +529,7 @@ impl ShmEp {
             min_multi_recv: DEFAULT_MIN_MULTI_RECV,
             unexp_count: 0,
             stalled: None,
+            rma: rma::RmaState::default(),
         };
         Ok(ShmEp { shared: Arc::new(EpShared { st: Locked::new(st) }) })
     }
@@ -708,6 +721,7 @@ impl EpState {
 
     fn handle(&mut self, ev: Event) {
         match ev {
+            Event::Msg(inc) if inc.hdr.flags & rma::UF_RMA != 0 => self.rma_arrival(inc),
             Event::Msg(inc) => self.on_arrival(inc),
             Event::SendDone { ctx } | Event::SendError { ctx, .. } => {
                 let res = if let Event::SendError { err, .. } = ev { Err(err) } else { Ok(()) };
@@ -742,6 +756,7 @@ impl EpState {
         }
         // Each event yields at most one completion: never take more events
         // than both CQs can hold, so no completion is ever dropped.
+        self.rma_pump();
         let mut budget = 64usize.min(Self::room(&self.tx_cq)).min(Self::room(&self.rx_cq));
         for _ in 0..self.deferred.len() {
             let Some((inc, r)) = self.deferred.pop_front() else { break };
@@ -828,6 +843,7 @@ impl Endpoint for ShmEp {
                     st.recv_cntr = Some(c.clone());
                 }
                 if flags & !(FI_SEND | FI_RECV) != 0 {
+                    st.rma.bind_cntr(flags, &c)?;
                     st.other_cntrs.push(c.clone());
                 }
                 drop(st);
@@ -843,7 +859,7 @@ impl Endpoint for ShmEp {
         if st.av.is_none() {
             return Err(Error(FI_ENOAV));
         }
-        if st.tx_cq.is_none() && st.rx_cq.is_none() && st.send_cntr.is_none() && st.recv_cntr.is_none() {
+        if st.tx_cq.is_none() && st.rx_cq.is_none() && st.send_cntr.is_none() && st.recv_cntr.is_none() && !st.rma.has_cntr() {
             return Err(Error(FI_ENOCQ));
         }
         st.enabled = true;
@@ -978,6 +994,22 @@ impl Endpoint for ShmEp {
         st.matcher.post(spec, ())
     }
 
+    unsafe fn rma_read(&self, op: &rfabric_core::provider::RmaOp<'_>) -> Result<()> {
+        // SAFETY: forwarded contract.
+        unsafe { self.shared.st.lock().rma_submit(false, op) }
+    }
+    unsafe fn rma_write(&self, op: &rfabric_core::provider::RmaOp<'_>) -> Result<()> {
+        // SAFETY: forwarded contract.
+        unsafe { self.shared.st.lock().rma_submit(true, op) }
+    }
+    unsafe fn atomic(&self, op: &rfabric_core::provider::AtomicOp<'_>) -> Result<()> {
+        // SAFETY: forwarded contract.
+        unsafe { self.shared.st.lock().atomic_submit(op) }
+    }
+    fn atomic_valid(&self, kind: rfabric_core::provider::AtomicKind, op: u32, datatype: u32) -> Result<usize> {
+        rfabric_core::objects::atomic::valid(kind, op, datatype, rma::ATOMIC_MAX_BYTES).ok_or(Error(FI_EOPNOTSUPP))
+    }
+
     fn cancel(&self, context: usize) -> Result<()> {
         let st = self.shared.st.lock();
         let mut st = st;
@@ -1038,6 +1070,7 @@ impl Endpoint for ShmEp {
         let tx = st.tx_cq.take();
         let rx = st.rx_cq.take();
         st.av = None;
+        st.rma.clear();
         let mut cntrs: Vec<Arc<ShmCntr>> = std::mem::take(&mut st.other_cntrs);
         cntrs.extend(st.send_cntr.take());
         cntrs.extend(st.recv_cntr.take());

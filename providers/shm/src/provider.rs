@@ -139,6 +139,20 @@ impl Provider for ShmProvider {
         {
             return Err(rfabric_core::error::ENODATA);
         }
+        // Remote addressing and key choice follow the application: with
+        // FI_MR_VIRT_ADDR (or FI_MR_BASIC) in the hints, remote addresses
+        // are virtual addresses, otherwise offsets; with FI_MR_PROV_KEY the
+        // provider picks keys, otherwise the requested key is used.
+        if let Some(h) = req.hints.and_then(|h| h.domain_attr.as_ref()) {
+            if let Some(d) = offer.domain_attr.as_mut() {
+                let m = h.mr_mode as u32;
+                if m == FI_MR_BASIC {
+                    d.mr_mode = m as i32;
+                } else if m != FI_MR_SCALABLE {
+                    d.mr_mode |= (m as u64 & (FI_MR_VIRT_ADDR | FI_MR_PROV_KEY)) as i32;
+                }
+            }
+        }
         Ok(offer)
     }
     fn fabric(&self, _attr: &FabricAttr) -> Result<Box<dyn Fabric>> {
