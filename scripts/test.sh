@@ -69,6 +69,7 @@ run compat-abi-valgrind make -s check-compat-c
 run tostr-diff tests/c/tostr_diff.sh "$lib"
 run bad-input tests/c/bad_input.sh "$lib"
 run shm-sendrecv tests/c/shm_sendrecv.sh "$lib"
+run shm-rma tests/c/shm_rma.sh "$lib"
 run log-params tests/c/log_params.sh "$lib"
 run sanitizers env CFLAGS_EXTRA="-fsanitize=address,undefined -fno-sanitize-recover=all" tests/c/log_params.sh "$lib"
 run dl-providers tests/dl/run.sh "$lib"
