@@ -189,6 +189,7 @@ macro_rules! run_complex {
 /// receives the previous values. Errors: unsupported combination
 /// `-FI_EOPNOTSUPP`; a buffer shorter than `count` elements `-FI_EINVAL`
 /// (nothing is modified then).
+#[allow(clippy::too_many_arguments)]
 pub fn apply(kind: Kind, op: u32, dt: u32, count: usize, target: &mut [u8], operand: &[u8], compare: &[u8], result: Option<&mut [u8]>) -> Result<()> {
     if !supported(kind, op, dt) {
         return Err(Error(FI_EOPNOTSUPP));

@@ -107,6 +107,8 @@ pub(super) struct RmaState {
     replies: VecDeque<(PeerId, MsgHeader, Vec<u8>)>,
     by_key: HashMap<u64, PeerId>,
     no_cma: Vec<PeerId>,
+    /// `FI_SHM_CMA=0`, read once.
+    cma_off: bool,
     write_cntr: Option<Arc<ShmCntr>>,
     read_cntr: Option<Arc<ShmCntr>>,
     rwrite_cntr: Option<Arc<ShmCntr>>,
@@ -117,7 +119,7 @@ impl RmaState {
     pub(super) fn new(mr: Arc<Locked<MrRegistry>>) -> RmaState {
         let mut ops = Vec::with_capacity(MAX_OPS);
         ops.resize_with(MAX_OPS, || None);
-        RmaState { mr: Some(mr), ops, ..RmaState::default() }
+        RmaState { mr: Some(mr), ops, cma_off: CmaMode::from_env() == CmaMode::Off, ..RmaState::default() }
     }
 
     /// Counters bound with `FI_READ`, `FI_WRITE`, `FI_REMOTE_READ`, `FI_REMOTE_WRITE`.
@@ -258,7 +260,7 @@ unsafe fn gather(v: &[Iov], out: &mut Vec<u8>) {
 
 impl EpState {
     fn cma_for(&self, peer: PeerId) -> bool {
-        CmaMode::from_env() != CmaMode::Off && !self.rma.no_cma.contains(&peer)
+        !self.rma.cma_off && !self.rma.no_cma.contains(&peer)
     }
 
     fn chunk(&self, peer: PeerId) -> Result<usize> {
@@ -469,6 +471,9 @@ impl EpState {
 
     /// Issues queued pieces while the window allows; posts queued replies.
     pub(super) fn rma_pump(&mut self) {
+        if self.rma.replies.is_empty() && self.rma.queue.is_empty() {
+            return;
+        }
         while let Some((peer, hdr, data)) = self.rma.replies.pop_front() {
             match self.tp.send_inline(peer, &hdr, &data) {
                 Err(e) if e == EAGAIN => {
