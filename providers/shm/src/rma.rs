@@ -751,6 +751,11 @@ impl EpState {
                 Err(e) => return (e.0 as u64, 0, None),
             }
         };
+        #[cfg(test)]
+        if mode == M_CMA && tests::REFUSE.load(std::sync::atomic::Ordering::Relaxed) {
+            tests::REFUSED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            return (ST_REFUSED, 0, None);
+        }
         let event_write = access & FI_REMOTE_WRITE != 0;
         let event = (rflags & RF_LAST != 0).then_some((event_write, rflags & RF_DATA != 0 && event_write));
         match kind {
@@ -831,6 +836,10 @@ mod tests {
     use super::*;
     use rfabric_core::info::DomainAttr;
     use rfabric_core::provider::AtomicKind;
+
+    /// Makes targets answer every CMA piece as if the kernel refused CMA.
+    pub(super) static REFUSE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    pub(super) static REFUSED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
     struct Setup {
         d: ShmDomain,
@@ -941,6 +950,19 @@ mod tests {
         // SAFETY: rejected before any buffer is used.
         assert_eq!(unsafe { s.a.atomic(&bad) }, Err(Error(FI_EOPNOTSUPP)));
         assert_eq!(s.b.atomic_valid(AtomicKind::Compare, FI_CSWAP, FI_INT32), Ok(256));
+        // A target that cannot use CMA: the pieces are sent again inline.
+        REFUSE.store(true, std::sync::atomic::Ordering::Relaxed);
+        let mut src: Vec<u8> = (0..200_000).map(|i| (i * 3 + 1) as u8).collect();
+        rma(&*s.a, true, &mut src, s.to_b, base + 7, key, 16, 0, 0).unwrap();
+        assert_eq!(next(&s.cq).unwrap().0, 16);
+        assert_eq!(&target[7..200_007], &src[..]);
+        let mut back = vec![0u8; 200_000];
+        rma(&*s.a, false, &mut back, s.to_b, base + 7, key, 17, 0, 0).unwrap();
+        assert_eq!(next(&s.cq).unwrap().0, 17);
+        assert_eq!(back, src);
+        REFUSE.store(false, std::sync::atomic::Ordering::Relaxed);
+        let cma = CmaMode::from_env() != CmaMode::Off;
+        assert_eq!(REFUSED.load(std::sync::atomic::Ordering::Relaxed), cma as usize, "one refusal, then inline");
         drop(s.b);
     }
 }
