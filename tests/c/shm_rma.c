@@ -8,7 +8,8 @@
  * bad key / access / range errors as error completions, bad input codes,
  * and every atomic op x datatype that fi_*atomicvalid reports, checked
  * against a local reference computation (old values through the fetch and
- * compare forms, new values read back).
+ * compare forms, new values read back), and a target that dies with a
+ * request outstanding (FI_ECONNRESET).
  * RMA_MR=offset selects offset addressing with application keys; anything
  * else FI_MR_VIRT_ADDR | FI_MR_PROV_KEY. Prints "N passed, N failed". */
 #define _GNU_SOURCE
@@ -611,6 +612,46 @@ static void atomics(void)
 	CHECK(e == FI_EINVAL, "atomic out of range: err %d", e);
 }
 
+/* A target that dies with a request outstanding: the operation fails with
+ * FI_ECONNRESET instead of waiting forever. */
+static void dead_target(void)
+{
+	int go[2], name[2];
+	if (pipe(go) || pipe(name))
+		exit(2);
+	pid_t pid = fork();
+	if (pid == 0) {
+		struct res t;
+		memset(&t, 0, sizeof(t));
+		open_res(&t, 1);
+		if (write(name[1], t.name, t.namelen) != (ssize_t)t.namelen)
+			_exit(2);
+		char c;
+		if (read(go[0], &c, 1) != 1)
+			_exit(2);
+		close_res(&t);
+		_exit(0);
+	}
+	char tname[128] = { 0 };
+	if (read(name[0], tname, R->namelen) != (ssize_t)R->namelen)
+		exit(2);
+	fi_addr_t dead;
+	CHECK(fi_av_insert(R->av, tname, 1, &dead, 0, NULL) == 1, "insert short-lived target");
+	char buf[16] = { 0 };
+	int ctx;
+	CHECK(RETRY(fi_write(R->ep, buf, sizeof(buf), NULL, dead, 0, 1, &ctx)) == 0, "write to short-lived target");
+	if (write(go[1], "g", 1) != 1)
+		exit(2);
+	int st;
+	waitpid(pid, &st, 0);
+	int e = err_completion(&ctx);
+	CHECK(e == FI_ECONNRESET, "write to a dead target: err %d", e);
+	close(go[0]);
+	close(go[1]);
+	close(name[0]);
+	close(name[1]);
+}
+
 static void initiator(struct res *r, int rfd, int wfd)
 {
 	R = r;
@@ -620,6 +661,7 @@ static void initiator(struct res *r, int rfd, int wfd)
 	rma_sizes();
 	rma_errors();
 	atomics();
+	dead_target();
 	if (write(wfd, &X, sizeof(X)) != sizeof(X))
 		exit(2);
 	char ack;

@@ -80,6 +80,8 @@ struct Op {
     gen: u32,
     peer: PeerId,
     peer_key: u64,
+    /// pid and start time of the target, for liveness checks.
+    peer_proc: (u32, u64),
     kind: OpKind,
     ctx: usize,
     complete: bool,
@@ -109,6 +111,8 @@ pub(super) struct RmaState {
     no_cma: Vec<PeerId>,
     /// `FI_SHM_CMA=0`, read once.
     cma_off: bool,
+    /// Pumps since the last liveness check of targets.
+    polls: u32,
     write_cntr: Option<Arc<ShmCntr>>,
     read_cntr: Option<Arc<ShmCntr>>,
     rwrite_cntr: Option<Arc<ShmCntr>>,
@@ -289,6 +293,35 @@ impl EpState {
     fn peer_key(&self, dest: u64) -> u64 {
         self.av.as_ref().and_then(|av| av.addr(dest)).map_or(0, |a| a.key())
     }
+    fn peer_proc(&self, dest: u64) -> (u32, u64) {
+        self.av.as_ref().and_then(|av| av.addr(dest)).map_or((0, 0), |a| (a.pid, a.start_time))
+    }
+
+    /// Every 256 pumps with requests outstanding: operations whose target
+    /// process is gone fail with ECONNRESET instead of waiting forever.
+    fn check_targets(&mut self) {
+        self.rma.polls = self.rma.polls.wrapping_add(1);
+        if self.rma.polls % 256 != 0 {
+            return;
+        }
+        for idx in 0..self.rma.ops.len() {
+            let dead = match self.rma.ops[idx].as_ref() {
+                Some(op) if op.acked < op.next && op.peer_proc.0 != 0 => !crate::segment::pid_alive(op.peer_proc.0, op.peer_proc.1),
+                _ => false,
+            };
+            if dead {
+                if let Some(op) = self.rma.ops[idx].as_mut() {
+                    let issued = op.next - op.acked;
+                    self.rma.inflight = self.rma.inflight.saturating_sub(issued);
+                    op.next = op.pieces.len();
+                    op.acked = op.pieces.len();
+                    op.err.get_or_insert(crate::err_connreset());
+                }
+                self.rma.queue.retain(|&i| i != idx);
+                self.maybe_finish(idx);
+            }
+        }
+    }
 
     fn start(&mut self, idx: usize, mut op: Op) {
         self.rma.gen = self.rma.gen.wrapping_add(1);
@@ -329,6 +362,7 @@ impl EpState {
             gen: 0,
             peer,
             peer_key: self.peer_key(o.dest),
+            peer_proc: self.peer_proc(o.dest),
             kind: if write { OpKind::Write } else { OpKind::Read },
             ctx: o.context,
             complete,
@@ -404,6 +438,7 @@ impl EpState {
             gen: 0,
             peer,
             peer_key: self.peer_key(a.dest),
+            peer_proc: self.peer_proc(a.dest),
             kind: OpKind::Atomic(a.kind),
             ctx: a.context,
             complete,
@@ -471,6 +506,9 @@ impl EpState {
 
     /// Issues queued pieces while the window allows; posts queued replies.
     pub(super) fn rma_pump(&mut self) {
+        if self.rma.inflight > 0 {
+            self.check_targets();
+        }
         if self.rma.replies.is_empty() && self.rma.queue.is_empty() {
             return;
         }
