@@ -183,7 +183,7 @@ pub fn eager_capacity(ncells: u64, cell_size: usize) -> u64 {
 /// Default largest message sent by copy through the receiver's ring
 /// (single- or multi-cell eager). Larger messages use the rendezvous
 /// protocol (CMA or bounce buffers). Chosen by measurement; see DESIGN.md.
-pub const DEFAULT_EAGER_MAX: usize = 32 * 1024;
+pub const DEFAULT_EAGER_MAX: usize = 16 * 1024;
 
 /// How the payload of an incoming message is obtained.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -512,16 +512,8 @@ impl Endpoint {
             }
         };
         let w = Wire { op: OP_EAGER, uflags: hdr.flags, src_key: key, tag: hdr.tag, cq_data: hdr.cq_data, len: data.len() as u64, ..Wire::default() };
-        let cell = p.ring.cell(pos);
         let n0 = data.len().min(first_cap(cs) as usize);
-        let off0 = payload_off(data.len() as u64);
-        // SAFETY: the reserved cells are ours until published; the first
-        // holds n0 bytes at off0 (n0 <= 24 at EAGER_OFF, else n0 <=
-        // cell_size - CELL_HDR at CELL_HDR).
-        unsafe {
-            w.store(cell);
-            std::ptr::copy_nonoverlapping(data.as_ptr(), cell.add(off0), n0);
-        }
+        // Continuation cells first, published as they are filled.
         let mut off = n0;
         for j in 1..k {
             let c = p.ring.cell(pos.wrapping_add(j));
@@ -534,6 +526,18 @@ impl Endpoint {
             }
             off += n;
             p.ring.publish(pos.wrapping_add(j));
+        }
+        // Then the first cell: payload, and the header words immediately
+        // before the sequence word, so the line the receiver polls is
+        // written in one burst (one ownership transfer, not two).
+        let cell = p.ring.cell(pos);
+        let off0 = payload_off(data.len() as u64);
+        // SAFETY: the reserved cells are ours until published; the first
+        // holds n0 bytes at off0 (n0 <= 24 at EAGER_OFF, else n0 <=
+        // cell_size - CELL_HDR at CELL_HDR).
+        unsafe {
+            std::ptr::copy_nonoverlapping(data.as_ptr(), cell.add(off0), n0);
+            w.store(cell);
         }
         p.ring.publish(pos);
         // Our next entry most likely goes to the following cell: start
