@@ -3,7 +3,9 @@
 //!
 //! Protocol (one 64-byte line per message header, after the cell's
 //! sequence word):
-//! - `EAGER`: payload inline in the cell (len <= the receiver's inline max).
+//! - `EAGER`: payload in the receiver's ring: at most 24 bytes in the
+//!   header line, up to one cell, or several consecutive cells (up to the
+//!   eager limit, 16 KiB by default; see DESIGN.md for why).
 //! - `RTS`: large message. Carries the sender's address (inline), the total
 //!   length, a message id, the sender's buffer address (for CMA) and/or a
 //!   bounce slot in the sender's segment. The receiver, once it has a
