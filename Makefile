@@ -2,6 +2,7 @@
 #   make build                 cargo build --release, then link build/lib/libfabric.so.1
 #   make install PREFIX=/opt/x (default: ./prefix)
 #   make check                 Rust tests, symbol table check, installed-prefix check
+#   make fuzz                  each cargo-fuzz target for FUZZ_SECONDS (default 60); see fuzz/README.md
 #   make clean
 #   make bench                 shm latency/bandwidth: ours vs Debian libfabric vs UCX (docs/PERFORMANCE.md)
 
@@ -13,7 +14,7 @@ LIBDIR := $(PREFIX)/lib
 INCLUDEDIR := $(PREFIX)/include
 REAL := libfabric.so.1.$(VERSION)
 
-.PHONY: all build link install check check-rust check-symbols check-compat-c check-valgrind check-install check-shm clean
+.PHONY: all build link install check check-rust check-symbols check-compat-c check-valgrind check-install check-shm fuzz clean
 
 all: build
 
@@ -78,6 +79,19 @@ check-fi-info: build
 
 check-install: install
 	RFABRIC_VERSION=$(VERSION) tests/pkgconfig/check_pkgconfig.sh $(PREFIX)
+
+# cargo-fuzz needs unstable rustc flags (sanitizer, coverage passes); only a
+# stable toolchain is installed, so RUSTC_BOOTSTRAP=1 lets it pass them.
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS ?= getinfo_hints tostr_types
+fuzz:
+	cd fuzz && for t in $(FUZZ_TARGETS); do \
+		for r in regressions/$$t/*; do \
+			[ -f "$$r" ] || continue; \
+			RUSTC_BOOTSTRAP=1 CARGO_BUILD_JOBS=1 $(CARGO) fuzz run $$t "$$r" || exit 1; \
+		done; \
+		RUSTC_BOOTSTRAP=1 CARGO_BUILD_JOBS=1 $(CARGO) fuzz run $$t -- -max_total_time=$(FUZZ_SECONDS) || exit 1; \
+	done
 
 clean:
 	$(CARGO) clean

@@ -288,7 +288,31 @@ enosys_fn!(domain_scalable_ep(*mut fid_domain, *mut fi_info, *mut *mut fid_ep, *
 enosys_fn!(domain_poll_open(*mut fid_domain, *mut fi_poll_attr, *mut *mut fid_poll) -> c_int);
 enosys_fn!(domain_stx_ctx(*mut fid_domain, *mut fi_tx_attr, *mut *mut fid_stx, *mut c_void) -> c_int);
 enosys_fn!(domain_srx_ctx(*mut fid_domain, *mut fi_rx_attr, *mut *mut fid_ep, *mut c_void) -> c_int);
-enosys_fn!(domain_query_atomic(*mut fid_domain, fi_datatype, fi_op, *mut fi_atomic_attr, u64) -> c_int);
+/// `fi_query_atomic`: flags `FI_FETCH_ATOMIC` or `FI_COMPARE_ATOMIC` (not
+/// both) select the call family; none means the base atomics. Unknown flags
+/// `-FI_EBADFLAGS`; an unsupported combination `-FI_EOPNOTSUPP`.
+unsafe extern "C" fn domain_query_atomic(f: *mut fid_domain, dt: fi_datatype, op: fi_op, attr: *mut fi_atomic_attr, flags: u64) -> c_int {
+    guard!(-FI_EOTHER, {
+        null_check!(attr);
+        // SAFETY: checked against our ops table.
+        let Some(d) = (unsafe { ours::<DomainHandle>(f as *const fid, &DOMAIN_FI_OPS) }) else { return -FI_EINVAL };
+        let kind = match flags {
+            0 => rfabric_core::provider::AtomicKind::Write,
+            FI_FETCH_ATOMIC => rfabric_core::provider::AtomicKind::Fetch,
+            FI_COMPARE_ATOMIC => rfabric_core::provider::AtomicKind::Compare,
+            x if x & FI_FETCH_ATOMIC != 0 && x & FI_COMPARE_ATOMIC != 0 => return -FI_EINVAL,
+            _ => return -FI_EBADFLAGS,
+        };
+        match d.obj.query_atomic(kind, op, dt) {
+            Ok((count, size)) => {
+                // SAFETY: attr non-NULL.
+                unsafe { *attr = fi_atomic_attr { count, size } };
+                0
+            }
+            Err(e) => e.to_c(),
+        }
+    })
+}
 enosys_fn!(domain_query_collective(*mut fid_domain, fi_collective_op, *mut fi_collective_attr, u64) -> c_int);
 use crate::xpu::domain_xpu_ctx;
 

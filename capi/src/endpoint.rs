@@ -1,6 +1,6 @@
 //! The endpoint handle (`fid_ep`) of built-in providers: every slot of
 //! `fi_ops_ep`, `fi_ops_cm`, `fi_ops_msg`, `fi_ops_tagged`, `fi_ops_rma`,
-//! `fi_ops_atomic` and `fi_ops_collective` is filled; what the provider's
+//! `fi_ops_atomic` (in `ep_rma.rs`) and `fi_ops_collective` is filled; what the provider's
 //! `Endpoint` does not implement answers `-FI_ENOSYS`.
 //!
 //! Data path of `fi_send`: the application's inline wrapper calls
@@ -535,61 +535,18 @@ static TAGGED_OPS: fi_ops_tagged = fi_ops_tagged {
     injectdata: Some(tag_injectdata),
 };
 
-// ---- RMA, atomics, collectives: not provided by built-in providers yet.
+// ---- RMA and atomics: capi/src/ep_rma.rs. Collectives: not provided.
 
-enosys_fn!(rma_read(*mut fid_ep, *mut c_void, usize, *mut c_void, fi_addr_t, u64, u64, *mut c_void) -> isize);
-enosys_fn!(rma_readv(*mut fid_ep, *const iovec, *mut *mut c_void, usize, fi_addr_t, u64, u64, *mut c_void) -> isize);
-enosys_fn!(rma_readmsg(*mut fid_ep, *const fi_msg_rma, u64) -> isize);
-enosys_fn!(rma_write(*mut fid_ep, *const c_void, usize, *mut c_void, fi_addr_t, u64, u64, *mut c_void) -> isize);
-enosys_fn!(rma_writev(*mut fid_ep, *const iovec, *mut *mut c_void, usize, fi_addr_t, u64, u64, *mut c_void) -> isize);
-enosys_fn!(rma_writemsg(*mut fid_ep, *const fi_msg_rma, u64) -> isize);
-enosys_fn!(rma_inject(*mut fid_ep, *const c_void, usize, fi_addr_t, u64, u64) -> isize);
-enosys_fn!(rma_writedata(*mut fid_ep, *const c_void, usize, *mut c_void, u64, fi_addr_t, u64, u64, *mut c_void) -> isize);
-enosys_fn!(rma_injectdata(*mut fid_ep, *const c_void, usize, u64, fi_addr_t, u64, u64) -> isize);
+use crate::ep_rma::{ATOMIC_OPS, RMA_OPS};
 
-static RMA_OPS: fi_ops_rma = fi_ops_rma {
-    size: std::mem::size_of::<fi_ops_rma>(),
-    read: Some(rma_read),
-    readv: Some(rma_readv),
-    readmsg: Some(rma_readmsg),
-    write: Some(rma_write),
-    writev: Some(rma_writev),
-    writemsg: Some(rma_writemsg),
-    inject: Some(rma_inject),
-    writedata: Some(rma_writedata),
-    injectdata: Some(rma_injectdata),
-};
-
-enosys_fn!(at_write(*mut fid_ep, *const c_void, usize, *mut c_void, fi_addr_t, u64, u64, fi_datatype, fi_op, *mut c_void) -> isize);
-enosys_fn!(at_writev(*mut fid_ep, *const fi_ioc, *mut *mut c_void, usize, fi_addr_t, u64, u64, fi_datatype, fi_op, *mut c_void) -> isize);
-enosys_fn!(at_writemsg(*mut fid_ep, *const fi_msg_atomic, u64) -> isize);
-enosys_fn!(at_inject(*mut fid_ep, *const c_void, usize, fi_addr_t, u64, u64, fi_datatype, fi_op) -> isize);
-enosys_fn!(at_readwrite(*mut fid_ep, *const c_void, usize, *mut c_void, *mut c_void, *mut c_void, fi_addr_t, u64, u64, fi_datatype, fi_op, *mut c_void) -> isize);
-enosys_fn!(at_readwritev(*mut fid_ep, *const fi_ioc, *mut *mut c_void, usize, *mut fi_ioc, *mut *mut c_void, usize, fi_addr_t, u64, u64, fi_datatype, fi_op, *mut c_void) -> isize);
-enosys_fn!(at_readwritemsg(*mut fid_ep, *const fi_msg_atomic, *mut fi_ioc, *mut *mut c_void, usize, u64) -> isize);
-enosys_fn!(at_compwrite(*mut fid_ep, *const c_void, usize, *mut c_void, *const c_void, *mut c_void, *mut c_void, *mut c_void, fi_addr_t, u64, u64, fi_datatype, fi_op, *mut c_void) -> isize);
-enosys_fn!(at_compwritev(*mut fid_ep, *const fi_ioc, *mut *mut c_void, usize, *const fi_ioc, *mut *mut c_void, usize, *mut fi_ioc, *mut *mut c_void, usize, fi_addr_t, u64, u64, fi_datatype, fi_op, *mut c_void) -> isize);
-enosys_fn!(at_compwritemsg(*mut fid_ep, *const fi_msg_atomic, *const fi_ioc, *mut *mut c_void, usize, *mut fi_ioc, *mut *mut c_void, usize, u64) -> isize);
-enosys_fn!(at_writevalid(*mut fid_ep, fi_datatype, fi_op, *mut usize) -> c_int);
-enosys_fn!(at_readwritevalid(*mut fid_ep, fi_datatype, fi_op, *mut usize) -> c_int);
-enosys_fn!(at_compwritevalid(*mut fid_ep, fi_datatype, fi_op, *mut usize) -> c_int);
-
-static ATOMIC_OPS: fi_ops_atomic = fi_ops_atomic {
-    size: std::mem::size_of::<fi_ops_atomic>(),
-    write: Some(at_write),
-    writev: Some(at_writev),
-    writemsg: Some(at_writemsg),
-    inject: Some(at_inject),
-    readwrite: Some(at_readwrite),
-    readwritev: Some(at_readwritev),
-    readwritemsg: Some(at_readwritemsg),
-    compwrite: Some(at_compwrite),
-    compwritev: Some(at_compwritev),
-    compwritemsg: Some(at_compwritemsg),
-    writevalid: Some(at_writevalid),
-    readwritevalid: Some(at_readwritevalid),
-    compwritevalid: Some(at_compwritevalid),
-};
+/// The provider endpoint behind an endpoint fid of ours.
+///
+/// # Safety
+/// `f` NULL or a fid.
+pub(crate) unsafe fn ep_of<'a>(f: *const fid) -> Option<&'a dyn Endpoint> {
+    // SAFETY: caller.
+    unsafe { ep(f) }.map(|h| &*h.obj)
+}
 
 enosys_fn!(co_barrier(*mut fid_ep, fi_addr_t, *mut c_void) -> isize);
 enosys_fn!(co_broadcast(*mut fid_ep, *mut c_void, usize, *mut c_void, fi_addr_t, fi_addr_t, fi_datatype, u64, *mut c_void) -> isize);

@@ -18,6 +18,7 @@ mod objects;
 mod domain;
 mod endpoint;
 mod xpu;
+mod ep_rma;
 mod dl_calls;
 
 use rfabric_core::provider::Provider;

@@ -39,7 +39,11 @@ const B64: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz012
 /// Length of the printable address without its NUL: prefix + 43 characters.
 pub const ADDR_STR_LEN: usize = 9 + 43;
 
-/// Header flag bits carried in `MsgHeader::flags`.
+#[path = "rma.rs"]
+mod rma;
+
+/// Header flag bits carried in `MsgHeader::flags` (`rma::UF_RMA` marks
+/// RMA/atomic traffic, dispatched before matching).
 const UF_TAGGED: u8 = 1;
 const UF_DATA: u8 = 2;
 
@@ -102,7 +106,7 @@ fn locked<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 // ---------------------------------------------------------------- domain
 
 pub struct ShmDomain {
-    mr: Locked<MrRegistry>,
+    mr: Arc<Locked<MrRegistry>>,
     /// `FI_PROGRESS_AUTO` was asked for: every endpoint gets a progress thread.
     auto_progress: bool,
     /// Endpoint states, CQ rings and CQ endpoint lists get real mutexes
@@ -113,7 +117,7 @@ pub struct ShmDomain {
 impl ShmDomain {
     pub fn new(info: &Info) -> Result<ShmDomain> {
         let d = info.domain_attr.as_ref();
-        let mode = d.map_or(0, |d| d.mr_mode) as u64;
+        let mode = rfabric_core::getinfo::mr_mode_bits(d.map_or(0, |d| d.mr_mode), fi_version(1, 5));
         let key_size = d.map_or(8, |d| if d.mr_key_size == 0 { 8 } else { d.mr_key_size });
         let auto_progress = d.is_some_and(|d| d.data_progress == FI_PROGRESS_AUTO);
         // An fi_xpu proxy thread (FI_XPU) posts on endpoints beside the
@@ -128,7 +132,7 @@ impl ShmDomain {
             threading,
             if real_locks { "mutexes" } else { "no locks" }
         );
-        Ok(ShmDomain { mr: Locked::new(MrRegistry::new(mode, key_size)?), auto_progress, real_locks })
+        Ok(ShmDomain { mr: Arc::new(Locked::new(MrRegistry::new(mode, key_size)?)), auto_progress, real_locks })
     }
 }
 
@@ -140,7 +144,11 @@ impl Domain for ShmDomain {
         let directed = info.caps & FI_DIRECTED_RECV != 0;
         let mut ep = ShmEp::new(directed, self.real_locks)?;
         ep.auto_progress = self.auto_progress;
-        ep.shared.st.lock().source_err = info.caps & FI_SOURCE_ERR != 0;
+        {
+            let mut st = ep.shared.st.lock();
+            st.source_err = info.caps & FI_SOURCE_ERR != 0;
+            st.rma = rma::RmaState::new(self.mr.clone());
+        }
         Ok(Box::new(ep))
     }
     fn cq_open(&self, attr: &CqAttr) -> Result<Arc<dyn CompletionQueue>> {
@@ -165,6 +173,10 @@ impl Domain for ShmDomain {
     }
     fn mr_close(&self, key: u64) -> Result<()> {
         self.mr.lock().remove(key).map(|_| ())
+    }
+    fn query_atomic(&self, kind: rfabric_core::provider::AtomicKind, op: u32, datatype: u32) -> Result<(usize, usize)> {
+        let count = rfabric_core::objects::atomic::valid(kind, op, datatype, rma::ATOMIC_MAX_BYTES).ok_or(Error(FI_EOPNOTSUPP))?;
+        Ok((count, rfabric_core::objects::atomic::type_size(datatype).unwrap_or(0)))
     }
 }
 
@@ -654,6 +666,8 @@ struct EpState {
     /// An arrival that found no receive and no room in the unexpected
     /// queue: it is matched again before the ring is read further.
     stalled: Option<Incoming>,
+    /// RMA and atomics (`rma.rs`).
+    rma: rma::RmaState,
 }
 
 pub struct EpShared {
@@ -745,6 +759,7 @@ impl ShmEp {
             min_multi_recv: DEFAULT_MIN_MULTI_RECV,
             unexp_count: 0,
             stalled: None,
+            rma: rma::RmaState::default(),
         };
         Ok(ShmEp { shared: Arc::new(EpShared { st: Lk::new(st, real_locks) }), auto_progress: false, progressor: Mutex::new(None) })
     }
@@ -1061,6 +1076,7 @@ impl EpState {
 
     fn handle(&mut self, ev: Event) {
         match ev {
+            Event::Msg(inc) if inc.hdr.flags & rma::UF_RMA != 0 => self.rma_arrival(inc),
             Event::Msg(inc) => self.on_arrival(inc),
             Event::SendDone { ctx } | Event::SendError { ctx, .. } => {
                 let res = if let Event::SendError { err, .. } = ev { Err(err) } else { Ok(()) };
@@ -1097,6 +1113,7 @@ impl EpState {
         let mut done = 0;
         // Each event yields at most one completion: never take more events
         // than both CQs can hold, so no completion is ever dropped.
+        self.rma_pump();
         let mut budget = match (&self.tx_cq, &self.rx_cq) {
             // One CQ for both directions (the common case): one look.
             (Some(t), Some(r)) if Arc::ptr_eq(t, r) => 64usize.min(Self::room(&self.tx_cq)),
@@ -1190,6 +1207,7 @@ impl Endpoint for ShmEp {
                     st.recv_cntr = Some(c.clone());
                 }
                 if flags & !(FI_SEND | FI_RECV) != 0 {
+                    st.rma.bind_cntr(flags, &c)?;
                     st.other_cntrs.push(c.clone());
                 }
                 drop(st);
@@ -1205,7 +1223,7 @@ impl Endpoint for ShmEp {
         if st.av.is_none() {
             return Err(Error(FI_ENOAV));
         }
-        if st.tx_cq.is_none() && st.rx_cq.is_none() && st.send_cntr.is_none() && st.recv_cntr.is_none() {
+        if st.tx_cq.is_none() && st.rx_cq.is_none() && st.send_cntr.is_none() && st.recv_cntr.is_none() && !st.rma.has_cntr() {
             return Err(Error(FI_ENOCQ));
         }
         st.enabled = true;
@@ -1435,6 +1453,22 @@ impl Endpoint for ShmEp {
         st.matcher.post(spec, scatter)
     }
 
+    unsafe fn rma_read(&self, op: &rfabric_core::provider::RmaOp<'_>) -> Result<()> {
+        // SAFETY: forwarded contract.
+        unsafe { self.shared.st.lock().rma_submit(false, op) }
+    }
+    unsafe fn rma_write(&self, op: &rfabric_core::provider::RmaOp<'_>) -> Result<()> {
+        // SAFETY: forwarded contract.
+        unsafe { self.shared.st.lock().rma_submit(true, op) }
+    }
+    unsafe fn atomic(&self, op: &rfabric_core::provider::AtomicOp<'_>) -> Result<()> {
+        // SAFETY: forwarded contract.
+        unsafe { self.shared.st.lock().atomic_submit(op) }
+    }
+    fn atomic_valid(&self, kind: rfabric_core::provider::AtomicKind, op: u32, datatype: u32) -> Result<usize> {
+        rfabric_core::objects::atomic::valid(kind, op, datatype, rma::ATOMIC_MAX_BYTES).ok_or(Error(FI_EOPNOTSUPP))
+    }
+
     fn cancel(&self, context: usize) -> Result<()> {
         let st = self.shared.st.lock();
         let mut st = st;
@@ -1499,6 +1533,7 @@ impl Endpoint for ShmEp {
         let tx = st.tx_cq.take();
         let rx = st.rx_cq.take();
         st.av = None;
+        st.rma.clear();
         let mut cntrs: Vec<Arc<ShmCntr>> = std::mem::take(&mut st.other_cntrs);
         cntrs.extend(st.send_cntr.take());
         cntrs.extend(st.recv_cntr.take());

@@ -156,7 +156,12 @@ impl Provider for ShmProvider {
         if req.version >= fi_version(1, 5) {
             let asked = req.hints.and_then(|h| h.domain_attr.as_ref()).map_or(0, |d| d.mr_mode);
             let keep = (FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_PROV_KEY | FI_MR_ALLOCATED) as i32;
-            if asked != FI_MR_BASIC as i32 && asked != FI_MR_SCALABLE as i32 {
+            if asked == FI_MR_BASIC as i32 {
+                // The old spelling: virtual addresses and provider keys.
+                if let Some(d) = offer.domain_attr.as_mut() {
+                    d.mr_mode = asked;
+                }
+            } else if asked != FI_MR_SCALABLE as i32 {
                 if let Some(d) = offer.domain_attr.as_mut() {
                     d.mr_mode |= asked & keep;
                 }
