@@ -262,13 +262,18 @@ unsafe fn gather(v: &[Iov], out: &mut Vec<u8>) {
     }
 }
 
+/// Bytes of a request or reply built on the stack.
+const RMA_BUF: usize = 8192;
+
 impl EpState {
     fn cma_for(&self, peer: PeerId) -> bool {
         !self.rma.cma_off && !self.rma.no_cma.contains(&peer)
     }
 
     fn chunk(&self, peer: PeerId) -> Result<usize> {
-        Ok(self.tp.inline_max(peer)?.saturating_sub(REQ_HDR).max(16))
+        // The eager limit may exceed the request and reply buffers
+        // (multi-cell eager messages): a piece fits both.
+        Ok(self.tp.inline_max(peer)?.min(RMA_BUF).saturating_sub(REQ_HDR).max(16))
     }
 
     /// Common admission: enabled, peer, CQ room, a free op slot.
@@ -521,7 +526,7 @@ impl EpState {
                 _ => {}
             }
         }
-        let mut buf = [0u8; 8192];
+        let mut buf = [0u8; RMA_BUF];
         while self.rma.inflight < WINDOW {
             let Some(&idx) = self.rma.queue.front() else { break };
             let Some(op) = self.rma.ops[idx].as_ref() else {
@@ -604,7 +609,7 @@ impl EpState {
 
     /// An RMA request or reply arrived.
     pub(super) fn rma_arrival(&mut self, inc: Incoming) {
-        let mut buf = [0u8; 8192];
+        let mut buf = [0u8; RMA_BUF];
         if !matches!(inc.kind, Kind::Inline { .. }) || inc.len as usize > buf.len() {
             self.tp.discard(&inc);
             return;
@@ -707,7 +712,7 @@ impl EpState {
             rfabric_core::fi_warn!("shm", FI_LOG_EP_DATA, "shm: RMA request from an unknown sender dropped");
             return;
         };
-        let mut out = [0u8; 8192];
+        let mut out = [0u8; RMA_BUF];
         let (status, out_len, event) = self.execute(inc, req, &mut out);
         let hdr = MsgHeader { flags: UF_RMA | UF_REPLY, tag: inc.hdr.tag, cq_data: status };
         let limit = self.tp.inline_max(peer).unwrap_or(0);
