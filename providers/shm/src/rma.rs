@@ -262,13 +262,19 @@ unsafe fn gather(v: &[Iov], out: &mut Vec<u8>) {
     }
 }
 
+/// One ring cell's payload.
+const CELL_PAYLOAD: usize = 4096;
+
 impl EpState {
     fn cma_for(&self, peer: PeerId) -> bool {
         !self.rma.cma_off && !self.rma.no_cma.contains(&peer)
     }
 
+    /// Payload bytes per request: what one ring cell carries, so that a
+    /// compare atomic (operand and compare value) still fits the 8 KiB
+    /// staging buffers even though the transport's eager limit is larger.
     fn chunk(&self, peer: PeerId) -> Result<usize> {
-        Ok(self.tp.inline_max(peer)?.saturating_sub(REQ_HDR).max(16))
+        Ok(self.tp.inline_max(peer)?.min(CELL_PAYLOAD).saturating_sub(REQ_HDR).max(16))
     }
 
     /// Common admission: enabled, peer, CQ room, a free op slot.
