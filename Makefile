@@ -2,7 +2,9 @@
 #   make build                 cargo build --release, then link build/lib/libfabric.so.1
 #   make install PREFIX=/opt/x (default: ./prefix)
 #   make check                 Rust tests, symbol table check, installed-prefix check
+#   make fuzz                  each cargo-fuzz target for FUZZ_SECONDS (default 60); see fuzz/README.md
 #   make clean
+#   make bench                 shm latency/bandwidth: ours vs Debian libfabric vs UCX (docs/PERFORMANCE.md)
 
 PREFIX ?= $(CURDIR)/prefix
 VERSION := 2.8.0
@@ -12,13 +14,15 @@ LIBDIR := $(PREFIX)/lib
 INCLUDEDIR := $(PREFIX)/include
 REAL := libfabric.so.1.$(VERSION)
 
-.PHONY: all build link install check check-rust check-symbols check-compat-c check-valgrind check-install check-shm clean
+.PHONY: all build link install check check-rust check-symbols check-compat-c check-valgrind check-install check-shm fuzz clean
 
 all: build
 
+# fi_info links dynamically against the libfabric.so.1 made by `link`.
 build:
-	$(CARGO) build $(CARGO_JOBS) --release -p rfabric-capi -p rfabric-fi-info
+	$(CARGO) build $(CARGO_JOBS) --release -p rfabric-capi
 	$(MAKE) link
+	RFABRIC_LIB_DIR=$(CURDIR)/build/lib $(CARGO) build $(CARGO_JOBS) --release -p rfabric-fi-info
 
 link:
 	RFABRIC_VERSION=$(VERSION) capi/link.sh target/release/librfabric_capi.a build/lib
@@ -37,11 +41,11 @@ install: build
 	    -e 's|@includedir@|$${prefix}/include|' -e 's|@version@|$(VERSION)|' \
 	    pkgconfig/libfabric.pc.in > $(LIBDIR)/pkgconfig/libfabric.pc
 	install -m 755 target/release/fi_info $(PREFIX)/bin/fi_info
-	if [ -d man/man3 ]; then install -d $(PREFIX)/share/man/man3 && install -m 644 man/man3/* $(PREFIX)/share/man/man3/; fi
+	install -d $(PREFIX)/share/man/man3 && install -m 644 man/*.3 $(PREFIX)/share/man/man3/
 	if [ -d man/man1 ]; then install -d $(PREFIX)/share/man/man1 && install -m 644 man/man1/* $(PREFIX)/share/man/man1/; fi
 	if [ -d man/man7 ]; then install -d $(PREFIX)/share/man/man7 && install -m 644 man/man7/* $(PREFIX)/share/man/man7/; fi
 
-check: check-rust check-symbols check-compat-c check-shm check-install
+check: check-rust check-symbols check-compat-c check-shm check-fi-info check-install
 
 check-rust:
 	$(CARGO) test $(CARGO_JOBS) --workspace
@@ -69,8 +73,25 @@ check-shm: build
 	tests/c/shm_sendrecv.sh build/lib
 	tests/clients/fi_pingpong.sh build/lib
 
+# Our fi_info against the distribution's, both on our library.
+check-fi-info: build
+	tests/tools/fi_info_diff.sh build/lib target/release/fi_info
+
 check-install: install
 	RFABRIC_VERSION=$(VERSION) tests/pkgconfig/check_pkgconfig.sh $(PREFIX)
+
+# cargo-fuzz needs unstable rustc flags (sanitizer, coverage passes); only a
+# stable toolchain is installed, so RUSTC_BOOTSTRAP=1 lets it pass them.
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS ?= getinfo_hints tostr_types
+fuzz:
+	cd fuzz && for t in $(FUZZ_TARGETS); do \
+		for r in regressions/$$t/*; do \
+			[ -f "$$r" ] || continue; \
+			RUSTC_BOOTSTRAP=1 CARGO_BUILD_JOBS=1 $(CARGO) fuzz run $$t "$$r" || exit 1; \
+		done; \
+		RUSTC_BOOTSTRAP=1 CARGO_BUILD_JOBS=1 $(CARGO) fuzz run $$t -- -max_total_time=$(FUZZ_SECONDS) || exit 1; \
+	done
 
 clean:
 	$(CARGO) clean
@@ -82,3 +103,14 @@ clean:
 demo: install
 	LD_LIBRARY_PATH=$(LIBDIR) $(PREFIX)/bin/fi_info -l
 	LD_LIBRARY_PATH=$(LIBDIR) $(PREFIX)/bin/fi_info -p shm
+
+# Side-by-side shm benchmark (a few minutes; not part of make check).
+# BENCH_ARGS: e.g. --quick, --reps 5, --sizes 8,65536
+.PHONY: bench
+bench:
+	MAKE="$(MAKE)" bench/run.sh $(BENCH_ARGS)
+
+# Unit tests of the benchmark script's parsers and report writers (no timing).
+.PHONY: check-bench
+check-bench:
+	python3 -m unittest discover -s bench -p 'test_*.py'

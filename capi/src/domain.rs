@@ -70,6 +70,74 @@ pub(crate) struct DomainHandle {
     pub(crate) fabric: *const FabricHandle,
     pub(crate) children: RefCount,
     pub(crate) api_version: u32,
+    /// `domain_attr.mr_mode` of the info the domain was opened with.
+    pub(crate) mr_mode: u64,
+    /// Live `FI_MR_DMABUF` registrations: while there are any, data
+    /// operations translate addresses through their descriptors.
+    pub(crate) dmabuf_regs: std::sync::atomic::AtomicUsize,
+}
+
+impl DomainHandle {
+    /// Whether data operations must look at their descriptors.
+    #[inline]
+    pub(crate) fn desc_checks(&self) -> bool {
+        self.mr_mode & FI_MR_LOCAL != 0 || self.dmabuf_regs.load(std::sync::atomic::Ordering::Relaxed) > 0
+    }
+}
+
+/// The descriptors passed with a data operation.
+#[derive(Clone, Copy)]
+pub(crate) enum Descs {
+    One(*mut c_void),
+    /// One per iov (the array may be NULL).
+    Many(*mut *mut c_void),
+}
+
+/// Applies `descs` to `iov`: with `FI_MR_LOCAL` every non-empty buffer
+/// needs a descriptor from `fi_mr_desc` of this domain (`need`: false for
+/// injects); a descriptor of an `FI_MR_DMABUF` registration translates the
+/// buffer from the registration's `base_addr` space to the provider's CPU
+/// mapping of the dma-buf.
+///
+/// # Safety
+/// `descs` holds `iov.len()` entries (Many) or one (One); each non-NULL
+/// descriptor is a value from `fi_mr_desc` (read only while
+/// [`DomainHandle::desc_checks`] holds).
+pub(crate) unsafe fn apply_descs(d: &DomainHandle, iov: &mut [rfabric_core::provider::Iov], descs: Descs, need: bool) -> Result<(), Error> {
+    let local = d.mr_mode & FI_MR_LOCAL != 0;
+    for (i, v) in iov.iter_mut().enumerate() {
+        let desc = match descs {
+            Descs::One(p) if i == 0 => p,
+            Descs::One(_) => std::ptr::null_mut(),
+            Descs::Many(a) if a.is_null() => std::ptr::null_mut(),
+            // SAFETY: the array holds iov.len() entries (caller).
+            Descs::Many(a) => unsafe { *a.add(i) },
+        };
+        if desc.is_null() {
+            if local && need && v.len > 0 {
+                return Err(rfabric_core::error::EINVAL);
+            }
+            continue;
+        }
+        // SAFETY: desc is a descriptor value; ours() compares its ops table
+        // before using it as an MrHandle.
+        let Some(m) = (unsafe { ours::<MrHandle>(desc as *const fid, &MR_FI_OPS) }) else {
+            if local {
+                return Err(rfabric_core::error::EINVAL);
+            }
+            continue;
+        };
+        if local && !std::ptr::eq(m.domain, d) {
+            return Err(rfabric_core::error::EINVAL);
+        }
+        if let Some(map) = m.dmabuf.as_ref() {
+            let off = v.base.wrapping_sub(map.base_addr);
+            if v.base >= map.base_addr && off <= map.len && v.len <= map.len - off {
+                v.base = map.data + off;
+            }
+        }
+    }
+    Ok(())
 }
 
 unsafe extern "C" fn domain_close(f: *mut fid) -> c_int {
@@ -116,6 +184,11 @@ unsafe extern "C" fn domain_cq_open(d: *mut fid_domain, a: *mut fi_cq_attr, cq: 
         if !wait_set.is_null() {
             return -FI_ENOSYS;
         }
+        // SAFETY: a is the caller's fi_cq_attr, of its API version's shape.
+        let xctx = match unsafe { crate::xpu::attr_ctx(std::ptr::addr_of!((*a).xpu_ctx), h.api_version) } {
+            Ok(c) => c,
+            Err(e) => return e,
+        };
         let attr = CqAttr { size, format: format as u32, wait_obj: wait_obj as u32 };
         match h.obj.cq_open(&attr) {
             Ok(obj) => {
@@ -130,8 +203,10 @@ unsafe extern "C" fn domain_cq_open(d: *mut fid_domain, a: *mut fi_cq_attr, cq: 
                     refs: RefCount::default(),
                     api_version: h.api_version,
                 });
+                let p = Box::into_raw(ch);
+                crate::xpu::cq_opened(p as usize, xctx, size);
                 // SAFETY: out pointer non-NULL.
-                unsafe { *cq = Box::into_raw(ch) as *mut fid_cq };
+                unsafe { *cq = p as *mut fid_cq };
                 0
             }
             Err(e) => e.to_c(),
@@ -182,9 +257,20 @@ unsafe extern "C" fn domain_endpoint(d: *mut fid_domain, i: *mut fi_info, ep: *m
             Ok(x) => x,
             Err(e) => return e.to_c(),
         };
+        let xctx = match crate::xpu::info_ctx(&info) {
+            Ok(c) => c,
+            Err(e) => return e,
+        };
         match h.obj.endpoint(&info) {
-            // SAFETY: ep non-NULL; h outlives the endpoint (refcount).
-            Ok(obj) => unsafe { crate::endpoint::publish_ep(obj, h, ctx, ep) },
+            Ok(obj) => {
+                // SAFETY: ep non-NULL; h outlives the endpoint (refcount).
+                let r = unsafe { crate::endpoint::publish_ep(obj, h, ctx, ep) };
+                if r == 0 {
+                    // SAFETY: ep was just written.
+                    crate::xpu::ep_opened(unsafe { *ep } as usize, xctx);
+                }
+                r
+            }
             Err(e) => e.to_c(),
         }
     })
@@ -202,11 +288,35 @@ enosys_fn!(domain_scalable_ep(*mut fid_domain, *mut fi_info, *mut *mut fid_ep, *
 enosys_fn!(domain_poll_open(*mut fid_domain, *mut fi_poll_attr, *mut *mut fid_poll) -> c_int);
 enosys_fn!(domain_stx_ctx(*mut fid_domain, *mut fi_tx_attr, *mut *mut fid_stx, *mut c_void) -> c_int);
 enosys_fn!(domain_srx_ctx(*mut fid_domain, *mut fi_rx_attr, *mut *mut fid_ep, *mut c_void) -> c_int);
-enosys_fn!(domain_query_atomic(*mut fid_domain, fi_datatype, fi_op, *mut fi_atomic_attr, u64) -> c_int);
+/// `fi_query_atomic`: flags `FI_FETCH_ATOMIC` or `FI_COMPARE_ATOMIC` (not
+/// both) select the call family; none means the base atomics. Unknown flags
+/// `-FI_EBADFLAGS`; an unsupported combination `-FI_EOPNOTSUPP`.
+unsafe extern "C" fn domain_query_atomic(f: *mut fid_domain, dt: fi_datatype, op: fi_op, attr: *mut fi_atomic_attr, flags: u64) -> c_int {
+    guard!(-FI_EOTHER, {
+        null_check!(attr);
+        // SAFETY: checked against our ops table.
+        let Some(d) = (unsafe { ours::<DomainHandle>(f as *const fid, &DOMAIN_FI_OPS) }) else { return -FI_EINVAL };
+        let kind = match flags {
+            0 => rfabric_core::provider::AtomicKind::Write,
+            FI_FETCH_ATOMIC => rfabric_core::provider::AtomicKind::Fetch,
+            FI_COMPARE_ATOMIC => rfabric_core::provider::AtomicKind::Compare,
+            x if x & FI_FETCH_ATOMIC != 0 && x & FI_COMPARE_ATOMIC != 0 => return -FI_EINVAL,
+            _ => return -FI_EBADFLAGS,
+        };
+        match d.obj.query_atomic(kind, op, dt) {
+            Ok((count, size)) => {
+                // SAFETY: attr non-NULL.
+                unsafe { *attr = fi_atomic_attr { count, size } };
+                0
+            }
+            Err(e) => e.to_c(),
+        }
+    })
+}
 enosys_fn!(domain_query_collective(*mut fid_domain, fi_collective_op, *mut fi_collective_attr, u64) -> c_int);
-enosys_fn!(domain_xpu_ctx(*mut fid_domain, *mut fi_xpu_attr, *mut *mut fid_xpu_ctx, *mut c_void) -> c_int);
+use crate::xpu::domain_xpu_ctx;
 
-static DOMAIN_FI_OPS: fi_ops = fi_ops {
+pub(crate) static DOMAIN_FI_OPS: fi_ops = fi_ops {
     size: std::mem::size_of::<fi_ops>(),
     close: Some(domain_close),
     bind: Some(enosys_bind),
@@ -234,7 +344,7 @@ static DOMAIN_OPS: fi_ops_domain = fi_ops_domain {
 
 /// # Safety
 /// `out` is writable; `fabric` stays alive while the domain lives.
-pub(crate) unsafe fn publish_domain(obj: Box<dyn Domain>, fabric: &FabricHandle, context: *mut c_void, out: *mut *mut fid_domain) -> c_int {
+pub(crate) unsafe fn publish_domain(obj: Box<dyn Domain>, fabric: &FabricHandle, mr_mode: u64, context: *mut c_void, out: *mut *mut fid_domain) -> c_int {
     fabric.children.get();
     let h = Box::new(DomainHandle {
         fid: fid_domain {
@@ -246,6 +356,8 @@ pub(crate) unsafe fn publish_domain(obj: Box<dyn Domain>, fabric: &FabricHandle,
         fabric,
         children: RefCount::default(),
         api_version: fabric.fid.api_version,
+        mr_mode,
+        dmabuf_regs: std::sync::atomic::AtomicUsize::new(0),
     });
     // SAFETY: caller's out pointer.
     unsafe { *out = Box::into_raw(h) as *mut fid_domain };
@@ -258,6 +370,52 @@ pub(crate) unsafe fn publish_domain(obj: Box<dyn Domain>, fabric: &FabricHandle,
 pub(crate) struct MrHandle {
     fid: fid_mr,
     domain: *const DomainHandle,
+    /// The CPU mapping of an `FI_MR_DMABUF` registration.
+    dmabuf: Option<DmabufMap>,
+}
+
+/// A dma-buf fd mapped for CPU access (`mmap(MAP_SHARED)` at the fd's
+/// offset, rounded down to a page); unmapped when the MR closes.
+pub(crate) struct DmabufMap {
+    map: usize,
+    map_len: usize,
+    /// Where the registered bytes start in our mapping.
+    data: usize,
+    len: usize,
+    /// The application's address of the first byte (`fi_mr_dmabuf.base_addr`).
+    base_addr: usize,
+}
+
+impl DmabufMap {
+    fn new(b: &fi_mr_dmabuf) -> Result<DmabufMap, Error> {
+        // SAFETY: sysconf has no memory-safety preconditions.
+        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(4096) as u64;
+        let aligned = b.offset & !(page - 1);
+        let delta = (b.offset - aligned) as usize;
+        let map_len = b.len.checked_add(delta).ok_or(rfabric_core::error::EINVAL)?;
+        if b.fd < 0 || b.len == 0 || libc::off_t::try_from(aligned).is_err() {
+            rfabric_core::fi_warn!("core", FI_LOG_MR, "dma-buf registration refused: fd {} len {} offset {}", b.fd, b.len, b.offset);
+            return Err(rfabric_core::error::EINVAL);
+        }
+        // SAFETY: a fresh shared mapping chosen by the kernel; nothing of
+        // ours is replaced. Failure is checked below.
+        let p = unsafe {
+            libc::mmap(std::ptr::null_mut(), map_len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, b.fd, aligned as libc::off_t)
+        };
+        if p == libc::MAP_FAILED {
+            let errno = std::io::Error::last_os_error();
+            rfabric_core::fi_warn!("core", FI_LOG_MR, "dma-buf fd {} cannot be mapped for CPU access (offset {}, len {}): {}", b.fd, b.offset, b.len, errno);
+            return Err(rfabric_core::error::EINVAL);
+        }
+        Ok(DmabufMap { map: p as usize, map_len, data: p as usize + delta, len: b.len, base_addr: b.base_addr as usize })
+    }
+}
+
+impl Drop for DmabufMap {
+    fn drop(&mut self) {
+        // SAFETY: the mapping was made by DmabufMap::new and is unmapped once.
+        unsafe { libc::munmap(self.map as *mut c_void, self.map_len) };
+    }
 }
 
 unsafe extern "C" fn mr_close(f: *mut fid) -> c_int {
@@ -267,6 +425,9 @@ unsafe extern "C" fn mr_close(f: *mut fid) -> c_int {
         // SAFETY: the domain outlives its MRs (refcount).
         let d = unsafe { &*h.domain };
         let _ = d.obj.mr_close(h.fid.key);
+        if h.dmabuf.is_some() {
+            d.dmabuf_regs.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+        }
         d.children.put();
         // SAFETY: created by Box::into_raw in mr_publish; closed once.
         drop(unsafe { Box::from_raw(f as *mut MrHandle) });
@@ -274,11 +435,15 @@ unsafe extern "C" fn mr_close(f: *mut fid) -> c_int {
     })
 }
 
+pub(crate) fn mr_fi_ops() -> &'static fi_ops {
+    &MR_FI_OPS
+}
+
 static MR_FI_OPS: fi_ops = fi_ops {
     size: std::mem::size_of::<fi_ops>(),
     close: Some(mr_close),
     bind: Some(enosys_bind),
-    control: Some(enosys_control),
+    control: Some(crate::xpu::mr_control),
     ops_open: Some(enosys_ops_open),
     tostr: Some(obj_tostr),
     ops_set: Some(enosys_ops_set),
@@ -286,10 +451,13 @@ static MR_FI_OPS: fi_ops = fi_ops {
 
 /// # Safety
 /// `d` is ours; `out` writable.
-unsafe fn mr_publish(d: &DomainHandle, req: &MrReq, context: *mut c_void, out: *mut *mut fid_mr) -> c_int {
+unsafe fn mr_publish(d: &DomainHandle, req: &MrReq, dmabuf: Option<DmabufMap>, context: *mut c_void, out: *mut *mut fid_mr) -> c_int {
     match d.obj.mr_reg(req) {
         Ok(key) => {
             d.children.get();
+            if dmabuf.is_some() {
+                d.dmabuf_regs.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
             let h = Box::into_raw(Box::new(MrHandle {
                 fid: fid_mr {
                     fid: fid { fclass: FI_CLASS_MR, context, ops: &MR_FI_OPS as *const fi_ops as *mut fi_ops },
@@ -297,6 +465,7 @@ unsafe fn mr_publish(d: &DomainHandle, req: &MrReq, context: *mut c_void, out: *
                     key,
                 },
                 domain: d,
+                dmabuf,
             }));
             // SAFETY: h is a fresh allocation; its address serves as the
             // local descriptor (providers of ours need no other).
@@ -321,7 +490,7 @@ unsafe extern "C" fn mr_reg(f: *mut fid, buf: *const c_void, len: usize, access:
         }
         let req = MrReq { addr: buf as usize, len, access, offset, requested_key: key, flags };
         // SAFETY: d ours, mr non-NULL.
-        unsafe { mr_publish(d, &req, ctx, mr) }
+        unsafe { mr_publish(d, &req, None, ctx, mr) }
     })
 }
 
@@ -354,7 +523,25 @@ unsafe extern "C" fn mr_regattr(f: *mut fid, attr: *const fi_mr_attr, flags: u64
                 std::ptr::addr_of!((*attr).anon0).read(),
             )
         };
-        if iov_count != 1 || flags & FI_MR_DMABUF != 0 {
+        if flags & FI_MR_DMABUF != 0 {
+            // SAFETY: with FI_MR_DMABUF the union holds dmabuf.
+            let b = unsafe { iov.dmabuf };
+            if b.is_null() || iov_count != 1 {
+                return -FI_EINVAL;
+            }
+            // SAFETY: non-NULL caller struct.
+            let b = unsafe { *b };
+            // SAFETY: checked against our ops table.
+            let Some(d) = (unsafe { ours::<DomainHandle>(f, &DOMAIN_FI_OPS) }) else { return -FI_EINVAL };
+            let map = match DmabufMap::new(&b) {
+                Ok(m) => m,
+                Err(e) => return e.to_c(),
+            };
+            let req = MrReq { addr: map.data, len: map.len, access, offset, requested_key: key, flags: flags & !FI_MR_DMABUF };
+            // SAFETY: d ours, mr non-NULL.
+            return unsafe { mr_publish(d, &req, Some(map), context, mr) };
+        }
+        if iov_count != 1 {
             return -FI_EINVAL;
         }
         // SAFETY: without FI_MR_DMABUF the union holds mr_iov.
@@ -396,18 +583,69 @@ unsafe extern "C" fn cq_close(f: *mut fid) -> c_int {
         }
         // SAFETY: the domain outlives its CQs.
         unsafe { (*h.domain).children.put() };
+        crate::xpu::closed(f as usize);
         // SAFETY: created by Box::into_raw in domain_cq_open; closed once.
         drop(unsafe { Box::from_raw(f as *mut CqHandle) });
         0
     })
 }
 
-unsafe extern "C" fn cq_control(f: *mut fid, cmd: c_int, arg: *mut c_void) -> c_int {
-    let _ = (f, arg);
-    if cmd == FI_GETWAIT || cmd == FI_GETWAITOBJ {
+/// `FI_GETWAIT` (`arg`: `int *`, the fd) and `FI_GETWAITOBJ` (`arg`:
+/// `enum fi_wait_obj *`) for a CQ or counter whose wait fd is `fd`.
+/// Objects without an fd answer `-FI_ENODATA` to `FI_GETWAIT`.
+///
+/// # Safety
+/// `arg` NULL or pointing to the type `cmd` names.
+unsafe fn wait_control(fd: Option<i32>, cmd: c_int, arg: *mut c_void) -> c_int {
+    if cmd != FI_GETWAIT && cmd != FI_GETWAITOBJ {
         return -FI_ENOSYS;
     }
-    -FI_ENOSYS
+    if arg.is_null() {
+        return -FI_EINVAL;
+    }
+    let Some(fd) = fd else { return if cmd == FI_GETWAIT { -FI_ENODATA } else { -FI_ENOSYS } };
+    if cmd == FI_GETWAIT {
+        // SAFETY: FI_GETWAIT on an FI_WAIT_FD object takes an int *.
+        unsafe { *(arg as *mut c_int) = fd };
+    } else {
+        // SAFETY: FI_GETWAITOBJ takes an enum fi_wait_obj * (a C int).
+        unsafe { *(arg as *mut u32) = FI_WAIT_FD };
+    }
+    0
+}
+
+unsafe extern "C" fn cq_control(f: *mut fid, cmd: c_int, arg: *mut c_void) -> c_int {
+    guard!(-FI_EOTHER, {
+        // SAFETY: checked against our ops table.
+        let Some(h) = (unsafe { ours::<CqHandle>(f, &CQ_FI_OPS) }) else { return -FI_EINVAL };
+        // SAFETY: caller's arg for cmd.
+        unsafe { wait_control(h.obj.wait_fd(), cmd, arg) }
+    })
+}
+
+/// `fi_trywait` for one of our CQs or counters; `None` for other fids.
+///
+/// # Safety
+/// `f` NULL or a fid.
+pub(crate) unsafe fn trywait_one(f: *mut fid) -> Option<c_int> {
+    // SAFETY: caller; each check compares the ops table first.
+    if let Some(h) = unsafe { ours::<CqHandle>(f, &CQ_FI_OPS) } {
+        return Some(rc(h.obj.trywait()));
+    }
+    // SAFETY: as above.
+    if let Some(h) = unsafe { ours::<CntrHandle>(f, &CNTR_FI_OPS) } {
+        return Some(rc(h.obj.trywait()));
+    }
+    None
+}
+
+unsafe extern "C" fn cntr_control(f: *mut fid, cmd: c_int, arg: *mut c_void) -> c_int {
+    guard!(-FI_EOTHER, {
+        // SAFETY: checked against our ops table.
+        let Some(h) = (unsafe { ours::<CntrHandle>(f, &CNTR_FI_OPS) }) else { return -FI_EINVAL };
+        // SAFETY: caller's arg for cmd.
+        unsafe { wait_control(h.obj.wait_fd(), cmd, arg) }
+    })
 }
 
 static CQ_FI_OPS: fi_ops = fi_ops {
@@ -544,7 +782,7 @@ unsafe extern "C" fn cq_strerror(_cq: *mut fid_cq, prov_errno: c_int, _d: *const
     })
 }
 
-enosys_fn!(cq_export_xpu(*mut fid_cq, u64, *mut fid_xpu_cq) -> c_int);
+use crate::xpu::cq_export_xpu;
 
 static CQ_OPS: fi_ops_cq = fi_ops_cq {
     size: std::mem::size_of::<fi_ops_cq>(),
@@ -593,6 +831,11 @@ unsafe extern "C" fn domain_cntr_open(d: *mut fid_domain, a: *mut fi_cntr_attr, 
         if flags != 0 {
             return -FI_EBADFLAGS;
         }
+        // SAFETY: a is the caller's fi_cntr_attr, of its API version's shape.
+        let xctx = match unsafe { crate::xpu::attr_ctx(std::ptr::addr_of!((*a).xpu_ctx), h.api_version) } {
+            Ok(c) => c,
+            Err(e) => return e,
+        };
         match h.obj.cntr_open(events as u32, wait_obj as u32) {
             Ok(obj) => {
                 h.children.get();
@@ -605,8 +848,10 @@ unsafe extern "C" fn domain_cntr_open(d: *mut fid_domain, a: *mut fi_cntr_attr, 
                     domain: h,
                     refs: RefCount::default(),
                 });
+                let p = Box::into_raw(ch);
+                crate::xpu::cntr_opened(p as usize, xctx);
                 // SAFETY: out non-NULL.
-                unsafe { *out = Box::into_raw(ch) as *mut fid_cntr };
+                unsafe { *out = p as *mut fid_cntr };
                 0
             }
             Err(e) => e.to_c(),
@@ -623,6 +868,7 @@ unsafe extern "C" fn cntr_close(f: *mut fid) -> c_int {
         }
         // SAFETY: the domain outlives its counters.
         unsafe { (*h.domain).children.put() };
+        crate::xpu::closed(f as usize);
         // SAFETY: created by Box::into_raw in domain_cntr_open; closed once.
         drop(unsafe { Box::from_raw(f as *mut CntrHandle) });
         0
@@ -633,7 +879,7 @@ static CNTR_FI_OPS: fi_ops = fi_ops {
     size: std::mem::size_of::<fi_ops>(),
     close: Some(cntr_close),
     bind: Some(enosys_bind),
-    control: Some(enosys_control),
+    control: Some(cntr_control),
     ops_open: Some(enosys_ops_open),
     tostr: Some(obj_tostr),
     ops_set: Some(enosys_ops_set),
@@ -674,7 +920,7 @@ unsafe extern "C" fn cntr_wait(c: *mut fid_cntr, threshold: u64, timeout: c_int)
     // SAFETY: checked against our ops table.
     guard!(-FI_EOTHER, unsafe { cntr(c) }.map_or(-FI_EINVAL, |h| rc(h.obj.wait(threshold, timeout))))
 }
-enosys_fn!(cntr_export_xpu(*mut fid_cntr, u64, *mut fid_xpu_cntr) -> c_int);
+use crate::xpu::cntr_export_xpu;
 
 static CNTR_OPS: fi_ops_cntr = fi_ops_cntr {
     size: std::mem::size_of::<fi_ops_cntr>(),
@@ -857,7 +1103,7 @@ enosys_fn!(av_av_set(*mut fid_av, *mut fi_av_set_attr, *mut *mut fid_av_set, *mu
 enosys_fn!(av_insert_auth_key(*mut fid_av, *const c_void, usize, *mut fi_addr_t, u64) -> c_int);
 enosys_fn!(av_lookup_auth_key(*mut fid_av, fi_addr_t, *mut c_void, *mut usize) -> c_int);
 enosys_fn!(av_set_user_id(*mut fid_av, fi_addr_t, fi_addr_t, u64) -> c_int);
-enosys_fn!(av_lookup2(*mut fid_av, fi_addr_t, *mut c_void, *mut usize, u64, *mut fid_xpu_ctx) -> c_int);
+use crate::xpu::av_lookup2;
 
 static AV_OPS: fi_ops_av = fi_ops_av {
     size: std::mem::size_of::<fi_ops_av>(),

@@ -1,6 +1,6 @@
 //! The endpoint handle (`fid_ep`) of built-in providers: every slot of
 //! `fi_ops_ep`, `fi_ops_cm`, `fi_ops_msg`, `fi_ops_tagged`, `fi_ops_rma`,
-//! `fi_ops_atomic` and `fi_ops_collective` is filled; what the provider's
+//! `fi_ops_atomic` (in `ep_rma.rs`) and `fi_ops_collective` is filled; what the provider's
 //! `Endpoint` does not implement answers `-FI_ENOSYS`.
 //!
 //! Data path of `fi_send`: the application's inline wrapper calls
@@ -8,7 +8,7 @@
 //! (one `Iov`) and makes one dynamic call into the provider's
 //! `Endpoint::send`. No allocation, no lookup.
 
-use crate::domain::{av_fi_ops, cntr_fi_ops, cq_fi_ops, ours, put_cstr, rc, AvHandle, CntrHandle, CqHandle, DomainHandle};
+use crate::domain::{apply_descs, av_fi_ops, cntr_fi_ops, cq_fi_ops, ours, put_cstr, rc, AvHandle, CntrHandle, CqHandle, Descs, DomainHandle};
 use crate::objects::RefCount;
 use libc::{c_char, c_int, c_void, iovec};
 use rfabric_core::abi::*;
@@ -19,7 +19,7 @@ use std::sync::Mutex;
 #[repr(C)]
 pub(crate) struct EpHandle {
     fid: fid_ep,
-    obj: Box<dyn Endpoint>,
+    pub(crate) obj: Box<dyn Endpoint>,
     domain: *const DomainHandle,
     /// Reference counts of the CQs/AVs this endpoint is bound to.
     bound: Mutex<Vec<*const RefCount>>,
@@ -68,6 +68,7 @@ unsafe extern "C" fn ep_close(f: *mut fid) -> c_int {
     guard!(-FI_EOTHER, {
         // SAFETY: checked against our ops table.
         let Some(h) = (unsafe { ep(f) }) else { return -FI_EINVAL };
+        crate::xpu::ep_closing(f as usize);
         let _ = h.obj.close();
         for r in h.bound.lock().unwrap_or_else(|e| e.into_inner()).drain(..) {
             // SAFETY: a bound CQ/AV cannot close while we hold its count.
@@ -106,6 +107,8 @@ unsafe extern "C" fn ep_bind(f: *mut fid, b: *mut fid, flags: u64) -> c_int {
             return -FI_EINVAL;
         };
         if r.is_ok() {
+            // SAFETY: b was checked above as a handle of its class.
+            unsafe { crate::xpu::ep_bound(f as usize, b) };
             // SAFETY: refs belongs to a live handle.
             unsafe { (*refs).get() };
             h.bound.lock().unwrap_or_else(|e| e.into_inner()).push(refs);
@@ -119,7 +122,11 @@ unsafe extern "C" fn ep_control(f: *mut fid, cmd: c_int, _arg: *mut c_void) -> c
         // SAFETY: checked against our ops table.
         let Some(h) = (unsafe { ep(f) }) else { return -FI_EINVAL };
         if cmd == FI_ENABLE {
-            rc(h.obj.enable())
+            let r = h.obj.enable();
+            if r.is_ok() {
+                crate::xpu::ep_enabled(f as usize);
+            }
+            rc(r)
         } else {
             -FI_ENOSYS
         }
@@ -137,6 +144,10 @@ unsafe extern "C" fn ep_tostr(f: *const fid, buf: *mut c_char, len: usize) -> c_
 
 enosys_fn!(ep_ops_open(*mut fid, *const c_char, u64, *mut *mut c_void, *mut c_void) -> c_int);
 enosys_fn!(ep_ops_set(*mut fid, *const c_char, u64, *mut c_void, *mut c_void) -> c_int);
+
+pub(crate) fn ep_fi_ops() -> &'static fi_ops {
+    &EP_FI_OPS
+}
 
 static EP_FI_OPS: fi_ops = fi_ops {
     size: std::mem::size_of::<fi_ops>(),
@@ -191,7 +202,7 @@ enosys_fn!(ep_tx_ctx(*mut fid_ep, c_int, *mut fi_tx_attr, *mut *mut fid_ep, *mut
 enosys_fn!(ep_rx_ctx(*mut fid_ep, c_int, *mut fi_rx_attr, *mut *mut fid_ep, *mut c_void) -> c_int);
 enosys_fn!(ep_rx_size_left(*mut fid_ep) -> isize);
 enosys_fn!(ep_tx_size_left(*mut fid_ep) -> isize);
-enosys_fn!(ep_export_xpu(*mut fid_ep, u64, *mut fid_xpu_ep) -> c_int);
+use crate::xpu::ep_export_xpu;
 
 static EP_OPS: fi_ops_ep = fi_ops_ep {
     size: std::mem::size_of::<fi_ops_ep>(),
@@ -269,9 +280,24 @@ static CM_OPS: fi_ops_cm = fi_ops_cm {
 /// # Safety
 /// Buffers named by `op` follow the libfabric lifetime rules.
 #[inline]
-unsafe fn do_send(e: *mut fid_ep, op: &TxOp<'_>) -> isize {
+unsafe fn do_send(e: *mut fid_ep, op: &TxOp<'_>, descs: Descs) -> isize {
     // SAFETY: checked against our ops table.
     let Some(h) = (unsafe { ep(e as *const fid) }) else { return EINVAL_S };
+    // SAFETY: the domain outlives its endpoints.
+    let d = unsafe { &*h.domain };
+    if d.desc_checks() && op.iov.len() <= MAX_IOV {
+        let mut v = [Iov::default(); MAX_IOV];
+        let n = op.iov.len();
+        v[..n].copy_from_slice(op.iov);
+        let need = !op.no_completion && op.flags & FI_INJECT == 0;
+        // SAFETY: descs come with the caller's iovs.
+        if let Err(err) = unsafe { apply_descs(d, &mut v[..n], descs, need) } {
+            return err.to_c() as isize;
+        }
+        let op = TxOp { iov: &v[..n], ..*op };
+        // SAFETY: forwarded contract (translated buffers are the same memory).
+        return ssz(unsafe { h.obj.send(&op) });
+    }
     // SAFETY: forwarded contract.
     ssz(unsafe { h.obj.send(op) })
 }
@@ -279,9 +305,25 @@ unsafe fn do_send(e: *mut fid_ep, op: &TxOp<'_>) -> isize {
 /// # Safety
 /// As `do_send`.
 #[inline]
-unsafe fn do_recv(e: *mut fid_ep, op: &RxOp<'_>) -> isize {
+unsafe fn do_recv(e: *mut fid_ep, op: &RxOp<'_>, descs: Descs) -> isize {
     // SAFETY: checked against our ops table.
     let Some(h) = (unsafe { ep(e as *const fid) }) else { return EINVAL_S };
+    // SAFETY: the domain outlives its endpoints.
+    let d = unsafe { &*h.domain };
+    if d.desc_checks() && op.iov.len() <= MAX_IOV {
+        let mut v = [Iov::default(); MAX_IOV];
+        let n = op.iov.len();
+        v[..n].copy_from_slice(op.iov);
+        // A peek carries no data.
+        let need = op.flags & (FI_PEEK | FI_CLAIM) != FI_PEEK;
+        // SAFETY: descs come with the caller's iovs.
+        if let Err(err) = unsafe { apply_descs(d, &mut v[..n], descs, need) } {
+            return err.to_c() as isize;
+        }
+        let op = RxOp { iov: &v[..n], ..*op };
+        // SAFETY: forwarded contract (translated buffers are the same memory).
+        return ssz(unsafe { h.obj.recv(&op) });
+    }
     // SAFETY: forwarded contract.
     ssz(unsafe { h.obj.recv(op) })
 }
@@ -289,20 +331,20 @@ unsafe fn do_recv(e: *mut fid_ep, op: &RxOp<'_>) -> isize {
 #[allow(clippy::too_many_arguments)]
 /// # Safety
 /// Caller's buffer rules.
-unsafe fn send1(e: *mut fid_ep, buf: *const c_void, len: usize, dest: u64, ctx: *mut c_void, tag: u64, data: u64, flags: u64, tagged: bool, no_completion: bool) -> isize {
+unsafe fn send1(e: *mut fid_ep, buf: *const c_void, len: usize, dest: u64, ctx: *mut c_void, tag: u64, data: u64, flags: u64, tagged: bool, no_completion: bool, desc: *mut c_void) -> isize {
     if buf.is_null() && len > 0 {
         return EINVAL_S;
     }
     let iov = [Iov { base: buf as usize, len }];
     let op = TxOp { iov: &iov, dest, context: ctx as usize, tag, data, flags, tagged, no_completion };
     // SAFETY: forwarded.
-    unsafe { do_send(e, &op) }
+    unsafe { do_send(e, &op, Descs::One(desc)) }
 }
 
 #[allow(clippy::too_many_arguments)]
 /// # Safety
 /// Caller's buffer rules.
-unsafe fn sendv(e: *mut fid_ep, iov: *const iovec, count: usize, dest: u64, ctx: *mut c_void, tag: u64, data: u64, flags: u64, tagged: bool) -> isize {
+unsafe fn sendv(e: *mut fid_ep, iov: *const iovec, count: usize, dest: u64, ctx: *mut c_void, tag: u64, data: u64, flags: u64, tagged: bool, desc: *mut *mut c_void) -> isize {
     let mut v = [Iov::default(); MAX_IOV];
     // SAFETY: iov holds count entries.
     let n = match unsafe { iovs(iov, count, &mut v) } {
@@ -311,13 +353,13 @@ unsafe fn sendv(e: *mut fid_ep, iov: *const iovec, count: usize, dest: u64, ctx:
     };
     let op = TxOp { iov: &v[..n], dest, context: ctx as usize, tag, data, flags, tagged, no_completion: false };
     // SAFETY: forwarded.
-    unsafe { do_send(e, &op) }
+    unsafe { do_send(e, &op, Descs::Many(desc)) }
 }
 
 #[allow(clippy::too_many_arguments)]
 /// # Safety
 /// Caller's buffer rules.
-unsafe fn recvv(e: *mut fid_ep, iov: *const iovec, count: usize, src: u64, ctx: *mut c_void, tag: u64, ignore: u64, flags: u64, tagged: bool) -> isize {
+unsafe fn recvv(e: *mut fid_ep, iov: *const iovec, count: usize, src: u64, ctx: *mut c_void, tag: u64, ignore: u64, flags: u64, tagged: bool, desc: *mut *mut c_void) -> isize {
     let mut v = [Iov::default(); MAX_IOV];
     // SAFETY: iov holds count entries.
     let n = match unsafe { iovs(iov, count, &mut v) } {
@@ -326,16 +368,16 @@ unsafe fn recvv(e: *mut fid_ep, iov: *const iovec, count: usize, src: u64, ctx: 
     };
     let op = RxOp { iov: &v[..n], src, context: ctx as usize, tag, ignore, flags, tagged };
     // SAFETY: forwarded.
-    unsafe { do_recv(e, &op) }
+    unsafe { do_recv(e, &op, Descs::Many(desc)) }
 }
 
-unsafe extern "C" fn msg_send(e: *mut fid_ep, buf: *const c_void, len: usize, _desc: *mut c_void, dest: fi_addr_t, ctx: *mut c_void) -> isize {
+unsafe extern "C" fn msg_send(e: *mut fid_ep, buf: *const c_void, len: usize, desc: *mut c_void, dest: fi_addr_t, ctx: *mut c_void) -> isize {
     // SAFETY: fi_send contract.
-    guard!(EOTHER_S, unsafe { send1(e, buf, len, dest, ctx, 0, 0, 0, false, false) })
+    guard!(EOTHER_S, unsafe { send1(e, buf, len, dest, ctx, 0, 0, 0, false, false, desc) })
 }
-unsafe extern "C" fn msg_sendv(e: *mut fid_ep, iov: *const iovec, _desc: *mut *mut c_void, count: usize, dest: fi_addr_t, ctx: *mut c_void) -> isize {
+unsafe extern "C" fn msg_sendv(e: *mut fid_ep, iov: *const iovec, desc: *mut *mut c_void, count: usize, dest: fi_addr_t, ctx: *mut c_void) -> isize {
     // SAFETY: fi_sendv contract.
-    guard!(EOTHER_S, unsafe { sendv(e, iov, count, dest, ctx, 0, 0, 0, false) })
+    guard!(EOTHER_S, unsafe { sendv(e, iov, count, dest, ctx, 0, 0, 0, false, desc) })
 }
 unsafe extern "C" fn msg_sendmsg(e: *mut fid_ep, m: *const fi_msg, flags: u64) -> isize {
     guard!(EOTHER_S, {
@@ -343,22 +385,22 @@ unsafe extern "C" fn msg_sendmsg(e: *mut fid_ep, m: *const fi_msg, flags: u64) -
         // SAFETY: m non-NULL.
         let m = unsafe { &*m };
         // SAFETY: fi_sendmsg contract.
-        unsafe { sendv(e, m.msg_iov, m.iov_count, m.addr, m.context, 0, m.data, flags, false) }
+        unsafe { sendv(e, m.msg_iov, m.iov_count, m.addr, m.context, 0, m.data, flags, false, m.desc) }
     })
 }
 unsafe extern "C" fn msg_inject(e: *mut fid_ep, buf: *const c_void, len: usize, dest: fi_addr_t) -> isize {
     // SAFETY: fi_inject contract.
-    guard!(EOTHER_S, unsafe { send1(e, buf, len, dest, std::ptr::null_mut(), 0, 0, FI_INJECT, false, true) })
+    guard!(EOTHER_S, unsafe { send1(e, buf, len, dest, std::ptr::null_mut(), 0, 0, FI_INJECT, false, true, std::ptr::null_mut()) })
 }
-unsafe extern "C" fn msg_senddata(e: *mut fid_ep, buf: *const c_void, len: usize, _desc: *mut c_void, data: u64, dest: fi_addr_t, ctx: *mut c_void) -> isize {
+unsafe extern "C" fn msg_senddata(e: *mut fid_ep, buf: *const c_void, len: usize, desc: *mut c_void, data: u64, dest: fi_addr_t, ctx: *mut c_void) -> isize {
     // SAFETY: fi_senddata contract.
-    guard!(EOTHER_S, unsafe { send1(e, buf, len, dest, ctx, 0, data, FI_REMOTE_CQ_DATA, false, false) })
+    guard!(EOTHER_S, unsafe { send1(e, buf, len, dest, ctx, 0, data, FI_REMOTE_CQ_DATA, false, false, desc) })
 }
 unsafe extern "C" fn msg_injectdata(e: *mut fid_ep, buf: *const c_void, len: usize, data: u64, dest: fi_addr_t) -> isize {
     // SAFETY: fi_injectdata contract.
-    guard!(EOTHER_S, unsafe { send1(e, buf, len, dest, std::ptr::null_mut(), 0, data, FI_INJECT | FI_REMOTE_CQ_DATA, false, true) })
+    guard!(EOTHER_S, unsafe { send1(e, buf, len, dest, std::ptr::null_mut(), 0, data, FI_INJECT | FI_REMOTE_CQ_DATA, false, true, std::ptr::null_mut()) })
 }
-unsafe extern "C" fn msg_recv(e: *mut fid_ep, buf: *mut c_void, len: usize, _desc: *mut c_void, src: fi_addr_t, ctx: *mut c_void) -> isize {
+unsafe extern "C" fn msg_recv(e: *mut fid_ep, buf: *mut c_void, len: usize, desc: *mut c_void, src: fi_addr_t, ctx: *mut c_void) -> isize {
     guard!(EOTHER_S, {
         if buf.is_null() && len > 0 {
             return EINVAL_S;
@@ -366,12 +408,12 @@ unsafe extern "C" fn msg_recv(e: *mut fid_ep, buf: *mut c_void, len: usize, _des
         let iov = [Iov { base: buf as usize, len }];
         let op = RxOp { iov: &iov, src, context: ctx as usize, tag: 0, ignore: 0, flags: 0, tagged: false };
         // SAFETY: fi_recv contract.
-        unsafe { do_recv(e, &op) }
+        unsafe { do_recv(e, &op, Descs::One(desc)) }
     })
 }
-unsafe extern "C" fn msg_recvv(e: *mut fid_ep, iov: *const iovec, _desc: *mut *mut c_void, count: usize, src: fi_addr_t, ctx: *mut c_void) -> isize {
+unsafe extern "C" fn msg_recvv(e: *mut fid_ep, iov: *const iovec, desc: *mut *mut c_void, count: usize, src: fi_addr_t, ctx: *mut c_void) -> isize {
     // SAFETY: fi_recvv contract.
-    guard!(EOTHER_S, unsafe { recvv(e, iov, count, src, ctx, 0, 0, 0, false) })
+    guard!(EOTHER_S, unsafe { recvv(e, iov, count, src, ctx, 0, 0, 0, false, desc) })
 }
 unsafe extern "C" fn msg_recvmsg(e: *mut fid_ep, m: *const fi_msg, flags: u64) -> isize {
     guard!(EOTHER_S, {
@@ -379,7 +421,7 @@ unsafe extern "C" fn msg_recvmsg(e: *mut fid_ep, m: *const fi_msg, flags: u64) -
         // SAFETY: m non-NULL.
         let m = unsafe { &*m };
         // SAFETY: fi_recvmsg contract.
-        unsafe { recvv(e, m.msg_iov, m.iov_count, m.addr, m.context, 0, 0, flags, false) }
+        unsafe { recvv(e, m.msg_iov, m.iov_count, m.addr, m.context, 0, 0, flags, false, m.desc) }
     })
 }
 
@@ -397,7 +439,7 @@ static MSG_OPS: fi_ops_msg = fi_ops_msg {
 };
 
 #[allow(clippy::too_many_arguments)]
-unsafe extern "C" fn tag_recv(e: *mut fid_ep, buf: *mut c_void, len: usize, _desc: *mut c_void, src: fi_addr_t, tag: u64, ignore: u64, ctx: *mut c_void) -> isize {
+unsafe extern "C" fn tag_recv(e: *mut fid_ep, buf: *mut c_void, len: usize, desc: *mut c_void, src: fi_addr_t, tag: u64, ignore: u64, ctx: *mut c_void) -> isize {
     guard!(EOTHER_S, {
         if buf.is_null() && len > 0 {
             return EINVAL_S;
@@ -405,35 +447,33 @@ unsafe extern "C" fn tag_recv(e: *mut fid_ep, buf: *mut c_void, len: usize, _des
         let iov = [Iov { base: buf as usize, len }];
         let op = RxOp { iov: &iov, src, context: ctx as usize, tag, ignore, flags: 0, tagged: true };
         // SAFETY: fi_trecv contract.
-        unsafe { do_recv(e, &op) }
+        unsafe { do_recv(e, &op, Descs::One(desc)) }
     })
 }
 #[allow(clippy::too_many_arguments)]
-unsafe extern "C" fn tag_recvv(e: *mut fid_ep, iov: *const iovec, _desc: *mut *mut c_void, count: usize, src: fi_addr_t, tag: u64, ignore: u64, ctx: *mut c_void) -> isize {
+unsafe extern "C" fn tag_recvv(e: *mut fid_ep, iov: *const iovec, desc: *mut *mut c_void, count: usize, src: fi_addr_t, tag: u64, ignore: u64, ctx: *mut c_void) -> isize {
     // SAFETY: fi_trecvv contract.
-    guard!(EOTHER_S, unsafe { recvv(e, iov, count, src, ctx, tag, ignore, 0, true) })
+    guard!(EOTHER_S, unsafe { recvv(e, iov, count, src, ctx, tag, ignore, 0, true, desc) })
 }
 unsafe extern "C" fn tag_recvmsg(e: *mut fid_ep, m: *const fi_msg_tagged, flags: u64) -> isize {
     guard!(EOTHER_S, {
         null_check_ssize!(m);
         // SAFETY: m non-NULL.
         let m = unsafe { &*m };
-        if flags & (FI_PEEK | FI_CLAIM | FI_DISCARD) != 0 {
-            return -(FI_ENOSYS as isize);
-        }
+        // FI_PEEK / FI_CLAIM / FI_DISCARD are handled by the provider.
         // SAFETY: fi_trecvmsg contract.
-        unsafe { recvv(e, m.msg_iov, m.iov_count, m.addr, m.context, m.tag, m.ignore, flags, true) }
+        unsafe { recvv(e, m.msg_iov, m.iov_count, m.addr, m.context, m.tag, m.ignore, flags, true, m.desc) }
     })
 }
 #[allow(clippy::too_many_arguments)]
-unsafe extern "C" fn tag_send(e: *mut fid_ep, buf: *const c_void, len: usize, _desc: *mut c_void, dest: fi_addr_t, tag: u64, ctx: *mut c_void) -> isize {
+unsafe extern "C" fn tag_send(e: *mut fid_ep, buf: *const c_void, len: usize, desc: *mut c_void, dest: fi_addr_t, tag: u64, ctx: *mut c_void) -> isize {
     // SAFETY: fi_tsend contract.
-    guard!(EOTHER_S, unsafe { send1(e, buf, len, dest, ctx, tag, 0, 0, true, false) })
+    guard!(EOTHER_S, unsafe { send1(e, buf, len, dest, ctx, tag, 0, 0, true, false, desc) })
 }
 #[allow(clippy::too_many_arguments)]
-unsafe extern "C" fn tag_sendv(e: *mut fid_ep, iov: *const iovec, _desc: *mut *mut c_void, count: usize, dest: fi_addr_t, tag: u64, ctx: *mut c_void) -> isize {
+unsafe extern "C" fn tag_sendv(e: *mut fid_ep, iov: *const iovec, desc: *mut *mut c_void, count: usize, dest: fi_addr_t, tag: u64, ctx: *mut c_void) -> isize {
     // SAFETY: fi_tsendv contract.
-    guard!(EOTHER_S, unsafe { sendv(e, iov, count, dest, ctx, tag, 0, 0, true) })
+    guard!(EOTHER_S, unsafe { sendv(e, iov, count, dest, ctx, tag, 0, 0, true, desc) })
 }
 unsafe extern "C" fn tag_sendmsg(e: *mut fid_ep, m: *const fi_msg_tagged, flags: u64) -> isize {
     guard!(EOTHER_S, {
@@ -441,21 +481,21 @@ unsafe extern "C" fn tag_sendmsg(e: *mut fid_ep, m: *const fi_msg_tagged, flags:
         // SAFETY: m non-NULL.
         let m = unsafe { &*m };
         // SAFETY: fi_tsendmsg contract.
-        unsafe { sendv(e, m.msg_iov, m.iov_count, m.addr, m.context, m.tag, m.data, flags, true) }
+        unsafe { sendv(e, m.msg_iov, m.iov_count, m.addr, m.context, m.tag, m.data, flags, true, m.desc) }
     })
 }
 unsafe extern "C" fn tag_inject(e: *mut fid_ep, buf: *const c_void, len: usize, dest: fi_addr_t, tag: u64) -> isize {
     // SAFETY: fi_tinject contract.
-    guard!(EOTHER_S, unsafe { send1(e, buf, len, dest, std::ptr::null_mut(), tag, 0, FI_INJECT, true, true) })
+    guard!(EOTHER_S, unsafe { send1(e, buf, len, dest, std::ptr::null_mut(), tag, 0, FI_INJECT, true, true, std::ptr::null_mut()) })
 }
 #[allow(clippy::too_many_arguments)]
-unsafe extern "C" fn tag_senddata(e: *mut fid_ep, buf: *const c_void, len: usize, _desc: *mut c_void, data: u64, dest: fi_addr_t, tag: u64, ctx: *mut c_void) -> isize {
+unsafe extern "C" fn tag_senddata(e: *mut fid_ep, buf: *const c_void, len: usize, desc: *mut c_void, data: u64, dest: fi_addr_t, tag: u64, ctx: *mut c_void) -> isize {
     // SAFETY: fi_tsenddata contract.
-    guard!(EOTHER_S, unsafe { send1(e, buf, len, dest, ctx, tag, data, FI_REMOTE_CQ_DATA, true, false) })
+    guard!(EOTHER_S, unsafe { send1(e, buf, len, dest, ctx, tag, data, FI_REMOTE_CQ_DATA, true, false, desc) })
 }
 unsafe extern "C" fn tag_injectdata(e: *mut fid_ep, buf: *const c_void, len: usize, data: u64, dest: fi_addr_t, tag: u64) -> isize {
     // SAFETY: fi_tinjectdata contract.
-    guard!(EOTHER_S, unsafe { send1(e, buf, len, dest, std::ptr::null_mut(), tag, data, FI_INJECT | FI_REMOTE_CQ_DATA, true, true) })
+    guard!(EOTHER_S, unsafe { send1(e, buf, len, dest, std::ptr::null_mut(), tag, data, FI_INJECT | FI_REMOTE_CQ_DATA, true, true, std::ptr::null_mut()) })
 }
 
 static TAGGED_OPS: fi_ops_tagged = fi_ops_tagged {
@@ -471,61 +511,18 @@ static TAGGED_OPS: fi_ops_tagged = fi_ops_tagged {
     injectdata: Some(tag_injectdata),
 };
 
-// ---- RMA, atomics, collectives: not provided by built-in providers yet.
+// ---- RMA and atomics: capi/src/ep_rma.rs. Collectives: not provided.
 
-enosys_fn!(rma_read(*mut fid_ep, *mut c_void, usize, *mut c_void, fi_addr_t, u64, u64, *mut c_void) -> isize);
-enosys_fn!(rma_readv(*mut fid_ep, *const iovec, *mut *mut c_void, usize, fi_addr_t, u64, u64, *mut c_void) -> isize);
-enosys_fn!(rma_readmsg(*mut fid_ep, *const fi_msg_rma, u64) -> isize);
-enosys_fn!(rma_write(*mut fid_ep, *const c_void, usize, *mut c_void, fi_addr_t, u64, u64, *mut c_void) -> isize);
-enosys_fn!(rma_writev(*mut fid_ep, *const iovec, *mut *mut c_void, usize, fi_addr_t, u64, u64, *mut c_void) -> isize);
-enosys_fn!(rma_writemsg(*mut fid_ep, *const fi_msg_rma, u64) -> isize);
-enosys_fn!(rma_inject(*mut fid_ep, *const c_void, usize, fi_addr_t, u64, u64) -> isize);
-enosys_fn!(rma_writedata(*mut fid_ep, *const c_void, usize, *mut c_void, u64, fi_addr_t, u64, u64, *mut c_void) -> isize);
-enosys_fn!(rma_injectdata(*mut fid_ep, *const c_void, usize, u64, fi_addr_t, u64, u64) -> isize);
+use crate::ep_rma::{ATOMIC_OPS, RMA_OPS};
 
-static RMA_OPS: fi_ops_rma = fi_ops_rma {
-    size: std::mem::size_of::<fi_ops_rma>(),
-    read: Some(rma_read),
-    readv: Some(rma_readv),
-    readmsg: Some(rma_readmsg),
-    write: Some(rma_write),
-    writev: Some(rma_writev),
-    writemsg: Some(rma_writemsg),
-    inject: Some(rma_inject),
-    writedata: Some(rma_writedata),
-    injectdata: Some(rma_injectdata),
-};
-
-enosys_fn!(at_write(*mut fid_ep, *const c_void, usize, *mut c_void, fi_addr_t, u64, u64, fi_datatype, fi_op, *mut c_void) -> isize);
-enosys_fn!(at_writev(*mut fid_ep, *const fi_ioc, *mut *mut c_void, usize, fi_addr_t, u64, u64, fi_datatype, fi_op, *mut c_void) -> isize);
-enosys_fn!(at_writemsg(*mut fid_ep, *const fi_msg_atomic, u64) -> isize);
-enosys_fn!(at_inject(*mut fid_ep, *const c_void, usize, fi_addr_t, u64, u64, fi_datatype, fi_op) -> isize);
-enosys_fn!(at_readwrite(*mut fid_ep, *const c_void, usize, *mut c_void, *mut c_void, *mut c_void, fi_addr_t, u64, u64, fi_datatype, fi_op, *mut c_void) -> isize);
-enosys_fn!(at_readwritev(*mut fid_ep, *const fi_ioc, *mut *mut c_void, usize, *mut fi_ioc, *mut *mut c_void, usize, fi_addr_t, u64, u64, fi_datatype, fi_op, *mut c_void) -> isize);
-enosys_fn!(at_readwritemsg(*mut fid_ep, *const fi_msg_atomic, *mut fi_ioc, *mut *mut c_void, usize, u64) -> isize);
-enosys_fn!(at_compwrite(*mut fid_ep, *const c_void, usize, *mut c_void, *const c_void, *mut c_void, *mut c_void, *mut c_void, fi_addr_t, u64, u64, fi_datatype, fi_op, *mut c_void) -> isize);
-enosys_fn!(at_compwritev(*mut fid_ep, *const fi_ioc, *mut *mut c_void, usize, *const fi_ioc, *mut *mut c_void, usize, *mut fi_ioc, *mut *mut c_void, usize, fi_addr_t, u64, u64, fi_datatype, fi_op, *mut c_void) -> isize);
-enosys_fn!(at_compwritemsg(*mut fid_ep, *const fi_msg_atomic, *const fi_ioc, *mut *mut c_void, usize, *mut fi_ioc, *mut *mut c_void, usize, u64) -> isize);
-enosys_fn!(at_writevalid(*mut fid_ep, fi_datatype, fi_op, *mut usize) -> c_int);
-enosys_fn!(at_readwritevalid(*mut fid_ep, fi_datatype, fi_op, *mut usize) -> c_int);
-enosys_fn!(at_compwritevalid(*mut fid_ep, fi_datatype, fi_op, *mut usize) -> c_int);
-
-static ATOMIC_OPS: fi_ops_atomic = fi_ops_atomic {
-    size: std::mem::size_of::<fi_ops_atomic>(),
-    write: Some(at_write),
-    writev: Some(at_writev),
-    writemsg: Some(at_writemsg),
-    inject: Some(at_inject),
-    readwrite: Some(at_readwrite),
-    readwritev: Some(at_readwritev),
-    readwritemsg: Some(at_readwritemsg),
-    compwrite: Some(at_compwrite),
-    compwritev: Some(at_compwritev),
-    compwritemsg: Some(at_compwritemsg),
-    writevalid: Some(at_writevalid),
-    readwritevalid: Some(at_readwritevalid),
-    compwritevalid: Some(at_compwritevalid),
-};
+/// The provider endpoint behind an endpoint fid of ours.
+///
+/// # Safety
+/// `f` NULL or a fid.
+pub(crate) unsafe fn ep_of<'a>(f: *const fid) -> Option<&'a dyn Endpoint> {
+    // SAFETY: caller.
+    unsafe { ep(f) }.map(|h| &*h.obj)
+}
 
 enosys_fn!(co_barrier(*mut fid_ep, fi_addr_t, *mut c_void) -> isize);
 enosys_fn!(co_broadcast(*mut fid_ep, *mut c_void, usize, *mut c_void, fi_addr_t, fi_addr_t, fi_datatype, u64, *mut c_void) -> isize);

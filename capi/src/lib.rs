@@ -17,6 +17,8 @@ mod tostr;
 mod objects;
 mod domain;
 mod endpoint;
+mod xpu;
+mod ep_rma;
 mod dl_calls;
 
 use rfabric_core::provider::Provider;

@@ -92,7 +92,7 @@ unsafe extern "C" fn fabric_domain(f: *mut fid_fabric, i: *mut fi_info, d: *mut 
         };
         match fh.obj.domain(&info) {
             // SAFETY: d non-NULL; fh outlives the domain (refcount).
-            Ok(obj) => unsafe { crate::domain::publish_domain(obj, fh, c, d) },
+            Ok(obj) => unsafe { crate::domain::publish_domain(obj, fh, info.domain_attr.as_ref().map_or(0, |a| a.mr_mode as u64), c, d) },
             Err(e) => e.to_c(),
         }
     })
@@ -117,8 +117,26 @@ unsafe extern "C" fn fabric_eq_open(f: *mut fid_fabric, a: *mut fi_eq_attr, e: *
 unsafe extern "C" fn fabric_wait_open(_f: *mut fid_fabric, _a: *mut fi_wait_attr, _w: *mut *mut fid_wait) -> c_int {
     -FI_ENOSYS
 }
-unsafe extern "C" fn fabric_trywait(_f: *mut fid_fabric, _fids: *mut *mut fid, _n: c_int) -> c_int {
-    -FI_ENOSYS
+/// `fi_trywait`: every fid must be one of our CQs or counters; the first
+/// that is not ready to sleep answers (`-FI_EAGAIN`).
+unsafe extern "C" fn fabric_trywait(f: *mut fid_fabric, fids: *mut *mut fid, n: c_int) -> c_int {
+    guard!(-FI_EOTHER, {
+        null_check!(f);
+        if n < 0 || (n > 0 && fids.is_null()) {
+            return -FI_EINVAL;
+        }
+        for i in 0..n as usize {
+            // SAFETY: fids holds n entries.
+            let one = unsafe { *fids.add(i) };
+            // SAFETY: one is NULL or a fid; trywait_one checks its ops table.
+            match unsafe { crate::domain::trywait_one(one) } {
+                Some(0) => {}
+                Some(r) => return r,
+                None => return -FI_EINVAL,
+            }
+        }
+        0
+    })
 }
 
 static FABRIC_FI_OPS: fi_ops = fi_ops {

@@ -15,3 +15,4 @@ pub mod provider;
 pub mod dl;
 pub mod tostr;
 pub mod objects;
+pub mod xpu;

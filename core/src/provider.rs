@@ -71,6 +71,11 @@ pub trait Domain: Send + Sync {
     fn mr_close(&self, _key: u64) -> Result<()> {
         Err(ENOSYS)
     }
+    /// `fi_query_atomic`: `(count, size)` of `op` on `datatype` issued
+    /// through the `kind` family (`FI_FETCH_ATOMIC` / `FI_COMPARE_ATOMIC`).
+    fn query_atomic(&self, _kind: AtomicKind, _op: u32, _datatype: u32) -> Result<(usize, usize)> {
+        Err(ENOSYS)
+    }
 }
 
 /// A completion queue. `read` drives the provider's progress when the
@@ -91,6 +96,16 @@ pub trait CompletionQueue: Send + Sync {
     fn signal(&self) -> Result<()> {
         Err(ENOSYS)
     }
+    /// `fi_control(FI_GETWAIT)`: the fd of an `FI_WAIT_FD` queue.
+    fn wait_fd(&self) -> Option<i32> {
+        None
+    }
+    /// `fi_trywait`: `EAGAIN` when entries are ready (after driving
+    /// progress), otherwise arms the wait object so the fd turns readable
+    /// on the next completion.
+    fn trywait(&self) -> Result<()> {
+        Err(ENOSYS)
+    }
     /// The object itself, for the provider's `Endpoint::bind` to downcast.
     fn as_any_arc(self: Arc<Self>) -> Arc<dyn Any + Send + Sync>;
 }
@@ -106,6 +121,14 @@ pub trait Counter: Send + Sync {
     /// `fi_cntr_wait`: until the value reaches `threshold` (timeout in ms,
     /// negative = forever).
     fn wait(&self, _threshold: u64, _timeout: i32) -> Result<()> {
+        Err(ENOSYS)
+    }
+    /// `fi_control(FI_GETWAIT)`: the fd of an `FI_WAIT_FD` counter.
+    fn wait_fd(&self) -> Option<i32> {
+        None
+    }
+    /// `fi_trywait` on a counter (see `CompletionQueue::trywait`).
+    fn trywait(&self) -> Result<()> {
         Err(ENOSYS)
     }
     fn as_any_arc(self: Arc<Self>) -> Arc<dyn Any + Send + Sync>;
@@ -169,6 +192,53 @@ pub struct RxOp<'a> {
     pub tagged: bool,
 }
 
+/// One remote buffer (`struct fi_rma_iov`; for atomics `struct fi_rma_ioc`,
+/// where `len` counts elements).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RmaIov {
+    pub addr: u64,
+    pub len: usize,
+    pub key: u64,
+}
+
+/// An RMA read or write in all its forms (`fi_read*`, `fi_write*`,
+/// `fi_writedata`, `fi_inject_write*`).
+#[derive(Clone, Copy, Debug)]
+pub struct RmaOp<'a> {
+    /// Local buffers.
+    pub iov: &'a [Iov],
+    pub rma: &'a [RmaIov],
+    pub dest: u64,
+    pub context: usize,
+    pub data: u64,
+    /// `FI_REMOTE_CQ_DATA`, `FI_INJECT`, `FI_COMPLETION`, ...
+    pub flags: u64,
+    /// `fi_inject_write*`: no completion is generated.
+    pub no_completion: bool,
+}
+
+pub use crate::objects::atomic::Kind as AtomicKind;
+
+/// An atomic operation (`fi_atomic*`, `fi_fetch_atomic*`,
+/// `fi_compare_atomic*`). Local buffers are in bytes (count x type size).
+#[derive(Clone, Copy, Debug)]
+pub struct AtomicOp<'a> {
+    pub kind: AtomicKind,
+    pub op: u32,
+    pub datatype: u32,
+    pub iov: &'a [Iov],
+    /// Compare operands (`Compare` only).
+    pub compare: &'a [Iov],
+    /// Where previous values go (`Fetch` and `Compare`).
+    pub result: &'a [Iov],
+    pub rma: &'a [RmaIov],
+    pub dest: u64,
+    pub context: usize,
+    pub data: u64,
+    pub flags: u64,
+    pub no_completion: bool,
+}
+
 /// An endpoint. Data-path methods are `unsafe`: the buffers they name are
 /// application memory that must stay valid until the operation completes
 /// (for `FI_INJECT` sends: until the call returns).
@@ -194,6 +264,33 @@ pub trait Endpoint: Send + Sync {
     /// # Safety
     /// Every `iov` of `op` is writable until the receive completes.
     unsafe fn recv(&self, _op: &RxOp<'_>) -> Result<()> {
+        Err(ENOSYS)
+    }
+    /// `fi_read*`.
+    ///
+    /// # Safety
+    /// Every local buffer is writable until the operation completes.
+    unsafe fn rma_read(&self, _op: &RmaOp<'_>) -> Result<()> {
+        Err(ENOSYS)
+    }
+    /// `fi_write*`, `fi_inject_write*`.
+    ///
+    /// # Safety
+    /// Every local buffer is readable until the operation completes (for
+    /// injects: until the call returns).
+    unsafe fn rma_write(&self, _op: &RmaOp<'_>) -> Result<()> {
+        Err(ENOSYS)
+    }
+    /// `fi_atomic*`, `fi_fetch_atomic*`, `fi_compare_atomic*`.
+    ///
+    /// # Safety
+    /// Operand and compare buffers are readable, result buffers writable,
+    /// until the operation completes.
+    unsafe fn atomic(&self, _op: &AtomicOp<'_>) -> Result<()> {
+        Err(ENOSYS)
+    }
+    /// `fi_atomicvalid` and friends: the largest element count.
+    fn atomic_valid(&self, _kind: AtomicKind, _op: u32, _datatype: u32) -> Result<usize> {
         Err(ENOSYS)
     }
     /// `fi_cancel` of the operation with this context.

@@ -16,3 +16,4 @@ pub mod eq;
 pub mod av;
 pub mod mr;
 pub mod matching;
+pub mod atomic;

@@ -1,10 +1,16 @@
 //! Ping-pong latency and streaming bandwidth between two processes over
 //! the shm transport, each pinned to one CPU.
 //!
-//! cargo run --release -p rfabric-shm --example shm_pingpong -- [--iters N] [--max SIZE] [--cpus A,B]
+//! cargo run --release -p rfabric-shm --example shm_pingpong -- [--iters N]
+//!     [--min SIZE] [--max SIZE] [--step N] [--sizes A,B,..] [--window N] [--cpus A,B]
 //!
 //! The program re-executes itself as the peer. `FI_SHM_CMA=0` forces the
-//! bounce-buffer path for large messages.
+//! bounce-buffer path for large messages; `FI_SHM_EAGER_MAX` sets the
+//! eager/rendezvous switch.
+//!
+//! Columns: one-way latency as the median and the minimum over blocks of
+//! round trips and as the plain mean; streaming bandwidth (up to `--window`
+//! rendezvous sends in flight) as the median of 8 rounds.
 
 use rfabric_shm::{Address, Config, Endpoint, Event, Incoming, Kind, MsgHeader, PeerId, SendStatus};
 use std::time::{Duration, Instant};
@@ -90,6 +96,19 @@ fn rfabric_core_eagain() -> rfabric_core::error::Error {
     rfabric_core::error::EAGAIN
 }
 
+/// Waits for one completion while `pending` sends are in flight; an
+/// acknowledgement cannot arrive before the round's last message.
+fn reap(ep: &mut Endpoint, pending: usize) -> usize {
+    if pending == 0 {
+        let _ = ep.poll();
+        return 0;
+    }
+    match next_event(ep) {
+        Event::SendDone { ctx: 3 } => 1,
+        e => die(&format!("unexpected {e:?}")),
+    }
+}
+
 fn expect_msg(ep: &mut Endpoint) -> Incoming {
     match next_event(ep) {
         Event::Msg(m) => m,
@@ -126,17 +145,30 @@ fn main() {
     let mut iters = 2000usize;
     let mut max = 1usize << 22;
     let mut cpus = (0usize, 1usize);
+    let mut min = 1usize;
+    let mut step = 4usize;
+    let mut window = 8usize;
+    let mut list: Vec<usize> = Vec::new();
     let mut i = 1;
     while i < args.len() {
         let v = args.get(i + 1).cloned().unwrap_or_default();
         match args[i].as_str() {
             "--iters" => iters = v.parse().unwrap_or_else(|_| die("--iters N")),
             "--max" => max = v.parse().unwrap_or_else(|_| die("--max BYTES")),
+            "--min" => min = v.parse().unwrap_or_else(|_| die("--min BYTES")),
+            "--step" => step = v.parse::<usize>().unwrap_or_else(|_| die("--step N")).max(2),
+            "--window" => window = v.parse::<usize>().unwrap_or_else(|_| die("--window N")).max(1),
+            "--sizes" => {
+                list = v.split(',').map(|x| x.parse().unwrap_or_else(|_| die("--sizes A,B,..."))).collect();
+                list.sort_unstable();
+                min = *list.first().unwrap_or(&1);
+                max = *list.last().unwrap_or(&1);
+            }
             "--cpus" => {
                 let mut it = v.split(',').map(|x| x.parse::<usize>().unwrap_or_else(|_| die("--cpus A,B")));
                 cpus = (it.next().unwrap_or(0), it.next().unwrap_or(1));
             }
-            _ => die("usage: shm_pingpong [--iters N] [--max BYTES] [--cpus A,B]"),
+            _ => die("usage: shm_pingpong [--iters N] [--min BYTES] [--max BYTES] [--step N] [--sizes A,B,..] [--window N] [--cpus A,B]"),
         }
         i += 2;
     }
@@ -160,52 +192,79 @@ fn main() {
         *b = k as u8;
     }
     let mut rbuf = vec![1u8; max.max(1)];
-    println!("{:>10} {:>12} {:>12}", "bytes", "lat_us(1way)", "bw_MB/s");
-    let mut size = 1usize;
+    println!(
+        "{:>10} {:>12} {:>12} {:>12} {:>12}",
+        "bytes", "lat_med_us", "lat_min_us", "lat_mean_us", "bw_med_MB/s"
+    );
+    let mut size = min;
     while size <= max {
-        let it = (iters * 4096 / size.max(4096)).clamp(10, iters);
+        let it = (iters * 4096 / size.max(4096)).clamp(20, iters);
+        // Ping-pong, timed in blocks: on a shared machine the median block
+        // is the latency, the mean includes time the peer was descheduled.
+        let block = (it / 32).clamp(1, 256);
         let warm = it / 10 + 1;
-        // Ping-pong.
-        let mut t0 = Instant::now();
-        for j in 0..it + warm {
-            if j == warm {
-                t0 = Instant::now();
-            }
+        for _ in 0..warm {
             send_wait(&mut ep, p, F_PING, &sbuf[..size]);
             let m = expect_msg(&mut ep);
             recv_into(&mut ep, &m, &mut rbuf[..size]);
         }
-        let lat = t0.elapsed().as_secs_f64() / it as f64 / 2.0 * 1e6;
+        let mut blocks = Vec::new();
+        let t0 = Instant::now();
+        let mut done = 0;
+        while done < it {
+            let tb = Instant::now();
+            for _ in 0..block {
+                send_wait(&mut ep, p, F_PING, &sbuf[..size]);
+                let m = expect_msg(&mut ep);
+                recv_into(&mut ep, &m, &mut rbuf[..size]);
+            }
+            blocks.push(tb.elapsed().as_secs_f64() / block as f64 / 2.0 * 1e6);
+            done += block;
+        }
+        let mean = t0.elapsed().as_secs_f64() / done as f64 / 2.0 * 1e6;
         if rbuf[..size] != sbuf[..size] {
             die("data mismatch");
         }
-        // Streaming: `it` messages, one acknowledgement at the end.
-        let t1 = Instant::now();
-        for j in 0..it {
-            let hdr = MsgHeader { flags: F_STREAM, tag: (j + 1 == it) as u64, ..MsgHeader::default() };
-            loop {
-                // SAFETY: sbuf outlives all sends (each completes before the next).
-                match unsafe { ep.send(p, &hdr, sbuf.as_ptr(), size, 3) } {
-                    Ok(SendStatus::Done) => break,
-                    Ok(SendStatus::Pending) => {
-                        match next_event(&mut ep) {
-                            Event::SendDone { ctx: 3 } => {}
-                            e => die(&format!("unexpected {e:?}")),
+        blocks.sort_by(|a, b| a.total_cmp(b));
+        let (lmed, lmin) = (blocks[blocks.len() / 2], blocks[0]);
+        // Streaming: rounds of messages with up to `window` sends in
+        // flight, one acknowledgement per round; median round.
+        let rounds = 8;
+        let per = (it / rounds).max(4);
+        let mut bws = Vec::new();
+        for _ in 0..rounds {
+            let t1 = Instant::now();
+            let mut pending = 0usize;
+            for j in 0..per {
+                let hdr = MsgHeader { flags: F_STREAM, tag: (j + 1 == per) as u64, ..MsgHeader::default() };
+                loop {
+                    // SAFETY: sbuf is only read and outlives every send
+                    // (all complete before the round ends).
+                    match unsafe { ep.send(p, &hdr, sbuf.as_ptr(), size, 3) } {
+                        Ok(SendStatus::Done) => break,
+                        Ok(SendStatus::Pending) => {
+                            pending += 1;
+                            break;
                         }
-                        break;
+                        Err(e) if e == rfabric_core_eagain() => pending -= reap(&mut ep, pending),
+                        Err(e) => die(&format!("{e:?}")),
                     }
-                    Err(e) if e == rfabric_core_eagain() => {
-                        let _ = ep.poll();
-                    }
-                    Err(e) => die(&format!("{e:?}")),
+                }
+                while pending >= window {
+                    pending -= reap(&mut ep, pending);
                 }
             }
+            while pending > 0 {
+                pending -= reap(&mut ep, pending);
+            }
+            let ack = expect_msg(&mut ep);
+            ep.discard(&ack);
+            bws.push((size * per) as f64 / t1.elapsed().as_secs_f64() / 1e6);
         }
-        let ack = expect_msg(&mut ep);
-        ep.discard(&ack);
-        let bw = (size * it) as f64 / t1.elapsed().as_secs_f64() / 1e6;
-        println!("{size:>10} {lat:>12.3} {bw:>12.1}");
-        size *= 4;
+        bws.sort_by(|a, b| a.total_cmp(b));
+        let bw = bws[bws.len() / 2];
+        println!("{size:>10} {lmed:>12.3} {lmin:>12.3} {mean:>12.3} {bw:>12.1}");
+        size = if list.is_empty() { size * step } else { list.iter().copied().find(|&x| x > size).unwrap_or(usize::MAX) };
     }
     ep.send_inline(p, &MsgHeader { flags: F_QUIT, ..MsgHeader::default() }, &[]).unwrap();
     let _ = child.wait();

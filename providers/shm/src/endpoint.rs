@@ -3,7 +3,9 @@
 //!
 //! Protocol (one 64-byte line per message header, after the cell's
 //! sequence word):
-//! - `EAGER`: payload inline in the cell (len <= the receiver's inline max).
+//! - `EAGER`: payload in the receiver's ring: at most 24 bytes in the
+//!   header line, up to one cell, or several consecutive cells (up to the
+//!   eager limit, 16 KiB by default; see DESIGN.md for why).
 //! - `RTS`: large message. Carries the sender's address (inline), the total
 //!   length, a message id, the sender's buffer address (for CMA) and/or a
 //!   bounce slot in the sender's segment. The receiver, once it has a
@@ -30,6 +32,30 @@ pub const OP_RTS: u8 = 2;
 pub const OP_FIN: u8 = 3;
 pub const OP_NACK: u8 = 4;
 pub const OP_BOUNCE: u8 = 5;
+/// Marks a continuation cell of a multi-cell eager message.
+pub const OP_CONT: u8 = 6;
+
+/// Offset of a tiny eager payload (at most [`TINY_MAX`] bytes): right
+/// after the four header words an eager entry uses (sequence, op/flags/
+/// length, sender key, tag, immediate data), so the whole message is one
+/// cache line.
+pub const EAGER_OFF: usize = 40;
+/// Largest payload stored at [`EAGER_OFF`]; larger ones start at
+/// [`CELL_HDR`] (64-byte aligned, whole lines for the copy).
+pub const TINY_MAX: usize = 64 - EAGER_OFF;
+/// Offset of the payload in a continuation cell (after sequence word and
+/// marker, padded to the line).
+pub const CONT_OFF: usize = 64;
+
+/// Where the payload of an eager message of `len` bytes starts in its
+/// first cell.
+pub fn payload_off(len: u64) -> usize {
+    if len <= TINY_MAX as u64 {
+        EAGER_OFF
+    } else {
+        CELL_HDR
+    }
+}
 
 const MODE_CMA: u8 = 1;
 const MODE_BOUNCE: u8 = 2;
@@ -63,6 +89,13 @@ pub struct Wire {
 }
 
 impl Wire {
+    /// For eager entries the length travels in `aux` and the words after
+    /// the immediate data hold payload; out-of-range lengths saturate, so
+    /// the receiver rejects them.
+    fn eager_w0(&self) -> u64 {
+        let len = self.len.min(u32::MAX as u64);
+        self.op as u64 | (self.uflags as u64) << 8 | (self.pflags as u64) << 16 | len << 32
+    }
     fn words(&self) -> [u64; 7] {
         let w0 = self.op as u64 | (self.uflags as u64) << 8 | (self.pflags as u64) << 16 | (self.aux as u64) << 32;
         [w0, self.src_key, self.tag, self.cq_data, self.len, self.msg_id, self.addr]
@@ -84,6 +117,14 @@ impl Wire {
     /// # Safety
     /// `cell` must be a reserved cell of at least 64 bytes.
     pub unsafe fn store(&self, cell: *mut u8) {
+        if self.op == OP_EAGER {
+            let w = [self.eager_w0(), self.src_key, self.tag, self.cq_data];
+            for (i, v) in w.iter().enumerate() {
+                // SAFETY: words 1..5 of the cell's first line, 8-aligned.
+                unsafe { std::ptr::write_volatile(cell.add(8 + 8 * i).cast::<u64>(), *v) };
+            }
+            return;
+        }
         for (i, w) in self.words().iter().enumerate() {
             // SAFETY: words 1..8 of the cell's first line, 8-aligned.
             unsafe { std::ptr::write_volatile(cell.add(8 + 8 * i).cast::<u64>(), *w) };
@@ -93,13 +134,58 @@ impl Wire {
     /// `cell` must be a published cell of at least 64 bytes.
     pub unsafe fn load(cell: *const u8) -> Wire {
         let mut w = [0u64; 7];
-        for (i, v) in w.iter_mut().enumerate() {
+        // SAFETY: the first word of the header, 8-aligned.
+        w[0] = unsafe { std::ptr::read_volatile(cell.add(8).cast::<u64>()) };
+        if w[0] as u8 == OP_EAGER {
+            for (i, v) in w.iter_mut().enumerate().take(4).skip(1) {
+                // SAFETY: as in store.
+                *v = unsafe { std::ptr::read_volatile(cell.add(8 + 8 * i).cast::<u64>()) };
+            }
+            let mut wire = Wire::from_words(w);
+            wire.len = (w[0] >> 32) as u64;
+            wire.aux = 0;
+            return wire;
+        }
+        for (i, v) in w.iter_mut().enumerate().skip(1) {
             // SAFETY: as in store.
             *v = unsafe { std::ptr::read_volatile(cell.add(8 + 8 * i).cast::<u64>()) };
         }
         Wire::from_words(w)
     }
 }
+
+/// Payload bytes the first cell of an eager message carries.
+fn first_cap(cell_size: usize) -> u64 {
+    (cell_size - CELL_HDR) as u64
+}
+
+/// Cells an eager message of `len` bytes occupies in a ring of `cell_size`
+/// cells (saturating; callers compare with [`max_eager_cells`]).
+pub fn eager_cells(cell_size: usize, len: u64) -> u64 {
+    let c0 = first_cap(cell_size);
+    if len <= c0 {
+        return 1;
+    }
+    let cc = (cell_size - CONT_OFF) as u64;
+    1 + (len - c0).div_ceil(cc)
+}
+
+/// Most cells one eager message may take in a ring of `ncells` cells: a
+/// quarter of the ring, so a multi-cell message never waits for a ring
+/// that is almost empty and other senders keep room.
+pub fn max_eager_cells(ncells: u64) -> u64 {
+    (ncells / 4).max(1)
+}
+
+/// Largest eager payload a ring of this geometry accepts.
+pub fn eager_capacity(ncells: u64, cell_size: usize) -> u64 {
+    first_cap(cell_size) + (max_eager_cells(ncells) - 1) * (cell_size - CONT_OFF) as u64
+}
+
+/// Default largest message sent by copy through the receiver's ring
+/// (single- or multi-cell eager). Larger messages use the rendezvous
+/// protocol (CMA or bounce buffers). Chosen by measurement; see DESIGN.md.
+pub const DEFAULT_EAGER_MAX: usize = 16 * 1024;
 
 /// How the payload of an incoming message is obtained.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -195,7 +281,20 @@ pub struct Endpoint {
     seg: Segment,
     ring: Ring,
     head: u64,
-    held: Option<u64>,
+    /// Cells in `rel..head` are consumed but not yet handed back.
+    rel: u64,
+    rel_batch: u64,
+    /// Position and cell count of the eager message handed out by `poll`
+    /// and not yet received or discarded.
+    held: Option<(u64, u64)>,
+    /// Cell count of the entry `parse` accepted last.
+    parsed_cells: u64,
+    /// Largest message we send eagerly (capped by each peer's ring).
+    eager_max: usize,
+    /// Send-table entries not idle / receive-table entries active; when
+    /// both are 0 `progress` has nothing to scan.
+    sends_busy: u32,
+    recvs_busy: u32,
     addr: Address,
     key: u64,
     peers: PeerTable,
@@ -223,6 +322,11 @@ fn coarse_ns() -> u64 {
     // SAFETY: ts is a valid out-parameter.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC_COARSE, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// `FI_SHM_EAGER_MAX` (bytes) overrides [`DEFAULT_EAGER_MAX`].
+fn eager_max_from_env() -> usize {
+    std::env::var("FI_SHM_EAGER_MAX").ok().and_then(|v| v.trim().parse().ok()).unwrap_or(DEFAULT_EAGER_MAX)
 }
 
 /// Interval between liveness checks of peers with work in flight.
@@ -271,7 +375,13 @@ impl Endpoint {
         Ok(Endpoint {
             ring,
             head: 0,
+            rel: 0,
+            rel_batch: (g.ncells as u64 / 8).clamp(1, 16),
             held: None,
+            parsed_cells: 1,
+            eager_max: eager_max_from_env(),
+            sends_busy: 0,
+            recvs_busy: 0,
             key: addr.key(),
             addr,
             seg,
@@ -294,9 +404,24 @@ impl Endpoint {
     pub fn segment(&self) -> &Segment {
         &self.seg
     }
-    /// Largest payload an eager send to `peer` can carry.
+    /// Largest payload an eager send to `peer` can carry: what
+    /// [`send_inline`](Self::send_inline) accepts and below which
+    /// [`send`](Self::send) completes at once (single- or multi-cell eager).
     pub fn inline_max(&self, peer: PeerId) -> Result<usize> {
-        Ok(self.peers.get(peer).ok_or(EINVAL)?.ring.inline_max())
+        Ok(self.eager_limit(self.peers.get(peer).ok_or(EINVAL)?.ring))
+    }
+
+    /// Sets the largest message sent by copy through the receiver's ring
+    /// (default [`DEFAULT_EAGER_MAX`] or `FI_SHM_EAGER_MAX`). Values below
+    /// one cell's payload mean single-cell only; values above what a peer's
+    /// ring holds are capped per peer.
+    pub fn set_eager_max(&mut self, bytes: usize) {
+        self.eager_max = bytes;
+    }
+
+    fn eager_limit(&self, ring: Ring) -> usize {
+        let cap = eager_capacity(ring.ncells(), ring.cell_size());
+        (self.eager_max as u64).clamp(first_cap(ring.cell_size()), cap) as usize
     }
 
     /// Attaches to the endpoint at `addr` (slow path: maps its segment and
@@ -356,6 +481,73 @@ impl Endpoint {
         Ok(())
     }
 
+    /// Writes an eager message into `peer`'s ring: one cell, or several
+    /// consecutive cells claimed at once. Continuation cells are published
+    /// before the first, so the receiver sees the message whole or not at
+    /// all.
+    fn post_eager(&mut self, peer: PeerId, hdr: &MsgHeader, data: &[u8]) -> Result<()> {
+        let limit = {
+            let p = self.peers.get(peer).ok_or(EINVAL)?;
+            self.eager_limit(p.ring)
+        };
+        let key = self.key;
+        let p = self.peers.get_mut(peer).ok_or(EINVAL)?;
+        if !p.alive {
+            return Err(err_connreset());
+        }
+        if data.len() > limit {
+            return Err(EINVAL);
+        }
+        let cs = p.ring.cell_size();
+        let k = eager_cells(cs, data.len() as u64);
+        let pos = match p.ring.reserve_n(k) {
+            Ok(pos) => pos,
+            Err(e) => {
+                let now = coarse_ns();
+                if now.saturating_sub(self.last_check_ns) > CHECK_NS {
+                    self.last_check_ns = now;
+                    if !p.check_alive() {
+                        return Err(err_connreset());
+                    }
+                }
+                return Err(e);
+            }
+        };
+        let w = Wire { op: OP_EAGER, uflags: hdr.flags, src_key: key, tag: hdr.tag, cq_data: hdr.cq_data, len: data.len() as u64, ..Wire::default() };
+        let n0 = data.len().min(first_cap(cs) as usize);
+        // Continuation cells first, published as they are filled.
+        let mut off = n0;
+        for j in 1..k {
+            let c = p.ring.cell(pos.wrapping_add(j));
+            let n = (data.len() - off).min(cs - CONT_OFF);
+            // SAFETY: cell j of our claim; n bytes fit after CONT_OFF and
+            // off + n <= data.len().
+            unsafe {
+                std::ptr::write_volatile(c.add(8).cast::<u64>(), OP_CONT as u64 | j << 32);
+                std::ptr::copy_nonoverlapping(data.as_ptr().add(off), c.add(CONT_OFF), n);
+            }
+            off += n;
+            p.ring.publish(pos.wrapping_add(j));
+        }
+        // Then the first cell: payload, and the header words immediately
+        // before the sequence word, so the line the receiver polls is
+        // written in one burst (one ownership transfer, not two).
+        let cell = p.ring.cell(pos);
+        let off0 = payload_off(data.len() as u64);
+        // SAFETY: the reserved cells are ours until published; the first
+        // holds n0 bytes at off0 (n0 <= 24 at EAGER_OFF, else n0 <=
+        // cell_size - CELL_HDR at CELL_HDR).
+        unsafe {
+            std::ptr::copy_nonoverlapping(data.as_ptr(), cell.add(off0), n0);
+            w.store(cell);
+        }
+        p.ring.publish(pos);
+        // Our next entry most likely goes to the following cell: start
+        // fetching its line now, while we wait for the peer anyway.
+        p.ring.prefetch(pos.wrapping_add(k));
+        Ok(())
+    }
+
     /// Posts a control entry now, or queues it for the next poll.
     fn post_ctl(&mut self, peer: PeerId, w: Wire) {
         match self.post(peer, &w, &[]) {
@@ -364,18 +556,12 @@ impl Endpoint {
         }
     }
 
-    /// Sends a message that fits inline. EAGAIN when the peer's ring is full.
+    /// Sends a message of at most [`inline_max`](Self::inline_max) bytes
+    /// by copy into the peer's ring (one cell, or several consecutive
+    /// cells for medium sizes). EAGAIN when the peer's ring is full, EINVAL
+    /// when `data` is larger than that limit.
     pub fn send_inline(&mut self, peer: PeerId, hdr: &MsgHeader, data: &[u8]) -> Result<()> {
-        let w = Wire {
-            op: OP_EAGER,
-            uflags: hdr.flags,
-            src_key: self.key,
-            tag: hdr.tag,
-            cq_data: hdr.cq_data,
-            len: data.len() as u64,
-            ..Wire::default()
-        };
-        self.post(peer, &w, data)
+        self.post_eager(peer, hdr, data)
     }
 
     /// Sends `len` bytes at `buf`: inline when they fit, otherwise by
@@ -388,7 +574,7 @@ impl Endpoint {
     /// (or the endpoint is dropped).
     pub unsafe fn send(&mut self, peer: PeerId, hdr: &MsgHeader, buf: *const u8, len: usize, ctx: u64) -> Result<SendStatus> {
         let p = self.peers.get(peer).ok_or(EINVAL)?;
-        if len <= p.ring.inline_max() {
+        if len <= self.eager_limit(p.ring) {
             let data = if len == 0 {
                 &[][..]
             } else {
@@ -439,6 +625,7 @@ impl Endpoint {
             }
         }
         self.sends[idx] = op;
+        self.sends_busy += 1;
         if let Some(p) = self.peers.get_mut(peer) {
             p.active += 1;
         }
@@ -480,21 +667,63 @@ impl Endpoint {
     /// the number of bytes copied (min of message and buffer length).
     pub fn recv_inline(&mut self, inc: &Incoming, dst: &mut [u8]) -> Result<usize> {
         let Kind::Inline { pos } = inc.kind else { return Err(EINVAL) };
-        if self.held != Some(pos) {
+        let Some((hpos, k)) = self.held else { return Err(EINVAL) };
+        if hpos != pos {
             return Err(EINVAL);
         }
-        let n = (inc.len as usize).min(dst.len());
-        // SAFETY: len was checked against inline_max when the entry was
-        // parsed; the cell stays ours until release.
-        unsafe { std::ptr::copy_nonoverlapping(self.ring.cell(pos).add(CELL_HDR), dst.as_mut_ptr(), n) };
+        let cs = self.ring.cell_size();
+        // The length is the one `parse` validated, read again from our
+        // own copy of the header rather than from the caller's `inc`.
+        // SAFETY: the held cell is ours until release.
+        let len = unsafe { Wire::load(self.ring.cell(pos)) }.len;
+        if eager_cells(cs, len) != k {
+            self.release_held();
+            return Err(err_io());
+        }
+        let want = (len as usize).min(dst.len());
+        let n0 = want.min(first_cap(cs) as usize);
+        let off0 = payload_off(len);
+        // SAFETY: n0 bytes at off0 lie inside the held first cell (see
+        // post_eager) and fit in dst.
+        unsafe { std::ptr::copy_nonoverlapping(self.ring.cell(pos).add(off0), dst.as_mut_ptr(), n0) };
+        let mut off = n0;
+        let mut j = 1;
+        while off < want && j < k {
+            let n = (want - off).min(cs - CONT_OFF);
+            // SAFETY: continuation cell j (j < k) was checked as published
+            // by `parse` and is held; n bytes fit after CONT_OFF and in
+            // dst[off..want].
+            unsafe {
+                std::ptr::copy_nonoverlapping(self.ring.cell(pos.wrapping_add(j)).add(CONT_OFF), dst.as_mut_ptr().add(off), n)
+            };
+            off += n;
+            j += 1;
+        }
         self.release_held();
-        Ok(n)
+        Ok(off)
     }
 
     fn release_held(&mut self) {
-        if let Some(pos) = self.held.take() {
-            self.ring.release(pos);
-            self.head = pos.wrapping_add(1);
+        if let Some((pos, k)) = self.held.take() {
+            self.consume(pos, k);
+        }
+    }
+
+    /// Marks `k` cells from `pos` (the head) as consumed. They go back to
+    /// the producers in batches, or as soon as the ring is found empty:
+    /// the stores that hand a cell back are then off the path of the
+    /// next message.
+    fn consume(&mut self, pos: u64, k: u64) {
+        self.head = pos.wrapping_add(k);
+        if self.head.wrapping_sub(self.rel) >= self.rel_batch {
+            self.flush_releases();
+        }
+    }
+
+    fn flush_releases(&mut self) {
+        while self.rel != self.head {
+            self.ring.release(self.rel);
+            self.rel = self.rel.wrapping_add(1);
         }
     }
 
@@ -502,7 +731,7 @@ impl Endpoint {
     pub fn discard(&mut self, inc: &Incoming) {
         match inc.kind {
             Kind::Inline { pos } => {
-                if self.held == Some(pos) {
+                if self.held.map(|h| h.0) == Some(pos) {
                     self.release_held();
                 }
             }
@@ -542,6 +771,7 @@ impl Endpoint {
                 Err(CmaFailure::Refused) if self.cma != CmaMode::Force => {
                     p.cma_ok = Some(false);
                     p.active += 1;
+                    self.recvs_busy += 1;
                     self.recvs[idx] = RecvOp {
                         active: true,
                         peer,
@@ -574,6 +804,7 @@ impl Endpoint {
         }
         // Bounce path: the slot index was range-checked when parsed.
         p.active += 1;
+        self.recvs_busy += 1;
         self.recvs[idx] = RecvOp {
             active: true,
             peer,
@@ -594,9 +825,11 @@ impl Endpoint {
         if let Some(e) = self.events.pop_front() {
             return Some(e);
         }
-        self.progress();
-        if let Some(e) = self.events.pop_front() {
-            return Some(e);
+        if self.sends_busy | self.recvs_busy != 0 || !self.ctl.is_empty() {
+            self.progress();
+            if let Some(e) = self.events.pop_front() {
+                return Some(e);
+            }
         }
         // Handle up to a few control entries per call; return the first
         // data message.
@@ -604,31 +837,33 @@ impl Endpoint {
             if self.held.is_some() {
                 break;
             }
-            let Some(cell) = self.ring.peek(self.head) else { break };
+            let Some(cell) = self.ring.peek(self.head) else {
+                if self.rel != self.head {
+                    self.flush_releases();
+                }
+                break;
+            };
             // SAFETY: published cell, ours until release.
             let w = unsafe { Wire::load(cell) };
             let pos = self.head;
             match self.parse(pos, cell, &w) {
                 Ok(Some(inc)) => {
                     if !matches!(inc.kind, Kind::Inline { .. }) {
-                        self.ring.release(pos);
-                        self.head = pos.wrapping_add(1);
+                        self.consume(pos, 1);
                     } else {
-                        self.held = Some(pos);
+                        self.held = Some((pos, self.parsed_cells));
                     }
                     return Some(Event::Msg(inc));
                 }
                 Ok(None) => {
-                    self.ring.release(pos);
-                    self.head = pos.wrapping_add(1);
+                    self.consume(pos, 1);
                     // Completions come out in ring order.
                     if !self.events.is_empty() {
                         break;
                     }
                 }
                 Err(err) => {
-                    self.ring.release(pos);
-                    self.head = pos.wrapping_add(1);
+                    self.consume(pos, 1);
                     return Some(Event::Error { src_key: w.src_key, err });
                 }
             }
@@ -642,9 +877,22 @@ impl Endpoint {
         let hdr = MsgHeader { flags: w.uflags, tag: w.tag, cq_data: w.cq_data };
         match w.op {
             OP_EAGER => {
-                if w.len > self.ring.inline_max() as u64 {
+                let k = eager_cells(self.ring.cell_size(), w.len);
+                if k > max_eager_cells(self.ring.ncells()) {
                     return Err(err_io());
                 }
+                // Every continuation cell must be published and marked as
+                // cell j of this message (the sender publishes them before
+                // the first cell).
+                for j in 1..k {
+                    let c = self.ring.peek(pos.wrapping_add(j)).ok_or_else(err_io)?;
+                    // SAFETY: a published cell of our ring; 8-aligned word.
+                    let m = unsafe { std::ptr::read_volatile(c.add(8).cast::<u64>()) };
+                    if m != OP_CONT as u64 | j << 32 {
+                        return Err(err_io());
+                    }
+                }
+                self.parsed_cells = k;
                 Ok(Some(Incoming { hdr, src_key: w.src_key, len: w.len, kind: Kind::Inline { pos } }))
             }
             OP_RTS => {
@@ -711,6 +959,9 @@ impl Endpoint {
         if op.state == SendState::Active && op.bounce {
             self.free_slot(op.slot);
         }
+        if op.state != SendState::Idle {
+            self.sends_busy = self.sends_busy.saturating_sub(1);
+        }
         self.sends[idx].state = SendState::Idle;
         if let Some(p) = self.peers.get_mut(op.peer) {
             p.active = p.active.saturating_sub(1);
@@ -724,6 +975,9 @@ impl Endpoint {
 
     fn finish_recv(&mut self, idx: usize, res: Result<u64>) {
         let r = self.recvs[idx];
+        if r.active {
+            self.recvs_busy = self.recvs_busy.saturating_sub(1);
+        }
         self.recvs[idx].active = false;
         if let Some(p) = self.peers.get_mut(r.peer) {
             p.active = p.active.saturating_sub(1);
@@ -744,7 +998,7 @@ impl Endpoint {
                 _ => {}
             }
         }
-        for i in 0..self.sends.len() {
+        for i in 0..if self.sends_busy > 0 { self.sends.len() } else { 0 } {
             match self.sends[i].state {
                 SendState::Idle => {}
                 SendState::WaitSlot { after_nack } => self.start_bounce(i, after_nack),
@@ -755,7 +1009,7 @@ impl Endpoint {
                 }
             }
         }
-        for i in 0..self.recvs.len() {
+        for i in 0..if self.recvs_busy > 0 { self.recvs.len() } else { 0 } {
             if self.recvs[i].active && self.recvs[i].slot.is_some() {
                 self.drain_chunks(i);
             }
@@ -913,10 +1167,11 @@ impl Endpoint {
     pub(crate) fn inject_raw(&self, w: &Wire, payload: &[u8]) {
         let pos = self.ring.reserve().expect("ring space");
         let cell = self.ring.cell(pos);
-        // SAFETY: reserved cell; payload no longer than the inline area.
+        let off = if w.op == OP_EAGER { payload_off(w.len) } else { CELL_HDR };
+        // SAFETY: reserved cell; payload cut to the space after `off`.
         unsafe {
             w.store(cell);
-            std::ptr::copy_nonoverlapping(payload.as_ptr(), cell.add(CELL_HDR), payload.len().min(self.ring.inline_max()));
+            std::ptr::copy_nonoverlapping(payload.as_ptr(), cell.add(off), payload.len().min(self.ring.cell_size() - off));
         }
         self.ring.publish(pos);
     }

@@ -11,6 +11,7 @@ pub mod ring;
 pub mod segment;
 pub mod provider;
 pub mod objects;
+pub mod xpu;
 
 #[cfg(test)]
 mod tests;

@@ -20,10 +20,10 @@ use rfabric_core::info::Info;
 use rfabric_core::objects::av::Av;
 use rfabric_core::objects::cntr::Cntr;
 use rfabric_core::objects::cq::{Completion, Cq, CqAttr, CqErrInfo, ErrCompletion, ErrDataLoc};
-use rfabric_core::objects::matching::{Matcher, RecvSpec, Unexp};
+use rfabric_core::objects::matching::{Matcher, RecvSpec, Search, Unexp};
 use rfabric_core::objects::mr::{MrRegion, MrRegistry};
 use rfabric_core::objects::wait::Locked;
-use rfabric_core::provider::{AddressVector, AvAttr, Bind, CompletionQueue, Counter, Domain, Endpoint, MrReq, RxOp, TxOp};
+use rfabric_core::provider::{AddressVector, AvAttr, Bind, CompletionQueue, Counter, Domain, Endpoint, Iov, MrReq, RxOp, TxOp};
 use std::any::Any;
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, RwLock};
@@ -34,7 +34,11 @@ const B64: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz012
 /// Length of the printable address without its NUL: prefix + 43 characters.
 pub const ADDR_STR_LEN: usize = 9 + 43;
 
-/// Header flag bits carried in `MsgHeader::flags`.
+#[path = "rma.rs"]
+mod rma;
+
+/// Header flag bits carried in `MsgHeader::flags` (`rma::UF_RMA` marks
+/// RMA/atomic traffic, dispatched before matching).
 const UF_TAGGED: u8 = 1;
 const UF_DATA: u8 = 2;
 
@@ -97,15 +101,18 @@ fn locked<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 // ---------------------------------------------------------------- domain
 
 pub struct ShmDomain {
-    mr: Locked<MrRegistry>,
+    mr: Arc<Locked<MrRegistry>>,
+    /// `FI_PROGRESS_AUTO` was asked for: every endpoint gets a progress thread.
+    auto_progress: bool,
 }
 
 impl ShmDomain {
     pub fn new(info: &Info) -> Result<ShmDomain> {
         let d = info.domain_attr.as_ref();
-        let mode = d.map_or(0, |d| d.mr_mode) as u64;
+        let mode = rfabric_core::getinfo::mr_mode_bits(d.map_or(0, |d| d.mr_mode), fi_version(1, 5));
         let key_size = d.map_or(8, |d| if d.mr_key_size == 0 { 8 } else { d.mr_key_size });
-        Ok(ShmDomain { mr: Locked::new(MrRegistry::new(mode, key_size)?) })
+        let auto_progress = d.is_some_and(|d| d.data_progress == FI_PROGRESS_AUTO);
+        Ok(ShmDomain { mr: Arc::new(Locked::new(MrRegistry::new(mode, key_size)?)), auto_progress })
     }
 }
 
@@ -115,7 +122,14 @@ impl Domain for ShmDomain {
             return Err(EINVAL);
         }
         let directed = info.caps & FI_DIRECTED_RECV != 0;
-        Ok(Box::new(ShmEp::new(directed)?))
+        let mut ep = ShmEp::new(directed)?;
+        ep.auto_progress = self.auto_progress;
+        {
+            let mut st = ep.shared.st.lock();
+            st.source_err = info.caps & FI_SOURCE_ERR != 0;
+            st.rma = rma::RmaState::new(self.mr.clone());
+        }
+        Ok(Box::new(ep))
     }
     fn cq_open(&self, attr: &CqAttr) -> Result<Arc<dyn CompletionQueue>> {
         Ok(Arc::new(ShmCq::new(attr)?))
@@ -127,6 +141,7 @@ impl Domain for ShmDomain {
         Ok(Arc::new(ShmAv {
             inner: RwLock::new(AvInner { av: Av::new(attr.kind, attr.count, ADDR_LEN)?, keys: HashMap::new() }),
             gen: std::sync::atomic::AtomicU64::new(0),
+            user_ids: std::sync::atomic::AtomicBool::new(false),
         }))
     }
     fn cntr_open(&self, events: u32, wait_obj: u32) -> Result<Arc<dyn Counter>> {
@@ -138,6 +153,10 @@ impl Domain for ShmDomain {
     }
     fn mr_close(&self, key: u64) -> Result<()> {
         self.mr.lock().remove(key).map(|_| ())
+    }
+    fn query_atomic(&self, kind: rfabric_core::provider::AtomicKind, op: u32, datatype: u32) -> Result<(usize, usize)> {
+        let count = rfabric_core::objects::atomic::valid(kind, op, datatype, rma::ATOMIC_MAX_BYTES).ok_or(Error(FI_EOPNOTSUPP))?;
+        Ok((count, rfabric_core::objects::atomic::type_size(datatype).unwrap_or(0)))
     }
 }
 
@@ -269,6 +288,18 @@ impl CompletionQueue for ShmCq {
     fn signal(&self) -> Result<()> {
         self.ring.lock().cq.signal()
     }
+    fn wait_fd(&self) -> Option<i32> {
+        self.wait.as_ref().and_then(|w| w.fd())
+    }
+    fn trywait(&self) -> Result<()> {
+        self.progress();
+        let mut r = self.ring.lock();
+        r.refill();
+        if !r.spill.is_empty() || r.cq.err_len() > 0 {
+            return Err(EAGAIN);
+        }
+        r.cq.trywait()
+    }
     fn as_any_arc(self: Arc<Self>) -> Arc<dyn Any + Send + Sync> {
         self
     }
@@ -326,6 +357,16 @@ impl Counter for ShmCntr {
     fn wait(&self, threshold: u64, timeout: i32) -> Result<()> {
         self.c.wait(threshold, timeout, &mut || self.progress())
     }
+    fn wait_fd(&self) -> Option<i32> {
+        self.c.wait_fd()
+    }
+    fn trywait(&self) -> Result<()> {
+        self.progress();
+        let w = self.c.wait_obj().ok_or(EINVAL)?;
+        w.drain();
+        w.arm();
+        Ok(())
+    }
     fn as_any_arc(self: Arc<Self>) -> Arc<dyn Any + Send + Sync> {
         self
     }
@@ -345,12 +386,22 @@ pub struct ShmAv {
     /// Bumped by every removal: endpoints drop their cached peers when it
     /// changes (one atomic load per send).
     gen: std::sync::atomic::AtomicU64,
+    /// Some insert used `FI_AV_USER_ID`: completions report user ids.
+    user_ids: std::sync::atomic::AtomicBool,
 }
 
 impl ShmAv {
     fn addr(&self, fi_addr: u64) -> Option<Address> {
         let g = self.inner.read().unwrap_or_else(|e| e.into_inner());
         Address::from_bytes(g.av.addr(fi_addr)?).ok()
+    }
+    /// What completions report as source for `fi_addr`: the user id given
+    /// with `FI_AV_USER_ID`, else the fi_addr itself.
+    fn reported(&self, fi_addr: u64) -> u64 {
+        if fi_addr == FI_ADDR_NOTAVAIL || !self.user_ids.load(std::sync::atomic::Ordering::Relaxed) {
+            return fi_addr;
+        }
+        self.inner.read().unwrap_or_else(|e| e.into_inner()).av.user_id(fi_addr).unwrap_or(fi_addr)
     }
     fn by_key(&self, key: u64) -> Option<u64> {
         self.inner.read().unwrap_or_else(|e| e.into_inner()).keys.get(&key).copied()
@@ -364,6 +415,12 @@ impl AddressVector for ShmAv {
     fn insert(&self, addrs: &[&[u8]], mut fi_addr: Option<&mut [u64]>, flags: u64) -> Result<usize> {
         if fi_addr.as_ref().is_some_and(|a| a.len() < addrs.len()) {
             return Err(EINVAL);
+        }
+        if flags & FI_AV_USER_ID != 0 {
+            if fi_addr.is_none() {
+                return Err(EINVAL);
+            }
+            self.user_ids.store(true, std::sync::atomic::Ordering::Relaxed);
         }
         let mut g = self.inner.write().unwrap_or_else(|e| e.into_inner());
         let mut done = 0;
@@ -420,14 +477,54 @@ impl AddressVector for ShmAv {
 
 // ---------------------------------------------------------------- endpoint
 
-/// Where an unexpected message's data waits.
+/// Where an unexpected message's data waits (with the sender's key).
 enum Stash {
-    Data(Vec<u8>),
+    Data(Vec<u8>, u64),
     Rndv(Incoming),
 }
 
+impl Stash {
+    fn key(&self) -> u64 {
+        match self {
+            Stash::Data(_, k) => *k,
+            Stash::Rndv(inc) => inc.src_key,
+        }
+    }
+}
+
+/// A receive of several buffers: the data lands in `tmp` (one transport
+/// transfer) and is spread over `iov` when the receive completes.
+#[derive(Clone, Debug)]
+struct Scatter {
+    tmp: Vec<u8>,
+    iov: Vec<Iov>,
+}
+
+impl Scatter {
+    fn new(iov: &[Iov]) -> Result<Box<Scatter>> {
+        let total = iov.iter().try_fold(0usize, |a, v| a.checked_add(v.len)).ok_or(EINVAL)?;
+        Ok(Box::new(Scatter { tmp: vec![0u8; total], iov: iov.to_vec() }))
+    }
+    /// Copies the first `n` received bytes out to the application's buffers.
+    fn spread(&self, n: usize) {
+        let mut at = 0;
+        for v in &self.iov {
+            if at >= n {
+                break;
+            }
+            let k = v.len.min(n - at);
+            if k > 0 {
+                // SAFETY: each iov is writable for its length until the
+                // receive completes (Endpoint::recv contract); tmp holds n bytes.
+                unsafe { std::ptr::copy_nonoverlapping(self.tmp.as_ptr().add(at), v.base as *mut u8, k) };
+            }
+            at += k;
+        }
+    }
+}
+
 /// What a receive completion needs once the data is in place.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 struct RxInfo {
     ctx: usize,
     buf: usize,
@@ -438,13 +535,21 @@ struct RxInfo {
     data: u64,
     src: u64,
     complete: bool,
+    /// FI_SOURCE_ERR: the sender is not in the AV; its key goes to err_data.
+    unknown_src: Option<u64>,
+    /// Several receive buffers: data goes through a temporary buffer.
+    scatter: Option<Box<Scatter>>,
 }
 
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 struct TxInfo {
     ctx: usize,
     flags: u64,
     complete: bool,
+    /// A rendezvous send of several buffers, gathered here until it completes
+    /// (never read: it only keeps the memory alive).
+    #[allow(dead_code)]
+    gather: Option<Vec<u8>>,
 }
 
 const MAX_PENDING: usize = 64;
@@ -455,7 +560,10 @@ const DEFAULT_MIN_MULTI_RECV: usize = crate::provider::INJECT_SIZE;
 
 struct EpState {
     tp: crate::Endpoint,
-    matcher: Matcher<(), Stash>,
+    matcher: Matcher<Option<Box<Scatter>>, Stash>,
+    /// FI_SOURCE_ERR: messages from senders outside the AV complete with
+    /// FI_EADDRNOTAVAIL.
+    source_err: bool,
     tx_cq: Option<Arc<ShmCq>>,
     rx_cq: Option<Arc<ShmCq>>,
     av: Option<Arc<ShmAv>>,
@@ -483,14 +591,70 @@ struct EpState {
     /// An arrival that found no receive and no room in the unexpected
     /// queue: it is matched again before the ring is read further.
     stalled: Option<Incoming>,
+    /// RMA and atomics (`rma.rs`).
+    rma: rma::RmaState,
 }
 
 pub struct EpShared {
     st: Locked<EpState>,
 }
 
+/// The background progress thread of an `FI_PROGRESS_AUTO` endpoint.
+struct Progressor {
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    thread: std::thread::JoinHandle<()>,
+}
+
 pub struct ShmEp {
     shared: Arc<EpShared>,
+    auto_progress: bool,
+    progressor: Mutex<Option<Progressor>>,
+}
+
+impl ShmEp {
+    fn start_progress(&self) -> Result<()> {
+        let mut g = locked(&self.progressor);
+        if g.is_some() {
+            return Ok(());
+        }
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (s2, ep) = (stop.clone(), self.shared.clone());
+        let thread = std::thread::Builder::new()
+            .name("rfabric-shm-progress".into())
+            .spawn(move || {
+                let mut idle = 0u32;
+                while !s2.load(std::sync::atomic::Ordering::Acquire) {
+                    let n = ep.st.lock().progress();
+                    if n > 0 {
+                        idle = 0;
+                        continue;
+                    }
+                    idle = idle.saturating_add(1);
+                    if idle < 64 {
+                        std::thread::yield_now();
+                    } else {
+                        // Idle: poll every 100 us (latency bound of AUTO progress
+                        // when nobody reads the CQ).
+                        std::thread::sleep(std::time::Duration::from_micros(100));
+                    }
+                }
+            })
+            .map_err(|_| Error(FI_ENOMEM))?;
+        *g = Some(Progressor { stop, thread });
+        Ok(())
+    }
+    fn stop_progress(&self) {
+        if let Some(p) = locked(&self.progressor).take() {
+            p.stop.store(true, std::sync::atomic::Ordering::Release);
+            let _ = p.thread.join();
+        }
+    }
+}
+
+impl Drop for ShmEp {
+    fn drop(&mut self) {
+        self.stop_progress();
+    }
 }
 
 impl ShmEp {
@@ -499,6 +663,7 @@ impl ShmEp {
         let st = EpState {
             tp,
             matcher: Matcher::new(MAX_POSTED, MAX_UNEXPECTED, directed, directed, DEFAULT_MIN_MULTI_RECV)?,
+            source_err: false,
             tx_cq: None,
             rx_cq: None,
             av: None,
@@ -517,8 +682,9 @@ impl ShmEp {
             min_multi_recv: DEFAULT_MIN_MULTI_RECV,
             unexp_count: 0,
             stalled: None,
+            rma: rma::RmaState::default(),
         };
-        Ok(ShmEp { shared: Arc::new(EpShared { st: Locked::new(st) }) })
+        Ok(ShmEp { shared: Arc::new(EpShared { st: Locked::new(st) }), auto_progress: false, progressor: Mutex::new(None) })
     }
 }
 
@@ -598,8 +764,11 @@ impl EpState {
                 c.c.adderr(1);
             }
         }
-        let Some(cq) = self.rx_cq.as_ref() else { return };
         let placed = *res.as_ref().unwrap_or(&0);
+        if let (Some(sc), Ok(n)) = (r.scatter.as_ref(), res.as_ref()) {
+            sc.spread((*n as usize).min(sc.tmp.len()));
+        }
+        let Some(cq) = self.rx_cq.as_ref() else { return };
         let base = Completion {
             op_context: r.ctx,
             flags: r.flags,
@@ -607,7 +776,7 @@ impl EpState {
             buf: if r.flags & FI_MULTI_RECV != 0 || r.buf != 0 { r.buf } else { 0 },
             data: r.data,
             tag: r.tag,
-            src_addr: r.src,
+            src_addr: self.av.as_ref().map_or(r.src, |av| av.reported(r.src)),
         };
         match res {
             Ok(_) if r.msg_len > r.cap as u64 => cq.write_err(ErrCompletion {
@@ -616,22 +785,38 @@ impl EpState {
                 olen: (r.msg_len - r.cap as u64) as usize,
                 ..ErrCompletion::default()
             }),
+            Ok(_) if r.unknown_src.is_some() => cq.write_err(ErrCompletion {
+                base,
+                err: FI_EADDRNOTAVAIL,
+                err_data: r.unknown_src.unwrap_or(0).to_ne_bytes().to_vec(),
+                ..ErrCompletion::default()
+            }),
             Ok(_) if r.complete => cq.write(base),
             Ok(_) => {}
             Err(e) => cq.write_err(ErrCompletion { base, err: e.0, prov_errno: e.0, ..ErrCompletion::default() }),
         }
     }
 
+    /// The receive buffer of `r` (the temporary one for several buffers).
+    fn rx_target(r: &mut RxInfo) -> (usize, usize) {
+        match r.scatter.as_mut() {
+            Some(sc) => (sc.tmp.as_mut_ptr() as usize, sc.tmp.len()),
+            None => (r.buf, r.cap),
+        }
+    }
+
     /// Places an incoming message into the buffer of `r`.
-    fn deliver(&mut self, inc: &Incoming, r: RxInfo) {
+    fn deliver(&mut self, inc: &Incoming, mut r: RxInfo) {
         match inc.kind {
             Kind::Inline { .. } => {
-                let dst: &mut [u8] = if r.cap == 0 || r.buf == 0 {
+                let (buf, cap) = Self::rx_target(&mut r);
+                let dst: &mut [u8] = if cap == 0 || buf == 0 {
                     &mut []
                 } else {
-                    // SAFETY: the receive's buffer is writable for `cap`
-                    // bytes until its completion (Endpoint::recv contract).
-                    unsafe { std::slice::from_raw_parts_mut(r.buf as *mut u8, r.cap) }
+                    // SAFETY: the receive's buffer (or its temporary one) is
+                    // writable for `cap` bytes until its completion
+                    // (Endpoint::recv contract).
+                    unsafe { std::slice::from_raw_parts_mut(buf as *mut u8, cap) }
                 };
                 let res = self.tp.recv_inline(inc, dst).map(|n| n as u64);
                 self.complete_rx(r, res);
@@ -640,14 +825,16 @@ impl EpState {
         }
     }
 
-    fn start_rndv(&mut self, inc: &Incoming, r: RxInfo) {
+    fn start_rndv(&mut self, inc: &Incoming, mut r: RxInfo) {
         let Some(tok) = self.rx_pending.iter().position(|p| p.is_none()) else {
             self.deferred.push_back((*inc, r));
             return;
         };
+        let (buf, cap) = Self::rx_target(&mut r);
         // SAFETY: as in deliver; the buffer stays valid until the RecvDone
-        // or RecvError event for `tok`.
-        match unsafe { self.tp.recv_rndv(inc, r.buf as *mut u8, r.cap, tok as u64) } {
+        // or RecvError event for `tok` (a temporary buffer lives in `r`,
+        // on the heap, which is kept in rx_pending until then).
+        match unsafe { self.tp.recv_rndv(inc, buf as *mut u8, cap, tok as u64) } {
             Ok(()) => self.rx_pending[tok] = Some(r),
             Err(e) if e == EAGAIN => self.deferred.push_back((*inc, r)),
             Err(e) => self.complete_rx(r, Err(e)),
@@ -660,6 +847,10 @@ impl EpState {
         let src = self.src_of(inc.src_key);
         match self.matcher.match_arrival(tagged, src, inc.hdr.tag, inc.len as usize) {
             Some(m) => {
+                let scatter = match m.entry {
+                    Ok(p) => p.desc,
+                    Err(_) => None,
+                };
                 let r = RxInfo {
                     ctx: m.ctx,
                     buf: m.buf,
@@ -670,6 +861,8 @@ impl EpState {
                     data: if remote_data { inc.hdr.cq_data } else { 0 },
                     src,
                     complete: !self.rx_selective || m.flags & FI_COMPLETION != 0,
+                    unknown_src: self.unknown(src, inc.src_key),
+                    scatter,
                 };
                 self.deliver(&inc, r);
             }
@@ -686,7 +879,7 @@ impl EpState {
                         if self.tp.recv_inline(&inc, &mut v).is_err() {
                             return;
                         }
-                        Stash::Data(v)
+                        Stash::Data(v, inc.src_key)
                     }
                     Kind::Rndv { .. } => Stash::Rndv(inc),
                 };
@@ -706,8 +899,98 @@ impl EpState {
         }
     }
 
+    /// `FI_PEEK` / `FI_CLAIM` / `FI_DISCARD` (fi_trecvmsg, fi_recvmsg): looks
+    /// in the unexpected queue only. Every outcome is reported on the receive
+    /// CQ: a peek with the message's length, tag, data and source; a claim
+    /// with the data; a discard with length 0; no match with FI_ENOMSG.
+    fn search(&mut self, op: &RxOp<'_>, buf: usize, len: usize, scatter: Option<Box<Scatter>>) -> Result<()> {
+        // Let arrivals reach the unexpected queue first.
+        self.progress();
+        let spec = if op.tagged {
+            RecvSpec::tagged(op.context, buf, len, op.src, op.tag, op.ignore, op.flags)
+        } else {
+            RecvSpec::untagged(op.context, buf, len, op.src, op.flags)
+        };
+        let flags = rx_flags(op.tagged, false);
+        let base = Completion { op_context: op.context, flags, src_addr: FI_ADDR_NOTAVAIL, ..Completion::default() };
+        let report = |st: &EpState, c: std::result::Result<Completion, ErrCompletion>| {
+            if let Some(cq) = st.rx_cq.as_ref() {
+                match c {
+                    Ok(c) => cq.write(c),
+                    Err(e) => cq.write_err(e),
+                }
+            }
+        };
+        match self.matcher.search(&spec, op.flags) {
+            Ok(Search::Peeked(i)) | Ok(Search::Claimed(i)) => {
+                let c = Completion {
+                    flags: rx_flags(op.tagged, i.flags & FI_REMOTE_CQ_DATA != 0),
+                    len: i.len,
+                    data: i.data,
+                    tag: i.tag,
+                    src_addr: self.av.as_ref().map_or(i.src, |av| av.reported(i.src)),
+                    ..base
+                };
+                report(self, Ok(c));
+            }
+            Ok(Search::Taken(u)) => {
+                self.unexp_count -= 1;
+                let r = RxInfo {
+                    ctx: op.context,
+                    buf,
+                    cap: len,
+                    msg_len: u.len as u64,
+                    flags: rx_flags(op.tagged, u.flags & FI_REMOTE_CQ_DATA != 0),
+                    tag: u.tag,
+                    data: u.data,
+                    src: u.src,
+                    complete: true,
+                    unknown_src: None,
+                    scatter,
+                };
+                self.deliver_unexp(u, r);
+            }
+            Ok(Search::Discarded(u)) => {
+                self.unexp_count -= 1;
+                if let Stash::Rndv(inc) = u.payload {
+                    self.tp.discard(&inc);
+                }
+                report(self, Ok(Completion { tag: u.tag, src_addr: u.src, flags: flags | FI_DISCARD, ..base }));
+            }
+            Err(e) if e.0 == FI_ENOMSG => {
+                report(self, Err(ErrCompletion { base, err: FI_ENOMSG, ..ErrCompletion::default() }));
+            }
+            Err(e) => return Err(e),
+        }
+        Ok(())
+    }
+
+    /// FI_SOURCE_ERR: the sender's key when it is not in the AV.
+    fn unknown(&self, src: u64, key: u64) -> Option<u64> {
+        (self.source_err && src == FI_ADDR_NOTAVAIL).then_some(key)
+    }
+
+    /// Completes receive `r` with an unexpected message taken from the queue.
+    fn deliver_unexp(&mut self, u: Unexp<Stash>, mut r: RxInfo) {
+        r.unknown_src = self.unknown(u.src, u.payload.key());
+        match u.payload {
+            Stash::Data(v, _) => {
+                let (buf, cap) = Self::rx_target(&mut r);
+                let n = v.len().min(cap);
+                if n > 0 {
+                    // SAFETY: the receive buffer (or its temporary one) is
+                    // writable for `cap` bytes.
+                    unsafe { std::ptr::copy_nonoverlapping(v.as_ptr(), buf as *mut u8, n) };
+                }
+                self.complete_rx(r, Ok(n as u64));
+            }
+            Stash::Rndv(inc) => self.start_rndv(&inc, r),
+        }
+    }
+
     fn handle(&mut self, ev: Event) {
         match ev {
+            Event::Msg(inc) if inc.hdr.flags & rma::UF_RMA != 0 => self.rma_arrival(inc),
             Event::Msg(inc) => self.on_arrival(inc),
             Event::SendDone { ctx } | Event::SendError { ctx, .. } => {
                 let res = if let Event::SendError { err, .. } = ev { Err(err) } else { Ok(()) };
@@ -736,12 +1019,15 @@ impl EpState {
         cq.as_ref().map_or(usize::MAX, |c| c.ring.lock().space())
     }
 
-    fn progress(&mut self) {
+    /// Drives the transport; returns the number of events handled.
+    fn progress(&mut self) -> usize {
         if !self.enabled {
-            return;
+            return 0;
         }
+        let mut done = 0;
         // Each event yields at most one completion: never take more events
         // than both CQs can hold, so no completion is ever dropped.
+        self.rma_pump();
         let mut budget = 64usize.min(Self::room(&self.tx_cq)).min(Self::room(&self.rx_cq));
         for _ in 0..self.deferred.len() {
             let Some((inc, r)) = self.deferred.pop_front() else { break };
@@ -750,17 +1036,19 @@ impl EpState {
         if let Some(inc) = self.stalled.take() {
             if budget == 0 {
                 self.stalled = Some(inc);
-                return;
+                return 0;
             }
             budget -= 1;
             self.on_arrival(inc);
             if self.stalled.is_some() {
-                return;
+                return 0;
             }
+            done += 1;
         }
         for _ in 0..budget {
             match self.tp.poll() {
                 Some(ev) => {
+                    done += 1;
                     self.handle(ev);
                     if self.stalled.is_some() {
                         break;
@@ -769,6 +1057,7 @@ impl EpState {
                 None => break,
             }
         }
+        done
     }
 }
 
@@ -828,6 +1117,7 @@ impl Endpoint for ShmEp {
                     st.recv_cntr = Some(c.clone());
                 }
                 if flags & !(FI_SEND | FI_RECV) != 0 {
+                    st.rma.bind_cntr(flags, &c)?;
                     st.other_cntrs.push(c.clone());
                 }
                 drop(st);
@@ -843,10 +1133,14 @@ impl Endpoint for ShmEp {
         if st.av.is_none() {
             return Err(Error(FI_ENOAV));
         }
-        if st.tx_cq.is_none() && st.rx_cq.is_none() && st.send_cntr.is_none() && st.recv_cntr.is_none() {
+        if st.tx_cq.is_none() && st.rx_cq.is_none() && st.send_cntr.is_none() && st.recv_cntr.is_none() && !st.rma.has_cntr() {
             return Err(Error(FI_ENOCQ));
         }
         st.enabled = true;
+        drop(st);
+        if self.auto_progress {
+            self.start_progress()?;
+        }
         Ok(())
     }
 
@@ -873,26 +1167,33 @@ impl Endpoint for ShmEp {
             flags |= UF_DATA;
         }
         let hdr = MsgHeader { flags, tag: op.tag, cq_data: op.data };
-        // Gather several buffers through the stack when they fit inline.
+        // Gather several buffers through the stack when they fit inline,
+        // through the heap otherwise (kept until the send completes).
         let mut gather = [0u8; crate::provider::INJECT_SIZE];
+        let mut heap: Option<Vec<u8>> = None;
         let (buf, len) = match op.iov {
             [] => (std::ptr::null::<u8>(), 0usize),
             [one] => (one.base as *const u8, one.len),
             many => {
                 let total = many.iter().try_fold(0usize, |a, v| a.checked_add(v.len)).ok_or(EINVAL)?;
-                if total > gather.len() {
+                if inject && total > gather.len() {
                     return Err(EINVAL);
                 }
+                let dst: *mut u8 = if total > gather.len() {
+                    heap.insert(vec![0u8; total]).as_mut_ptr()
+                } else {
+                    gather.as_mut_ptr()
+                };
                 let mut at = 0;
                 for v in many {
                     if v.len > 0 {
                         // SAFETY: each iov is readable (send contract); the
-                        // total fits `gather`.
-                        unsafe { std::ptr::copy_nonoverlapping(v.base as *const u8, gather.as_mut_ptr().add(at), v.len) };
+                        // total fits the destination chosen above.
+                        unsafe { std::ptr::copy_nonoverlapping(v.base as *const u8, dst.add(at), v.len) };
                     }
                     at += v.len;
                 }
-                (gather.as_ptr(), total)
+                (dst as *const u8, total)
             }
         };
         if inject && len > crate::provider::INJECT_SIZE {
@@ -905,7 +1206,7 @@ impl Endpoint for ShmEp {
             st.progress();
             return Err(EAGAIN);
         }
-        let info = TxInfo { ctx: op.context, flags: cflags, complete };
+        let info = TxInfo { ctx: op.context, flags: cflags, complete, gather: heap };
         let tok = if len > st.tp.inline_max(peer)? {
             st.tx_pending.iter().position(|p| p.is_none()).ok_or(EAGAIN)?
         } else {
@@ -913,7 +1214,8 @@ impl Endpoint for ShmEp {
         };
         // SAFETY: buf is readable for len bytes until the send completes
         // (contract of this function; gathered data lives on our stack only
-        // for inline sends, which complete inside this call).
+        // for inline sends, which complete inside this call, and on the heap
+        // in `info.gather` otherwise, which tx_pending keeps until then).
         let r = unsafe { st.tp.send(peer, &hdr, buf, len, tok as u64) };
         match r {
             Ok(SendStatus::Done) => {
@@ -934,14 +1236,28 @@ impl Endpoint for ShmEp {
     }
 
     unsafe fn recv(&self, op: &RxOp<'_>) -> Result<()> {
+        let multi = op.flags & FI_MULTI_RECV != 0;
+        let mut scatter = None;
         let (buf, len) = match op.iov {
             [] => (0, 0),
             [one] => (one.base, one.len),
-            _ => return Err(EINVAL),
+            _ if multi => return Err(EINVAL),
+            many => {
+                let sc = Scatter::new(many)?;
+                let l = sc.tmp.len();
+                scatter = Some(sc);
+                (0, l)
+            }
         };
         let mut st = self.shared.st.lock();
         if !st.enabled {
             return Err(Error(FI_EOPBADSTATE));
+        }
+        if op.flags & (FI_PEEK | FI_CLAIM) != 0 {
+            return st.search(op, buf, len, scatter);
+        }
+        if op.flags & FI_DISCARD != 0 {
+            return Err(EINVAL);
         }
         let spec = if op.tagged {
             RecvSpec::tagged(op.context, buf, len, op.src, op.tag, op.ignore, op.flags)
@@ -949,6 +1265,39 @@ impl Endpoint for ShmEp {
             RecvSpec::untagged(op.context, buf, len, op.src, op.flags)
         };
         let complete = !st.rx_selective || op.flags & FI_COMPLETION != 0;
+        if multi {
+            // Post first, then feed queued messages to the buffer one slice
+            // at a time (the matcher cuts the slices and says when the
+            // buffer is released).
+            st.matcher.post(spec, None)?;
+            while let Some(u) = st.matcher.take_unexpected(&spec) {
+                let Some(m) = st.matcher.match_arrival(u.tagged, u.src, u.tag, u.len) else {
+                    // Cannot happen (the buffer was just posted); keep the message.
+                    let _ = st.matcher.push_unexpected(u);
+                    break;
+                };
+                st.unexp_count -= 1;
+                let released = m.flags & FI_MULTI_RECV != 0;
+                let r = RxInfo {
+                    ctx: m.ctx,
+                    buf: m.buf,
+                    cap: m.cap,
+                    msg_len: u.len as u64,
+                    flags: rx_flags(op.tagged, u.flags & FI_REMOTE_CQ_DATA != 0) | (m.flags & FI_MULTI_RECV),
+                    tag: u.tag,
+                    data: u.data,
+                    src: u.src,
+                    complete,
+                    unknown_src: None,
+                    scatter: None,
+                };
+                st.deliver_unexp(u, r);
+                if released {
+                    break;
+                }
+            }
+            return Ok(());
+        }
         if let Some(u) = st.matcher.take_unexpected(&spec) {
             st.unexp_count -= 1;
             let r = RxInfo {
@@ -961,21 +1310,29 @@ impl Endpoint for ShmEp {
                 data: u.data,
                 src: u.src,
                 complete,
+                unknown_src: None,
+                scatter,
             };
-            match u.payload {
-                Stash::Data(v) => {
-                    let n = v.len().min(len);
-                    if n > 0 {
-                        // SAFETY: the receive buffer is writable for `len` bytes.
-                        unsafe { std::ptr::copy_nonoverlapping(v.as_ptr(), buf as *mut u8, n) };
-                    }
-                    st.complete_rx(r, Ok(n as u64));
-                }
-                Stash::Rndv(inc) => st.start_rndv(&inc, r),
-            }
+            st.deliver_unexp(u, r);
             return Ok(());
         }
-        st.matcher.post(spec, ())
+        st.matcher.post(spec, scatter)
+    }
+
+    unsafe fn rma_read(&self, op: &rfabric_core::provider::RmaOp<'_>) -> Result<()> {
+        // SAFETY: forwarded contract.
+        unsafe { self.shared.st.lock().rma_submit(false, op) }
+    }
+    unsafe fn rma_write(&self, op: &rfabric_core::provider::RmaOp<'_>) -> Result<()> {
+        // SAFETY: forwarded contract.
+        unsafe { self.shared.st.lock().rma_submit(true, op) }
+    }
+    unsafe fn atomic(&self, op: &rfabric_core::provider::AtomicOp<'_>) -> Result<()> {
+        // SAFETY: forwarded contract.
+        unsafe { self.shared.st.lock().atomic_submit(op) }
+    }
+    fn atomic_valid(&self, kind: rfabric_core::provider::AtomicKind, op: u32, datatype: u32) -> Result<usize> {
+        rfabric_core::objects::atomic::valid(kind, op, datatype, rma::ATOMIC_MAX_BYTES).ok_or(Error(FI_EOPNOTSUPP))
     }
 
     fn cancel(&self, context: usize) -> Result<()> {
@@ -992,6 +1349,9 @@ impl Endpoint for ShmEp {
                         ..Completion::default()
                     };
                     cq.write_err(ErrCompletion { base, err: FI_ECANCELED, ..ErrCompletion::default() });
+                }
+                if let Some(c) = st.recv_cntr.as_ref() {
+                    c.c.adderr(1);
                 }
                 Ok(())
             }
@@ -1033,11 +1393,13 @@ impl Endpoint for ShmEp {
     }
 
     fn close(&self) -> Result<()> {
+        self.stop_progress();
         let mut st = self.shared.st.lock();
         st.enabled = false;
         let tx = st.tx_cq.take();
         let rx = st.rx_cq.take();
         st.av = None;
+        st.rma.clear();
         let mut cntrs: Vec<Arc<ShmCntr>> = std::mem::take(&mut st.other_cntrs);
         cntrs.extend(st.send_cntr.take());
         cntrs.extend(st.recv_cntr.take());
@@ -1288,6 +1650,64 @@ mod tests {
         assert_eq!(p.a.bind(Bind::Eq, 0), Err(Error(FI_EOPBADSTATE)));
         p.a.close().unwrap();
         assert_eq!(send(&*p.a, b"x", p.to_b, 0, None), Err(Error(FI_EOPBADSTATE)));
+    }
+
+    fn recvmsg(ep: &dyn Endpoint, iov: &[rfabric_core::provider::Iov], ctx: usize, tag: u64, flags: u64) -> Result<()> {
+        let op = RxOp { iov, src: FI_ADDR_UNSPEC, context: ctx, tag, ignore: 0, flags, tagged: true };
+        // SAFETY: the buffers outlive the receive's completion.
+        unsafe { ep.recv(&op) }
+    }
+
+    #[test]
+    fn peek_claim_discard_and_scatter() {
+        let p = pair(false);
+        send(&*p.a, b"hello", p.to_b, 1, Some(4)).unwrap();
+        send(&*p.a, b"gone", p.to_b, 2, Some(5)).unwrap();
+        assert_eq!(next(&p.cq).unwrap()[0], 1);
+        assert_eq!(next(&p.cq).unwrap()[0], 2);
+        recvmsg(&*p.b, &[], 10, 9, FI_PEEK).unwrap();
+        assert_eq!(next(&p.cq), Err(Error(FI_EAVAIL)));
+        let (e, _) = p.cq.readerr(None, fi_version(1, 17)).unwrap();
+        assert_eq!((e.err, e.base.op_context), (FI_ENOMSG, 10));
+        recvmsg(&*p.b, &[], 11, 4, FI_PEEK | FI_CLAIM).unwrap();
+        let c = next(&p.cq).unwrap();
+        assert_eq!((c[0], c[2], c[5]), (11, 5, 4));
+        let mut x = [0u8; 2];
+        let mut y = [0u8; 8];
+        let iov = [
+            rfabric_core::provider::Iov { base: x.as_mut_ptr() as usize, len: 2 },
+            rfabric_core::provider::Iov { base: y.as_mut_ptr() as usize, len: 8 },
+        ];
+        recvmsg(&*p.b, &iov, 11, 0, FI_CLAIM).unwrap();
+        let c = next(&p.cq).unwrap();
+        assert_eq!((c[0], c[2]), (11, 5));
+        assert_eq!((&x, &y[..3]), (b"he", &b"llo"[..]));
+        recvmsg(&*p.b, &[], 12, 5, FI_PEEK | FI_DISCARD).unwrap();
+        assert_eq!(next(&p.cq).unwrap()[0], 12);
+        recvmsg(&*p.b, &[], 13, 5, FI_PEEK).unwrap();
+        assert_eq!(next(&p.cq), Err(Error(FI_EAVAIL)));
+        assert_eq!(recvmsg(&*p.b, &[], 14, 5, FI_DISCARD), Err(EINVAL));
+    }
+
+    #[test]
+    fn multi_recv_takes_queued_messages() {
+        let p = pair(false);
+        p.b.setopt(FI_OPT_ENDPOINT, FI_OPT_MIN_MULTI_RECV, &16usize.to_ne_bytes()).unwrap();
+        for i in 0..3u8 {
+            send(&*p.a, &[i; 10], p.to_b, 1, None).unwrap();
+            next(&p.cq).unwrap();
+        }
+        let mut buf = [0u8; 40];
+        let iov = [rfabric_core::provider::Iov { base: buf.as_mut_ptr() as usize, len: 40 }];
+        let op = RxOp { iov: &iov, src: FI_ADDR_UNSPEC, context: 7, tag: 0, ignore: 0, flags: FI_MULTI_RECV, tagged: false };
+        // SAFETY: buf outlives the receive.
+        unsafe { p.b.recv(&op) }.unwrap();
+        for i in 0..3usize {
+            let c = next(&p.cq).unwrap();
+            assert_eq!((c[0], c[2], c[3]), (7, 10, buf.as_ptr() as u64 + 10 * i as u64));
+            assert_eq!(c[1] & FI_MULTI_RECV != 0, i == 2, "released on the last slice");
+        }
+        assert_eq!(&buf[..30], &[[0u8; 10], [1; 10], [2; 10]].concat()[..]);
     }
 
     #[test]

@@ -60,7 +60,8 @@ impl ShmProvider {
             iov_limit: 4,
         };
         Info {
-            caps: CAPS,
+            // FI_XPU: a host XPU (fi_xpu(3)); kept only when asked for.
+            caps: CAPS | FI_XPU,
             mode: 0,
             addr_format: FI_ADDR_STR,
             tx_attr: Some(tx),
@@ -101,6 +102,7 @@ impl ShmProvider {
                 mr_cnt: 1 << 16,
                 max_cntr_value: u64::MAX,
                 max_err_cntr_value: u64::MAX,
+                max_xpu_ctx_cnt: crate::xpu::MAX_XPU_CTX,
                 ..DomainAttr::default()
             }),
             fabric_attr: Some(FabricAttr {
@@ -138,6 +140,32 @@ impl Provider for ShmProvider {
             && offer.domain_attr.as_ref().is_some_and(|d| d.data_progress == FI_PROGRESS_AUTO)
         {
             return Err(rfabric_core::error::ENODATA);
+        }
+        crate::xpu::resolve(&mut offer, req);
+        // FI_SOURCE_ERR turns receives from senders outside the AV into error
+        // completions: only when the application asked for it.
+        if req.hints.map_or(0, |h| h.caps) & FI_SOURCE_ERR == 0 {
+            offer.caps &= !FI_SOURCE_ERR;
+            if let Some(rx) = offer.rx_attr.as_mut() {
+                rx.caps &= !FI_SOURCE_ERR;
+            }
+        }
+        // Registration modes the application asks for are honoured (the
+        // provider needs none of them itself): FI_MR_LOCAL (descriptors are
+        // required), FI_MR_VIRT_ADDR, FI_MR_PROV_KEY, FI_MR_ALLOCATED.
+        if req.version >= fi_version(1, 5) {
+            let asked = req.hints.and_then(|h| h.domain_attr.as_ref()).map_or(0, |d| d.mr_mode);
+            let keep = (FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_PROV_KEY | FI_MR_ALLOCATED) as i32;
+            if asked == FI_MR_BASIC as i32 {
+                // The old spelling: virtual addresses and provider keys.
+                if let Some(d) = offer.domain_attr.as_mut() {
+                    d.mr_mode = asked;
+                }
+            } else if asked != FI_MR_SCALABLE as i32 {
+                if let Some(d) = offer.domain_attr.as_mut() {
+                    d.mr_mode |= asked & keep;
+                }
+            }
         }
         Ok(offer)
     }

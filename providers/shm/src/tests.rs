@@ -3,7 +3,10 @@
 //! plays the requested role.
 
 use crate::cma::CmaMode;
-use crate::endpoint::{Config, Endpoint, Event, Incoming, Kind, MsgHeader, SendStatus, Wire, OP_EAGER, OP_FIN, OP_RTS};
+use crate::endpoint::{
+    eager_capacity, eager_cells, Config, Endpoint, Event, Incoming, Kind, MsgHeader, SendStatus, Wire, DEFAULT_EAGER_MAX, OP_EAGER,
+    OP_FIN, OP_RTS, TINY_MAX,
+};
 use crate::peer::{Address, PeerId};
 use crate::segment::{self, Geometry, Segment};
 use rfabric_core::error::{Error, EINVAL};
@@ -336,12 +339,105 @@ fn echo_sizes(parent_cma: CmaMode, child_cma: &str, sizes: &[usize]) {
 }
 
 const CELL: usize = 64 + 4096;
+/// Payload per cell with the default geometry.
+const CP: usize = 4096;
 const LARGE: &[usize] = &[1, CELL - 1, CELL, CELL + 1, 4095, 4096, 4097, 6144, 65536, 65537, 1 << 20, 16 << 20];
 
 #[test]
 fn small_pingpong_two_processes() {
     let sizes: Vec<usize> = [0usize, 1, 7, 8, 55, 56, 63, 64, 65, 100, 1000, 4000, 4096].iter().cycle().take(200).copied().collect();
     echo_sizes(CmaMode::Auto, "", &sizes);
+}
+
+/// Sizes around every protocol switch: tiny (one line), one cell, each
+/// multi-cell step up to the eager limit, and the first rendezvous size.
+fn boundary_sizes() -> Vec<usize> {
+    let mut v = vec![0, 1, TINY_MAX - 1, TINY_MAX, TINY_MAX + 1, 64, CP - 1, CP, CP + 1];
+    for k in 2..=DEFAULT_EAGER_MAX / CP {
+        v.extend([k * CP - 1, k * CP, k * CP + 1]);
+    }
+    v.extend([DEFAULT_EAGER_MAX - 1, DEFAULT_EAGER_MAX, DEFAULT_EAGER_MAX + 1, 2 * DEFAULT_EAGER_MAX + 1]);
+    v
+}
+
+#[test]
+fn eager_cell_counts() {
+    assert_eq!(eager_cells(CELL, 0), 1);
+    assert_eq!(eager_cells(CELL, CP as u64), 1);
+    assert_eq!(eager_cells(CELL, CP as u64 + 1), 2);
+    assert_eq!(eager_cells(CELL, 2 * CP as u64), 2);
+    assert_eq!(eager_cells(CELL, 2 * CP as u64 + 1), 3);
+    assert_eq!(eager_cells(CELL, u64::MAX), u64::MAX / CP as u64 + 1);
+    assert_eq!(eager_capacity(128, CELL), 32 * CP as u64);
+    assert_eq!(eager_capacity(2, CELL), CP as u64);
+}
+
+#[test]
+fn medium_boundaries_cma() {
+    // Medium messages do not depend on CMA, but the first size above the
+    // limit does: both modes, every switch point, with data checks.
+    echo_sizes(CmaMode::Force, "1", &boundary_sizes());
+}
+
+#[test]
+fn medium_boundaries_bounce() {
+    echo_sizes(CmaMode::Off, "0", &boundary_sizes());
+}
+
+#[test]
+fn medium_stream_wraps_ring() {
+    // Many multi-cell messages back to back: claims wrap around the ring
+    // end and wait for cells to come back.
+    let sizes: Vec<usize> = [3 * CP + 5, DEFAULT_EAGER_MAX, 7, CP + 1, 5 * CP - 3].iter().cycle().take(150).copied().collect();
+    echo_sizes(CmaMode::Auto, "", &sizes);
+}
+
+#[test]
+fn eager_limit_setting_and_truncation() {
+    let mut a = Endpoint::new(cfg(CmaMode::Auto)).unwrap();
+    let mut b = Endpoint::new(cfg(CmaMode::Auto)).unwrap();
+    let pb = a.attach(&b.address()).unwrap();
+    assert_eq!(a.inline_max(pb), Ok(DEFAULT_EAGER_MAX));
+    assert_eq!(a.inline_max(99), Err(EINVAL));
+    let data = pattern(3 * CP + 100, 8);
+    // Medium: completes at once, the receiver may take fewer bytes.
+    // SAFETY: data outlives the call (Done means copied).
+    assert_eq!(unsafe { a.send(pb, &MsgHeader::default(), data.as_ptr(), data.len(), 1) }, Ok(SendStatus::Done));
+    let Some(Event::Msg(inc)) = b.poll() else { panic!() };
+    assert!(matches!(inc.kind, Kind::Inline { .. }));
+    assert_eq!(inc.len, data.len() as u64);
+    let mut small = vec![0u8; CP + 10];
+    assert_eq!(b.recv_inline(&inc, &mut small), Ok(CP + 10));
+    assert_eq!(&small[..], &data[..CP + 10]);
+    assert_eq!(b.recv_inline(&inc, &mut small), Err(EINVAL), "already received");
+    // Discarding a medium message frees all its cells: the ring takes
+    // far more than its size in such messages afterwards.
+    for round in 0..100u8 {
+        a.send_inline(pb, &MsgHeader { tag: round as u64, ..MsgHeader::default() }, &data).unwrap();
+        let Some(Event::Msg(inc)) = b.poll() else { panic!() };
+        assert_eq!(inc.hdr.tag, round as u64);
+        b.discard(&inc);
+    }
+    // Single cell only: the next size goes by rendezvous.
+    a.set_eager_max(0);
+    assert_eq!(a.inline_max(pb), Ok(CP));
+    // SAFETY: data outlives the transfer below.
+    assert_eq!(unsafe { a.send(pb, &MsgHeader::default(), data.as_ptr(), CP + 1, 2) }, Ok(SendStatus::Pending));
+    let Some(Event::Msg(inc)) = b.poll() else { panic!() };
+    assert!(matches!(inc.kind, Kind::Rndv { .. }));
+    b.discard(&inc);
+    assert_eq!(wait(&mut a, 5), Event::SendError { ctx: 2, err: Error(libc::ECANCELED) });
+    // Above the ring's capacity: capped; send_inline refuses bigger.
+    a.set_eager_max(usize::MAX);
+    let cap = eager_capacity(128, CELL) as usize;
+    assert_eq!(a.inline_max(pb), Ok(cap));
+    let big = pattern(cap + 1, 9);
+    assert_eq!(a.send_inline(pb, &MsgHeader::default(), &big), Err(EINVAL));
+    a.send_inline(pb, &MsgHeader::default(), &big[..cap]).unwrap();
+    let Some(Event::Msg(inc)) = b.poll() else { panic!() };
+    let mut out = vec![0u8; cap + 100];
+    assert_eq!(b.recv_inline(&inc, &mut out), Ok(cap));
+    assert_eq!(&out[..cap], &big[..cap]);
 }
 
 #[test]
@@ -416,7 +512,26 @@ fn hostile_ring_entries_are_errors() {
     };
     // Inline length beyond the cell.
     bad(&mut ep, Wire { op: OP_EAGER, src_key: key, len: 1 << 40, ..Wire::default() }, &[]);
+    // Two cells announced, the second never published.
     bad(&mut ep, Wire { op: OP_EAGER, src_key: key, len: 4097, ..Wire::default() }, &[]);
+    // More cells than a message may take.
+    let cap = eager_capacity(128, CELL);
+    bad(&mut ep, Wire { op: OP_EAGER, src_key: key, len: cap + 1, ..Wire::default() }, &[]);
+    bad(&mut ep, Wire { op: OP_EAGER, src_key: key, len: u32::MAX as u64, ..Wire::default() }, &[]);
+    // Two cells announced; the next cell holds another entry, not a
+    // continuation: the first is an error, the second still arrives.
+    ep.inject_raw(&Wire { op: OP_EAGER, src_key: key, len: 5000, ..Wire::default() }, &[]);
+    ep.inject_raw(&Wire { op: OP_EAGER, src_key: key, tag: 77, len: 3, ..Wire::default() }, b"abc");
+    assert!(matches!(ep.poll(), Some(Event::Error { err: Error(libc::EIO), .. })));
+    match ep.poll() {
+        Some(Event::Msg(m)) => {
+            assert_eq!((m.hdr.tag, m.len), (77, 3));
+            let mut b = [0u8; 8];
+            assert_eq!(ep.recv_inline(&m, &mut b), Ok(3));
+            assert_eq!(&b[..3], b"abc");
+        }
+        e => panic!("{e:?}"),
+    }
     // Unknown op.
     bad(&mut ep, Wire { op: 200, src_key: key, ..Wire::default() }, &[]);
     // RTS with garbage sender address, with mismatching key, with bad slot.

@@ -1,0 +1,640 @@
+#!/usr/bin/env python3
+"""Side-by-side benchmark of the shm provider: ours, Debian's libfabric, UCX.
+
+Run from the repository root (``make bench`` does that). Python standard
+library only. Installs nothing: it checks for the peer tools and says how to
+install them when they are missing.
+
+Measurements, each process pinned to its own core with taskset (0 and 1):
+  latency    fi_pingpong -p shm -e rdm, the same binary on both libraries
+             (only LD_LIBRARY_PATH changes); ucx_perftest -t tag_lat with
+             UCX_TLS=posix,self. One-way latency = half a round trip, mean
+             over the iterations of a run; the table shows the median of runs.
+  streaming  bench/fi_stream (a window of sends in flight, receives pre-posted)
+             on both libraries; ucx_perftest -t tag_bw with the same window
+             (-O) and message count. GB/s (10^9 bytes) and Mmsg/s; median of
+             runs.
+
+Outputs: a Markdown table on stdout and in bench/results/<date>.md, the same
+numbers in bench/results/<date>.csv, and the plot docs/perf-shm.svg.
+
+When our library cannot run a case, its cell reads "n/a" and the error is
+listed under the table; the peers are still measured.
+"""
+
+import argparse
+import csv
+import datetime
+import math
+import os
+import random
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+
+DEBIAN_LIBDIR = "/usr/lib/x86_64-linux-gnu"
+DEBIAN_LIB = DEBIAN_LIBDIR + "/libfabric.so.1"
+SERVER_CORE, CLIENT_CORE = "0", "1"
+WINDOW = 64
+RUN_TIMEOUT = 60
+
+SERIES = ("ours", "debian", "ucx")
+LABELS = {"ours": "ours (rfabric shm)", "debian": "Debian libfabric 1.17 shm",
+          "ucx": "UCX 1.13 posix"}
+COLORS = {"ours": "#d62728", "debian": "#1f77b4", "ucx": "#2ca02c"}
+
+
+def all_sizes():
+    sizes = [1 << k for k in range(3, 23)]  # 8 B .. 4 MiB
+    sizes.append(6 * 1024)
+    return sorted(sizes)
+
+
+def quick_sizes():
+    return [8, 6 * 1024, 64 * 1024, 4 << 20]
+
+
+def human(size):
+    if size >= 1 << 20 and size % (1 << 20) == 0:
+        return "%d MiB" % (size >> 20)
+    if size >= 1 << 10 and size % (1 << 10) == 0:
+        return "%d KiB" % (size >> 10)
+    return "%d B" % size
+
+
+# Iteration counts: enough for a stable mean, small enough that the whole
+# run stays within a few minutes on a 2-core machine.
+def pingpong_iters(size):
+    return max(50, min(20000, (128 << 20) // size))
+
+
+def stream_count(size):
+    return max(2 * WINDOW, min(100000, (256 << 20) // size))
+
+
+# ---------------------------------------------------------------- processes
+
+class Ports:
+    def __init__(self):
+        self.next = random.randint(20000, 40000)
+
+    def take(self):
+        self.next += 1
+        if self.next > 60000:
+            self.next = 20000
+        return self.next
+
+
+def listening(port):
+    """True once some socket listens on TCP port `port` (IPv4 or IPv6)."""
+    want = ":%04X" % port
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table) as f:
+                next(f)
+                for line in f:
+                    parts = line.split()
+                    if parts[1].endswith(want) and parts[3] == "0A":
+                        return True
+        except OSError:
+            pass
+    return False
+
+
+def run_pair(server_cmd, client_cmd, env, port):
+    """Start the server on core 0, wait for its port, run the client on
+    core 1. Returns (ok, client_stdout, error_text)."""
+    full_env = dict(os.environ)
+    full_env.update(env)
+    srv = subprocess.Popen(["taskset", "-c", SERVER_CORE] + server_cmd, env=full_env,
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.time() + 10
+    while not listening(port):
+        if srv.poll() is not None or time.time() > deadline:
+            out = srv.communicate()[0] if srv.poll() is not None else ""
+            if srv.poll() is None:
+                srv.kill()
+                out = srv.communicate()[0]
+            return False, "", "server did not start: " + last_lines(out)
+        time.sleep(0.01)
+    try:
+        cli = subprocess.run(["taskset", "-c", CLIENT_CORE] + client_cmd, env=full_env,
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                             timeout=RUN_TIMEOUT)
+        cli_out, cli_rc = cli.stdout, cli.returncode
+    except subprocess.TimeoutExpired as e:
+        cli_out, cli_rc = (e.stdout or "") if isinstance(e.stdout, str) else "", 124
+    try:
+        srv_out = srv.communicate(timeout=10)[0]
+    except subprocess.TimeoutExpired:
+        srv.kill()
+        srv_out = srv.communicate()[0]
+    if cli_rc != 0 or srv.returncode != 0:
+        what = "client exit %d, server exit %s" % (cli_rc, srv.returncode)
+        detail = last_lines(cli_out) or last_lines(srv_out)
+        return False, cli_out, what + (": " + detail if detail else "")
+    return True, cli_out, ""
+
+
+def last_lines(text, n=2):
+    lines = [l.strip() for l in (text or "").splitlines() if l.strip()]
+    return " | ".join(lines[-n:])
+
+
+# ---------------------------------------------------------------- parsers
+
+PP_ROW = re.compile(r"^(\d+[kmg]?)\s+\S+\s+=\S+\s+\S+\s+[\d.]+s\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s*$")
+
+
+def pp_size(token):
+    """fi_pingpong writes sizes as 8, 6k, 1m (binary multiples)."""
+    mult = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}.get(token[-1], 1)
+    return int(token.rstrip("kmg")) * mult
+
+
+def parse_pingpong(out, size):
+    """fi_pingpong prints: bytes #sent #ack total time MB/sec usec/xfer
+    Mxfers/sec, where usec/xfer is half a round trip. MB/sec (10^6 bytes)
+    has more significant digits, so latency = bytes / MB/sec when it can."""
+    for line in out.splitlines():
+        m = PP_ROW.match(line.strip())
+        if m and pp_size(m.group(1)) == size:
+            mbps, usec = float(m.group(2)), float(m.group(3))
+            if mbps > 0 and abs(size / mbps - usec) <= 0.006 + 0.01 * usec:
+                return size / mbps
+            return usec
+    raise ValueError("no result row for %d bytes in fi_pingpong output" % size)
+
+
+def parse_ucx(out):
+    """ucx_perftest -f -v prints a CSV header and one line of final numbers:
+    iterations, p50 latency, avg latency, overall latency (usec, one way for
+    tag_lat), avg bw, overall bw (MB/s, 2^20 bytes), avg and overall msg/s."""
+    lines = [l.strip() for l in out.splitlines() if l.strip()]
+    for i, line in enumerate(lines):
+        if line.startswith("iterations,") and i + 1 < len(lines):
+            keys = line.split(",")
+            vals = lines[i + 1].split(",")
+            if len(vals) == len(keys):
+                return dict(zip(keys, (float(v) for v in vals)))
+    raise ValueError("no CSV result in ucx_perftest output: " + last_lines(out))
+
+
+STREAM_ROW = re.compile(r"^(\d+)\s+(\d+)\s+([\d.]+)\s+([\d.eE+-]+)\s+([\d.eE+-]+)\s*$")
+
+
+def parse_stream(out):
+    res = {}
+    for line in out.splitlines():
+        m = STREAM_ROW.match(line.strip())
+        if m:
+            res[int(m.group(1))] = (float(m.group(4)), float(m.group(5)))
+    return res
+
+
+# ---------------------------------------------------------------- measurements
+
+def pingpong_case(libdir, size, ports):
+    """One fi_pingpong run: (one-way usec, None) or (None, error)."""
+    port = ports.take()
+    base = ["fi_pingpong", "-p", "shm", "-e", "rdm", "-S", str(size),
+            "-I", str(pingpong_iters(size))]
+    ok, out, err = run_pair(base + ["-B", str(port)], base + ["-P", str(port), "127.0.0.1"],
+                            {"LD_LIBRARY_PATH": libdir}, port)
+    if not ok:
+        return None, "fi_pingpong %s: %s" % (human(size), err)
+    try:
+        return parse_pingpong(out, size), None
+    except ValueError as e:
+        return None, str(e)
+
+
+def stream_case(binary, libdir, sizes, ports):
+    """One fi_stream run over all sizes: ({size: (GB/s, Mmsg/s)}, None) or
+    (None, error)."""
+    port = ports.take()
+    base = [binary, "-p", "shm", "-w", str(WINDOW), "-n", "100000",
+            "-b", str(256 << 20), "-S", ",".join(str(s) for s in sizes), "-P", str(port)]
+    ok, out, err = run_pair(base, base + ["127.0.0.1"], {"LD_LIBRARY_PATH": libdir}, port)
+    if not ok:
+        return None, "fi_stream: " + err
+    rows = parse_stream(out)
+    for s in sizes:
+        if s not in rows:
+            return None, "fi_stream: no result for %s" % human(s)
+    return rows, None
+
+
+UCX_ENV = {"UCX_TLS": "posix,self"}
+
+
+def ucx_case(test, size, ports):
+    """One ucx_perftest run: (parsed final numbers, None) or (None, error)."""
+    port = ports.take()
+    n = pingpong_iters(size) if test == "tag_lat" else stream_count(size)
+    args = ["-t", test, "-s", str(size), "-n", str(n), "-w", str(max(10, n // 10)), "-f", "-v"]
+    if test == "tag_bw":
+        args += ["-O", str(WINDOW)]
+    ok, out, err = run_pair(["ucx_perftest", "-p", str(port)],
+                            ["ucx_perftest", "127.0.0.1", "-p", str(port)] + args, UCX_ENV, port)
+    if not ok:
+        return None, "ucx_perftest %s %s: %s" % (test, human(size), err)
+    try:
+        return parse_ucx(out), None
+    except ValueError as e:
+        return None, str(e)
+
+
+def measure(sizes, reps, libdirs, binary, log, series=SERIES):
+    """Runs every case `reps` times. The three series alternate size by size
+    and run by run, so a change in the machine's load touches all of them
+    alike. Returns lat {series: {size: [usec]}}, stream {series: {size:
+    [(GB/s, Mmsg/s)]}} and {series: first error}; a series that failed is
+    not run again."""
+    ports = Ports()
+    lat = {k: {s: [] for s in sizes} for k in SERIES}
+    stream = {k: {s: [] for s in sizes} for k in SERIES}
+    lat_err, stream_err = {}, {}
+    for rep in range(reps):
+        log("run %d/%d: latency" % (rep + 1, reps))
+        for s in sizes:
+            for k in series:
+                if k in lat_err:
+                    continue
+                if k == "ucx":
+                    r, e = ucx_case("tag_lat", s, ports)
+                    v = r["overall_lat"] if r else None
+                else:
+                    v, e = pingpong_case(libdirs[k], s, ports)
+                if e:
+                    lat_err[k] = e
+                else:
+                    lat[k][s].append(v)
+            log(".")
+        log(" streaming")
+        for k in series:
+            if k in stream_err:
+                continue
+            if k == "ucx":
+                for s in sizes:
+                    r, e = ucx_case("tag_bw", s, ports)
+                    if e:
+                        stream_err[k] = e
+                        break
+                    stream[k][s].append((r["overall_bw"] * (1 << 20) / 1e9, r["overall_mr"] / 1e6))
+            elif binary is None:
+                stream_err[k] = "fi_stream was not built"
+            else:
+                rows, e = stream_case(binary, libdirs[k], sizes, ports)
+                if e:
+                    stream_err[k] = e
+                else:
+                    for s in sizes:
+                        stream[k][s].append(rows[s])
+            log(".")
+        log("\n")
+    errors = []
+    for k in SERIES:
+        if k in lat_err:
+            errors.append("%s latency: %s" % (k, lat_err[k]))
+            lat[k] = {}
+        if k in stream_err:
+            errors.append("%s streaming: %s" % (k, stream_err[k]))
+            stream[k] = {}
+    return lat, stream, errors
+
+
+def median_or_none(vals):
+    return statistics.median(vals) if vals else None
+
+
+# ---------------------------------------------------------------- reporting
+
+def fmt(v, digits=3):
+    """`digits` significant digits, no exponent."""
+    if v is None:
+        return "n/a"
+    if v == 0:
+        return "0"
+    decimals = max(0, digits - 1 - int(math.floor(math.log10(abs(v)))))
+    return "%.*f" % (decimals, v)
+
+
+def ratio(ours, peers, lower_is_better):
+    peers = [p for p in peers if p is not None]
+    if ours is None or not peers:
+        return None
+    best = min(peers) if lower_is_better else max(peers)
+    return ours / best if best > 0 else None
+
+
+def build_rows(sizes, lat, stream):
+    rows = []
+    for s in sizes:
+        r = {"size": s}
+        for k in SERIES:
+            r["lat_" + k] = median_or_none(lat[k].get(s, []))
+            pairs = stream[k].get(s, [])
+            r["bw_" + k] = median_or_none([p[0] for p in pairs])
+            r["mr_" + k] = median_or_none([p[1] for p in pairs])
+        r["lat_ratio"] = ratio(r["lat_ours"], [r["lat_debian"], r["lat_ucx"]], True)
+        r["bw_ratio"] = ratio(r["bw_ours"], [r["bw_debian"], r["bw_ucx"]], False)
+        r["mr_ratio"] = ratio(r["mr_ours"], [r["mr_debian"], r["mr_ucx"]], False)
+        rows.append(r)
+    return rows
+
+
+def markdown(rows, errors, meta):
+    out = []
+    out.append("Run %s on %s; %s; command: `%s`" % (meta["date"], meta["cpu"], meta["reps"], meta["command"]))
+    out.append("")
+    out.append("One-way latency, µs (median of runs; lower is better; ratio = ours ÷ best peer, target ≤ 1.0)")
+    out.append("")
+    out.append("| size | ours | Debian | UCX | ours÷best |")
+    out.append("|---:|---:|---:|---:|---:|")
+    for r in rows:
+        out.append("| %s | %s | %s | %s | %s |" % (
+            human(r["size"]), fmt(r["lat_ours"]), fmt(r["lat_debian"]), fmt(r["lat_ucx"]),
+            fmt(r["lat_ratio"], 2)))
+    out.append("")
+    out.append("Streaming, window %d (median of runs; higher is better; ratio = ours ÷ best peer, "
+               "target ≥ 1.0 from 64 KiB)" % WINDOW)
+    out.append("")
+    out.append("| size | ours GB/s | Debian GB/s | UCX GB/s | ours÷best | ours Mmsg/s | Debian Mmsg/s | UCX Mmsg/s | ours÷best |")
+    out.append("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for r in rows:
+        out.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+            human(r["size"]), fmt(r["bw_ours"]), fmt(r["bw_debian"]), fmt(r["bw_ucx"]),
+            fmt(r["bw_ratio"], 2), fmt(r["mr_ours"]), fmt(r["mr_debian"]), fmt(r["mr_ucx"]),
+            fmt(r["mr_ratio"], 2)))
+    if errors:
+        out.append("")
+        out.append("Not measured:")
+        out.append("")
+        for e in errors:
+            out.append("- " + e)
+    return "\n".join(out) + "\n"
+
+
+CSV_FIELDS = ["size",
+              "lat_us_ours", "lat_us_debian", "lat_us_ucx", "lat_ratio",
+              "bw_gbs_ours", "bw_gbs_debian", "bw_gbs_ucx", "bw_ratio",
+              "mr_mmsgs_ours", "mr_mmsgs_debian", "mr_mmsgs_ucx", "mr_ratio"]
+
+
+def write_csv(path, rows):
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(CSV_FIELDS)
+        for r in rows:
+            vals = [r["size"]]
+            for m in ("lat", "bw", "mr"):
+                for k in SERIES:
+                    vals.append(r[m + "_" + k])
+                vals.append(r[m + "_ratio"])
+            w.writerow(["" if v is None else ("%.6g" % v if isinstance(v, float) else v)
+                        for v in vals])
+
+
+# ---------------------------------------------------------------- SVG
+
+def svg_escape(s):
+    return s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def log_ticks(lo, hi):
+    ticks = []
+    e = math.floor(math.log10(lo))
+    while 10 ** e <= hi * 1.0001:
+        for m in (1, 2, 5):
+            v = m * 10 ** e
+            if lo <= v <= hi * 1.0001:
+                ticks.append(v)
+        e += 1
+    return ticks
+
+
+def tick_label(v):
+    if v >= 1:
+        return "%g" % v
+    return ("%.3f" % v).rstrip("0")
+
+
+def panel(x0, y0, w, h, title, ylabel, sizes, series):
+    """One log-log panel; series: {name: [(size, value or None)]}."""
+    parts = []
+    vals = [v for pts in series.values() for _, v in pts if v is not None and v > 0]
+    pl, pr, pt, pb = 62, 12, 28, 44
+    iw, ih = w - pl - pr, h - pt - pb
+    parts.append('<text x="%d" y="%d" font-size="14" font-weight="bold">%s</text>'
+                 % (x0 + pl, y0 + 18, svg_escape(title)))
+    parts.append('<rect x="%d" y="%d" width="%d" height="%d" fill="none" stroke="#444"/>'
+                 % (x0 + pl, y0 + pt, iw, ih))
+    xs_lo, xs_hi = math.log2(min(sizes)), math.log2(max(sizes))
+
+    def px(s):
+        return x0 + pl + (math.log2(s) - xs_lo) / (xs_hi - xs_lo) * iw
+
+    for s in sizes:
+        if s & (s - 1) == 0 and int(math.log2(s)) % 2 == 1:
+            x = px(s)
+            parts.append('<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="#ddd"/>'
+                         % (x, y0 + pt, x, y0 + pt + ih))
+            parts.append('<text x="%.1f" y="%d" font-size="10" text-anchor="middle">%s</text>'
+                         % (x, y0 + pt + ih + 14, svg_escape(human(s).replace(" ", ""))))
+    parts.append('<text x="%d" y="%d" font-size="11" text-anchor="middle">message size</text>'
+                 % (x0 + pl + iw // 2, y0 + pt + ih + 32))
+    parts.append('<text x="%d" y="%d" font-size="11" text-anchor="middle" '
+                 'transform="rotate(-90 %d %d)">%s</text>'
+                 % (x0 + 14, y0 + pt + ih // 2, x0 + 14, y0 + pt + ih // 2, svg_escape(ylabel)))
+    if not vals:
+        parts.append('<text x="%d" y="%d" font-size="12" text-anchor="middle">no data</text>'
+                     % (x0 + pl + iw // 2, y0 + pt + ih // 2))
+        return parts
+    lo, hi = min(vals), max(vals)
+    lo = 10 ** math.floor(math.log10(lo))
+    hi = 10 ** math.ceil(math.log10(hi))
+    ly_lo, ly_hi = math.log10(lo), math.log10(hi)
+
+    def py(v):
+        return y0 + pt + ih - (math.log10(v) - ly_lo) / (ly_hi - ly_lo) * ih
+
+    for t in log_ticks(lo, hi):
+        y = py(t)
+        parts.append('<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="#eee"/>'
+                     % (x0 + pl, y, x0 + pl + iw, y))
+        parts.append('<text x="%d" y="%.1f" font-size="10" text-anchor="end">%s</text>'
+                     % (x0 + pl - 4, y + 3, tick_label(t)))
+    for k, pts in series.items():
+        good = [(s, v) for s, v in pts if v is not None and v > 0]
+        if not good:
+            continue
+        path = " ".join("%s%.1f,%.1f" % ("M" if i == 0 else "L", px(s), py(v))
+                        for i, (s, v) in enumerate(good))
+        parts.append('<path d="%s" fill="none" stroke="%s" stroke-width="2"/>' % (path, COLORS[k]))
+        for s, v in good:
+            parts.append('<circle cx="%.1f" cy="%.1f" r="2.5" fill="%s"/>' % (px(s), py(v), COLORS[k]))
+    return parts
+
+
+def write_svg(path, rows, note):
+    sizes = [r["size"] for r in rows]
+    w, h = 980, 420
+    parts = ['<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" '
+             'font-family="sans-serif" viewBox="0 0 %d %d">' % (w, h, w, h),
+             '<rect width="100%" height="100%" fill="white"/>']
+    lat = {k: [(r["size"], r["lat_" + k]) for r in rows] for k in SERIES}
+    bw = {k: [(r["size"], r["bw_" + k]) for r in rows] for k in SERIES}
+    parts += panel(0, 0, w // 2, h - 50, "One-way latency (lower is better)", "µs", sizes, lat)
+    parts += panel(w // 2, 0, w // 2, h - 50, "Streaming bandwidth, window %d (higher is better)"
+                   % WINDOW, "GB/s", sizes, bw)
+    x = 70
+    for k in SERIES:
+        missing = all(r["lat_" + k] is None and r["bw_" + k] is None for r in rows)
+        label = LABELS[k] + (" (not measured)" if missing else "")
+        parts.append('<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="%s" stroke-width="3"/>'
+                     % (x, h - 30, x + 24, h - 30, COLORS[k]))
+        parts.append('<text x="%d" y="%d" font-size="12">%s</text>' % (x + 30, h - 26, svg_escape(label)))
+        x += 290
+    parts.append('<text x="70" y="%d" font-size="10" fill="#555">%s</text>' % (h - 8, svg_escape(note)))
+    parts.append("</svg>")
+    with open(path, "w") as f:
+        f.write("\n".join(parts) + "\n")
+
+
+# ---------------------------------------------------------------- main
+
+def cpu_summary():
+    try:
+        out = subprocess.run(["lscpu"], stdout=subprocess.PIPE, text=True).stdout
+    except OSError:
+        return "unknown CPU"
+    info = {}
+    for line in out.splitlines():
+        if ":" in line:
+            k, v = line.split(":", 1)
+            info[k.strip()] = v.strip()
+    return "%s, %s CPUs%s" % (info.get("Model name", "?"), info.get("CPU(s)", "?"),
+                              ", " + info["Hypervisor vendor"] + " guest" if "Hypervisor vendor" in info else "")
+
+
+def git_rev(repo):
+    try:
+        r = subprocess.run(["git", "-C", repo, "describe", "--always", "--dirty"],
+                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        return r.stdout.strip() or "unknown commit"
+    except OSError:
+        return "unknown commit"
+
+
+def check_tools():
+    missing = []
+    if not shutil.which("fi_pingpong"):
+        missing.append("libfabric-bin (fi_pingpong)")
+    if not os.path.exists(DEBIAN_LIB):
+        missing.append("libfabric1 (%s)" % DEBIAN_LIB)
+    if not shutil.which("ucx_perftest"):
+        missing.append("ucx-utils (ucx_perftest)")
+    if not os.path.exists("/usr/include/rdma/fabric.h"):
+        missing.append("libfabric-dev (headers for bench/fi_stream.c)")
+    if not shutil.which("taskset"):
+        missing.append("util-linux (taskset)")
+    if not shutil.which("cc"):
+        missing.append("a C compiler (cc)")
+    return missing
+
+
+def build_stream(repo, outdir):
+    src = os.path.join(repo, "bench", "fi_stream.c")
+    binary = os.path.join(outdir, "fi_stream")
+    if os.path.exists(binary) and os.path.getmtime(binary) >= os.path.getmtime(src):
+        return binary, None
+    os.makedirs(outdir, exist_ok=True)
+    cmd = ["cc", "-O2", "-Wall", "-o", binary, src, "-L" + DEBIAN_LIBDIR, "-l:libfabric.so.1"]
+    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if r.returncode != 0:
+        return None, "building fi_stream failed: " + last_lines(r.stdout, 4)
+    return binary, None
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--reps", type=int, default=3, help="runs per case; the median is reported (3)")
+    ap.add_argument("--quick", action="store_true", help="4 sizes, 1 run: a smoke test of the script")
+    ap.add_argument("--sizes", help="comma-separated sizes in bytes instead of the default list")
+    ap.add_argument("--ours-libdir", default="build/lib", help="directory of our libfabric.so.1")
+    ap.add_argument("--ours-error", help="do not run ours; show this reason instead")
+    ap.add_argument("--no-write", action="store_true", help="print only; write no result files or plot")
+    args = ap.parse_args()
+
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    os.chdir(repo)
+    missing = check_tools()
+    if missing:
+        print("missing: " + ", ".join(missing), file=sys.stderr)
+        print("install with: sudo apt-get install libfabric-bin libfabric1 libfabric-dev ucx-utils",
+              file=sys.stderr)
+        return 1
+    if args.reps < 1:
+        print("--reps must be at least 1", file=sys.stderr)
+        return 1
+    sizes = quick_sizes() if args.quick else all_sizes()
+    if args.sizes:
+        try:
+            sizes = sorted({int(x) for x in args.sizes.split(",")})
+        except ValueError:
+            print("bad --sizes %r" % args.sizes, file=sys.stderr)
+            return 1
+        if not sizes or sizes[0] < 1:
+            print("sizes must be positive", file=sys.stderr)
+            return 1
+    reps = 1 if args.quick else args.reps
+
+    def log(s):
+        sys.stderr.write(s)
+        sys.stderr.flush()
+
+    errors = []
+    ours_lib = os.path.abspath(args.ours_libdir)
+    ours_err = args.ours_error
+    if not ours_err and not os.path.exists(os.path.join(ours_lib, "libfabric.so.1")):
+        ours_err = "no %s/libfabric.so.1 (run make build)" % args.ours_libdir
+    binary, err = build_stream(repo, os.path.join(repo, "build", "bench"))
+
+    t0 = time.time()
+    libdirs = {"ours": ours_lib, "debian": DEBIAN_LIBDIR}
+    run_series = list(SERIES)
+    if ours_err:
+        errors.append("ours: " + ours_err)
+        run_series.remove("ours")
+    if err:
+        errors.append("streaming: " + err)
+    lat, stream, errs = measure(sizes, reps, libdirs, binary, log, run_series)
+    errors += errs
+
+    date = datetime.datetime.now().strftime("%Y-%m-%d")
+    meta = {"date": date, "cpu": cpu_summary() + "; ours at " + git_rev(repo),
+            "reps": "%d run%s per case, %.0f s in all" % (reps, "s" if reps > 1 else "", time.time() - t0),
+            "command": " ".join(["python3", "bench/bench.py"] + sys.argv[1:])}
+    rows = build_rows(sizes, lat, stream)
+    text = markdown(rows, errors, meta)
+    sys.stdout.write(text)
+    if not args.no_write:
+        os.makedirs(os.path.join("bench", "results"), exist_ok=True)
+        os.makedirs("docs", exist_ok=True)
+        base = os.path.join("bench", "results", date)
+        with open(base + ".md", "w") as f:
+            f.write("# shm benchmark, %s\n\n" % date)
+            f.write(text)
+        write_csv(base + ".csv", rows)
+        write_svg(os.path.join("docs", "perf-shm.svg"), rows,
+                  "%s; %s; %s" % (date, meta["cpu"], meta["reps"]))
+        print("\nwrote %s.md, %s.csv, docs/perf-shm.svg" % (base, base))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

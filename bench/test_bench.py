@@ -1,0 +1,107 @@
+"""Unit tests of bench.py's parsers, formatting and ratios (no timing, no
+processes). Run: python3 -m unittest discover -s bench -p 'test_*.py'"""
+import os
+import sys
+import tempfile
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bench  # noqa: E402
+
+PP_OUT = """bytes   #sent   #ack     total       time     MB/sec    usec/xfer   Mxfers/sec
+6k      100     =100     1.1m        0.00s   2322.87       2.64       0.38
+"""
+
+UCX_OUT = """iterations,50.0_percentile_lat,avg_lat,overall_lat,avg_bw,overall_bw,avg_mr,overall_mr
+2000,0.098,13.501,13.501,4629.43,4629.43,74071,74071
+"""
+
+STREAM_OUT = """bytes      msgs     seconds    GB/s       Mmsg/s
+8          5000     0.003520   0.011364   1.4204
+4194304    128      0.045693   11.749     0.0028012
+"""
+
+
+class Parsers(unittest.TestCase):
+    def test_pingpong_size_suffixes(self):
+        self.assertEqual(bench.pp_size("8"), 8)
+        self.assertEqual(bench.pp_size("6k"), 6144)
+        self.assertEqual(bench.pp_size("4m"), 4 << 20)
+
+    def test_pingpong_latency_from_rate(self):
+        v = bench.parse_pingpong(PP_OUT, 6144)
+        self.assertAlmostEqual(v, 6144 / 2322.87, places=6)
+        self.assertAlmostEqual(v, 2.64, delta=0.01)
+
+    def test_pingpong_wrong_size_or_garbage(self):
+        with self.assertRaises(ValueError):
+            bench.parse_pingpong(PP_OUT, 8192)
+        with self.assertRaises(ValueError):
+            bench.parse_pingpong("fi_getinfo(): -61 No data available\n", 8)
+
+    def test_pingpong_inconsistent_rate_falls_back(self):
+        out = PP_OUT.replace("2322.87", "9999.99")
+        self.assertEqual(bench.parse_pingpong(out, 6144), 2.64)
+
+    def test_ucx(self):
+        r = bench.parse_ucx(UCX_OUT)
+        self.assertEqual(r["overall_lat"], 13.501)
+        self.assertEqual(r["overall_mr"], 74071)
+        with self.assertRaises(ValueError):
+            bench.parse_ucx("[1] ucp_ep.c error: Destination is unreachable\n")
+        with self.assertRaises(ValueError):
+            bench.parse_ucx(UCX_OUT.splitlines()[0] + "\n1,2\n")
+
+    def test_stream(self):
+        r = bench.parse_stream(STREAM_OUT)
+        self.assertEqual(sorted(r), [8, 4194304])
+        self.assertEqual(r[4194304], (11.749, 0.0028012))
+        self.assertEqual(bench.parse_stream("error\n"), {})
+
+
+class Report(unittest.TestCase):
+    def test_fmt(self):
+        self.assertEqual(bench.fmt(None), "n/a")
+        self.assertEqual(bench.fmt(0.000812), "0.000812")
+        self.assertEqual(bench.fmt(12.34), "12.3")
+        self.assertEqual(bench.fmt(1506.7), "1507")
+        self.assertEqual(bench.fmt(0.8, 2), "0.80")
+
+    def test_ratio(self):
+        self.assertEqual(bench.ratio(2.0, [4.0, 1.0], True), 2.0)
+        self.assertEqual(bench.ratio(2.0, [4.0, 1.0], False), 0.5)
+        self.assertEqual(bench.ratio(2.0, [None, 4.0], False), 0.5)
+        self.assertIsNone(bench.ratio(None, [1.0], True))
+        self.assertIsNone(bench.ratio(1.0, [None, None], True))
+
+    def test_rows_median_and_missing_series(self):
+        lat = {"ours": {}, "debian": {8: [3.0, 1.0, 2.0]}, "ucx": {8: [4.0]}}
+        stream = {"ours": {}, "debian": {8: [(1.0, 2.0)]}, "ucx": {8: [(3.0, 1.0)]}}
+        (r,) = bench.build_rows([8], lat, stream)
+        self.assertEqual(r["lat_debian"], 2.0)
+        self.assertIsNone(r["lat_ours"])
+        self.assertIsNone(r["lat_ratio"])
+        text = bench.markdown([r], ["ours: not built"], {"date": "d", "cpu": "c", "reps": "r", "command": "x"})
+        self.assertIn("| 8 B | n/a | 2.00 | 4.00 | n/a |", text)
+        self.assertIn("- ours: not built", text)
+
+    def test_svg_and_csv_written(self):
+        lat = {"ours": {8: [1.0], 16: [1.5]}, "debian": {8: [2.0], 16: [2.5]}, "ucx": {}}
+        stream = {"ours": {8: [(0.1, 5.0)], 16: [(0.2, 5.0)]}, "debian": {}, "ucx": {}}
+        rows = bench.build_rows([8, 16], lat, stream)
+        with tempfile.TemporaryDirectory() as d:
+            bench.write_svg(os.path.join(d, "p.svg"), rows, "note <&>")
+            svg = open(os.path.join(d, "p.svg")).read()
+            self.assertTrue(svg.startswith("<svg") and svg.rstrip().endswith("</svg>"))
+            self.assertIn("note &lt;&amp;&gt;", svg)
+            self.assertEqual(svg.count("<path"), 3)  # two latency series, one bandwidth
+            self.assertIn("(not measured)", svg)     # UCX has no data here
+            bench.write_csv(os.path.join(d, "r.csv"), rows)
+            lines = open(os.path.join(d, "r.csv")).read().splitlines()
+            self.assertEqual(lines[0].split(",")[0], "size")
+            self.assertEqual(len(lines), 3)
+            self.assertTrue(lines[1].startswith("8,1,2,,0.5,"))
+
+
+if __name__ == "__main__":
+    unittest.main()
