@@ -97,12 +97,14 @@ clean:
 	$(CARGO) clean
 	rm -rf build prefix
 
-# The main job: build, install into PREFIX and list what the library offers
-# with the installed fi_info.
+# The main job: build, install into PREFIX, list what the library offers
+# with the installed fi_info, then run two-process shm transfers on it and
+# print latency and bandwidth by size (beside Debian's libfabric and UCX).
 .PHONY: demo
 demo: install
 	LD_LIBRARY_PATH=$(LIBDIR) $(PREFIX)/bin/fi_info -l
 	LD_LIBRARY_PATH=$(LIBDIR) $(PREFIX)/bin/fi_info -p shm
+	python3 bench/bench.py --quick --no-write --ours-libdir $(LIBDIR)
 
 # Side-by-side shm benchmark (a few minutes; not part of make check).
 # BENCH_ARGS: e.g. --quick, --reps 5, --sizes 8,65536

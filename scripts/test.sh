@@ -76,6 +76,7 @@ run log-params tests/c/log_params.sh "$lib"
 run sanitizers env CFLAGS_EXTRA="-fsanitize=address,undefined -fno-sanitize-recover=all" tests/c/log_params.sh "$lib"
 run dl-providers tests/dl/run.sh "$lib"
 run mpich-bindings tests/clients/mpich_bindings.sh "$lib" "$mpich_lib"
+run mpich-4ranks env MPI_TIMEOUT=300 tests/mpi/run_mpich.sh "$lib"
 run install-pkgconfig make -s check-install
 [ -x tests/tools/fi_info_diff.sh ] && run fi-info tests/tools/fi_info_diff.sh "$lib"
 [ -x tests/clients/fi_pingpong.sh ] && run fi-pingpong tests/clients/fi_pingpong.sh "$lib"

@@ -264,7 +264,8 @@ unsafe extern "C" fn domain_endpoint(d: *mut fid_domain, i: *mut fi_info, ep: *m
         match h.obj.endpoint(&info) {
             Ok(obj) => {
                 // SAFETY: ep non-NULL; h outlives the endpoint (refcount).
-                let r = unsafe { crate::endpoint::publish_ep(obj, h, ctx, ep) };
+                let op_flags = (info.tx_attr.map_or(0, |t| t.op_flags), info.rx_attr.map_or(0, |r| r.op_flags));
+                let r = unsafe { crate::endpoint::publish_ep(obj, h, op_flags, ctx, ep) };
                 if r == 0 {
                     // SAFETY: ep was just written.
                     crate::xpu::ep_opened(unsafe { *ep } as usize, xctx);

@@ -23,7 +23,15 @@ pub(crate) struct EpHandle {
     domain: *const DomainHandle,
     /// Reference counts of the CQs/AVs this endpoint is bound to.
     bound: Mutex<Vec<*const RefCount>>,
+    /// `tx_attr->op_flags` / `rx_attr->op_flags` of the fi_info the endpoint
+    /// was opened with: the flags of calls that take no flags argument.
+    tx_op_flags: u64,
+    rx_op_flags: u64,
 }
+
+/// Marks a call without a flags argument (fi_send, fi_trecv, ...): its flags
+/// are the endpoint's default op_flags. Bit 62 is no FI_* flag.
+const OP_DEFAULTS: u64 = 1 << 62;
 
 /// Most iovs a vector operation may carry.
 const MAX_IOV: usize = 8;
@@ -283,6 +291,13 @@ static CM_OPS: fi_ops_cm = fi_ops_cm {
 unsafe fn do_send(e: *mut fid_ep, op: &TxOp<'_>, descs: Descs) -> isize {
     // SAFETY: checked against our ops table.
     let Some(h) = (unsafe { ep(e as *const fid) }) else { return EINVAL_S };
+    let resolved;
+    let op = if op.flags & OP_DEFAULTS != 0 {
+        resolved = TxOp { flags: (op.flags & !OP_DEFAULTS) | h.tx_op_flags, ..*op };
+        &resolved
+    } else {
+        op
+    };
     // SAFETY: the domain outlives its endpoints.
     let d = unsafe { &*h.domain };
     if d.desc_checks() && op.iov.len() == 1 {
@@ -320,6 +335,13 @@ unsafe fn do_send(e: *mut fid_ep, op: &TxOp<'_>, descs: Descs) -> isize {
 unsafe fn do_recv(e: *mut fid_ep, op: &RxOp<'_>, descs: Descs) -> isize {
     // SAFETY: checked against our ops table.
     let Some(h) = (unsafe { ep(e as *const fid) }) else { return EINVAL_S };
+    let resolved;
+    let op = if op.flags & OP_DEFAULTS != 0 {
+        resolved = RxOp { flags: (op.flags & !OP_DEFAULTS) | h.rx_op_flags, ..*op };
+        &resolved
+    } else {
+        op
+    };
     // SAFETY: the domain outlives its endpoints.
     let d = unsafe { &*h.domain };
     // A peek carries no data.
@@ -360,7 +382,8 @@ unsafe fn send1(e: *mut fid_ep, buf: *const c_void, len: usize, dest: u64, ctx: 
         return EINVAL_S;
     }
     let iov = [Iov { base: buf as usize, len }];
-    let op = TxOp { iov: &iov, dest, context: ctx as usize, tag, data, flags, tagged, no_completion };
+    // Only the calls without a flags argument come through here.
+    let op = TxOp { iov: &iov, dest, context: ctx as usize, tag, data, flags: flags | OP_DEFAULTS, tagged, no_completion };
     // SAFETY: forwarded.
     unsafe { do_send(e, &op, Descs::One(desc)) }
 }
@@ -401,7 +424,7 @@ unsafe extern "C" fn msg_send(e: *mut fid_ep, buf: *const c_void, len: usize, de
 }
 unsafe extern "C" fn msg_sendv(e: *mut fid_ep, iov: *const iovec, desc: *mut *mut c_void, count: usize, dest: fi_addr_t, ctx: *mut c_void) -> isize {
     // SAFETY: fi_sendv contract.
-    guard!(EOTHER_S, unsafe { sendv(e, iov, count, dest, ctx, 0, 0, 0, false, desc) })
+    guard!(EOTHER_S, unsafe { sendv(e, iov, count, dest, ctx, 0, 0, OP_DEFAULTS, false, desc) })
 }
 unsafe extern "C" fn msg_sendmsg(e: *mut fid_ep, m: *const fi_msg, flags: u64) -> isize {
     guard!(EOTHER_S, {
@@ -430,14 +453,14 @@ unsafe extern "C" fn msg_recv(e: *mut fid_ep, buf: *mut c_void, len: usize, desc
             return EINVAL_S;
         }
         let iov = [Iov { base: buf as usize, len }];
-        let op = RxOp { iov: &iov, src, context: ctx as usize, tag: 0, ignore: 0, flags: 0, tagged: false };
+        let op = RxOp { iov: &iov, src, context: ctx as usize, tag: 0, ignore: 0, flags: OP_DEFAULTS, tagged: false };
         // SAFETY: fi_recv contract.
         unsafe { do_recv(e, &op, Descs::One(desc)) }
     })
 }
 unsafe extern "C" fn msg_recvv(e: *mut fid_ep, iov: *const iovec, desc: *mut *mut c_void, count: usize, src: fi_addr_t, ctx: *mut c_void) -> isize {
     // SAFETY: fi_recvv contract.
-    guard!(EOTHER_S, unsafe { recvv(e, iov, count, src, ctx, 0, 0, 0, false, desc) })
+    guard!(EOTHER_S, unsafe { recvv(e, iov, count, src, ctx, 0, 0, OP_DEFAULTS, false, desc) })
 }
 unsafe extern "C" fn msg_recvmsg(e: *mut fid_ep, m: *const fi_msg, flags: u64) -> isize {
     guard!(EOTHER_S, {
@@ -469,7 +492,7 @@ unsafe extern "C" fn tag_recv(e: *mut fid_ep, buf: *mut c_void, len: usize, desc
             return EINVAL_S;
         }
         let iov = [Iov { base: buf as usize, len }];
-        let op = RxOp { iov: &iov, src, context: ctx as usize, tag, ignore, flags: 0, tagged: true };
+        let op = RxOp { iov: &iov, src, context: ctx as usize, tag, ignore, flags: OP_DEFAULTS, tagged: true };
         // SAFETY: fi_trecv contract.
         unsafe { do_recv(e, &op, Descs::One(desc)) }
     })
@@ -477,7 +500,7 @@ unsafe extern "C" fn tag_recv(e: *mut fid_ep, buf: *mut c_void, len: usize, desc
 #[allow(clippy::too_many_arguments)]
 unsafe extern "C" fn tag_recvv(e: *mut fid_ep, iov: *const iovec, desc: *mut *mut c_void, count: usize, src: fi_addr_t, tag: u64, ignore: u64, ctx: *mut c_void) -> isize {
     // SAFETY: fi_trecvv contract.
-    guard!(EOTHER_S, unsafe { recvv(e, iov, count, src, ctx, tag, ignore, 0, true, desc) })
+    guard!(EOTHER_S, unsafe { recvv(e, iov, count, src, ctx, tag, ignore, OP_DEFAULTS, true, desc) })
 }
 unsafe extern "C" fn tag_recvmsg(e: *mut fid_ep, m: *const fi_msg_tagged, flags: u64) -> isize {
     guard!(EOTHER_S, {
@@ -497,7 +520,7 @@ unsafe extern "C" fn tag_send(e: *mut fid_ep, buf: *const c_void, len: usize, de
 #[allow(clippy::too_many_arguments)]
 unsafe extern "C" fn tag_sendv(e: *mut fid_ep, iov: *const iovec, desc: *mut *mut c_void, count: usize, dest: fi_addr_t, tag: u64, ctx: *mut c_void) -> isize {
     // SAFETY: fi_tsendv contract.
-    guard!(EOTHER_S, unsafe { sendv(e, iov, count, dest, ctx, tag, 0, 0, true, desc) })
+    guard!(EOTHER_S, unsafe { sendv(e, iov, count, dest, ctx, tag, 0, OP_DEFAULTS, true, desc) })
 }
 unsafe extern "C" fn tag_sendmsg(e: *mut fid_ep, m: *const fi_msg_tagged, flags: u64) -> isize {
     guard!(EOTHER_S, {
@@ -579,7 +602,7 @@ static COLLECTIVE_OPS: fi_ops_collective = fi_ops_collective {
 ///
 /// # Safety
 /// `out` writable; `domain` outlives the endpoint.
-pub(crate) unsafe fn publish_ep(obj: Box<dyn Endpoint>, domain: &DomainHandle, context: *mut c_void, out: *mut *mut fid_ep) -> c_int {
+pub(crate) unsafe fn publish_ep(obj: Box<dyn Endpoint>, domain: &DomainHandle, op_flags: (u64, u64), context: *mut c_void, out: *mut *mut fid_ep) -> c_int {
     domain.children.get();
     let h = Box::new(EpHandle {
         fid: fid_ep {
@@ -595,6 +618,8 @@ pub(crate) unsafe fn publish_ep(obj: Box<dyn Endpoint>, domain: &DomainHandle, c
         obj,
         domain,
         bound: Mutex::new(Vec::new()),
+        tx_op_flags: op_flags.0 & !OP_DEFAULTS,
+        rx_op_flags: op_flags.1 & !OP_DEFAULTS,
     });
     // SAFETY: caller's out pointer.
     unsafe { *out = Box::into_raw(h) as *mut fid_ep };

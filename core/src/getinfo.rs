@@ -195,7 +195,10 @@ fn check_domain(c: &mut Checker<'_>, h: &DomainAttr, o: &DomainAttr, version: u3
     if h.resource_mgmt != FI_RM_UNSPEC && h.resource_mgmt != o.resource_mgmt {
         c.fail("domain_attr->resource_mgmt", h.resource_mgmt.to_string(), o.resource_mgmt.to_string());
     }
-    c.same_or_unspec("domain_attr->av_type", h.av_type, o.av_type, FI_AV_UNSPEC, FI_TYPE_AV_TYPE);
+    // A provider offering FI_AV_UNSPEC serves either type.
+    if o.av_type != FI_AV_UNSPEC {
+        c.same_or_unspec("domain_attr->av_type", h.av_type, o.av_type, FI_AV_UNSPEC, FI_TYPE_AV_TYPE);
+    }
     check_mr_mode(c, h.mr_mode, o.mr_mode, version);
     c.at_most("domain_attr->mr_key_size", h.mr_key_size as u64, o.mr_key_size as u64);
     c.at_most("domain_attr->cq_data_size", h.cq_data_size as u64, o.cq_data_size as u64);

@@ -139,3 +139,14 @@ fn prov_attr_only_has_only_names() {
     assert!(i.tx_attr.is_none() && i.domain_attr.is_none());
     assert_eq!(i.prov_name(), Some("shm"));
 }
+
+#[test]
+fn unspec_av_type_serves_any() {
+    let mut o = offer();
+    let mut h = hints();
+    h.domain_attr.as_mut().unwrap().av_type = FI_AV_TABLE;
+    assert!(check("p", &o, &h, V).is_ok());
+    assert_eq!(narrow(&o, &h).domain_attr.unwrap().av_type, FI_AV_TABLE);
+    o.domain_attr.as_mut().unwrap().av_type = FI_AV_MAP;
+    assert!(check("p", &o, &h, V).is_err());
+}

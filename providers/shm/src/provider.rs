@@ -32,6 +32,9 @@ pub const CAPS: u64 = FI_MSG
     | FI_LOCAL_COMM;
 
 const MSG_ORDER: u64 = FI_ORDER_SAS | FI_ORDER_RAR | FI_ORDER_RAW | FI_ORDER_WAR | FI_ORDER_WAW | FI_ORDER_SAR | FI_ORDER_SAW;
+/// Atomics from one initiator run at the target in the order they were
+/// sent (one ring per peer, executed under the target's lock).
+const ATOMIC_ORDER: u64 = FI_ORDER_ATOMIC_RAR | FI_ORDER_ATOMIC_RAW | FI_ORDER_ATOMIC_WAR | FI_ORDER_ATOMIC_WAW;
 
 pub struct ShmProvider;
 
@@ -41,7 +44,7 @@ impl ShmProvider {
             caps: CAPS & !(FI_RECV | FI_REMOTE_READ | FI_REMOTE_WRITE | FI_MULTI_RECV | FI_DIRECTED_RECV | FI_SOURCE | FI_SOURCE_ERR),
             mode: 0,
             op_flags: 0,
-            msg_order: MSG_ORDER,
+            msg_order: MSG_ORDER | ATOMIC_ORDER,
             comp_order: FI_ORDER_NONE,
             inject_size: INJECT_SIZE,
             size: 1024,

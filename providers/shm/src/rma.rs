@@ -262,18 +262,19 @@ unsafe fn gather(v: &[Iov], out: &mut Vec<u8>) {
     }
 }
 
-/// Bytes of a request or reply built on the stack.
-const RMA_BUF: usize = 8192;
+/// One ring cell's payload.
+const CELL_PAYLOAD: usize = 4096;
 
 impl EpState {
     fn cma_for(&self, peer: PeerId) -> bool {
         !self.rma.cma_off && !self.rma.no_cma.contains(&peer)
     }
 
+    /// Payload bytes per request: what one ring cell carries, so that a
+    /// compare atomic (operand and compare value) still fits the 8 KiB
+    /// staging buffers even though the transport's eager limit is larger.
     fn chunk(&self, peer: PeerId) -> Result<usize> {
-        // The eager limit may exceed the request and reply buffers
-        // (multi-cell eager messages): a piece fits both.
-        Ok(self.tp.inline_max(peer)?.min(RMA_BUF).saturating_sub(REQ_HDR).max(16))
+        Ok(self.tp.inline_max(peer)?.min(CELL_PAYLOAD).saturating_sub(REQ_HDR).max(16))
     }
 
     /// Common admission: enabled, peer, CQ room, a free op slot.
@@ -526,7 +527,7 @@ impl EpState {
                 _ => {}
             }
         }
-        let mut buf = [0u8; RMA_BUF];
+        let mut buf = [0u8; 8192];
         while self.rma.inflight < WINDOW {
             let Some(&idx) = self.rma.queue.front() else { break };
             let Some(op) = self.rma.ops[idx].as_ref() else {
@@ -609,7 +610,7 @@ impl EpState {
 
     /// An RMA request or reply arrived.
     pub(super) fn rma_arrival(&mut self, inc: Incoming) {
-        let mut buf = [0u8; RMA_BUF];
+        let mut buf = [0u8; 8192];
         if !matches!(inc.kind, Kind::Inline { .. }) || inc.len as usize > buf.len() {
             self.tp.discard(&inc);
             return;
@@ -712,7 +713,7 @@ impl EpState {
             rfabric_core::fi_warn!("shm", FI_LOG_EP_DATA, "shm: RMA request from an unknown sender dropped");
             return;
         };
-        let mut out = [0u8; RMA_BUF];
+        let mut out = [0u8; 8192];
         let (status, out_len, event) = self.execute(inc, req, &mut out);
         let hdr = MsgHeader { flags: UF_RMA | UF_REPLY, tag: inc.hdr.tag, cq_data: status };
         let limit = self.tp.inline_max(peer).unwrap_or(0);
