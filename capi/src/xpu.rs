@@ -6,8 +6,8 @@ use crate::domain::{av_fi_ops, cntr_fi_ops, cq_fi_ops, ours, AvHandle, CntrHandl
 use crate::endpoint::EpHandle;
 use libc::{c_char, c_int, c_void};
 use rfabric_core::abi::*;
-use rfabric_core::provider::{CompletionQueue, Counter, Iov, TxOp};
-use rfabric_core::xpu::{Completion, CompletionRing, Proxy, WorkRequest, XpuCounter, XpuCtx, XpuTarget, OP_SEND, OP_TSEND};
+use rfabric_core::provider::{CompletionQueue, Counter, Iov, RmaIov, RmaOp, TxOp};
+use rfabric_core::xpu::{Completion, CompletionRing, Proxy, WorkRequest, XpuCounter, XpuCtx, XpuTarget, OP_SEND, OP_TSEND, OP_WRITE};
 use std::sync::{Arc, Mutex};
 
 #[repr(C)]
@@ -337,13 +337,19 @@ fn decode(e: &[u8]) -> Completion {
 
 impl XpuTarget for EpTarget {
     fn post(&self, w: &WorkRequest) -> rfabric_core::error::Result<()> {
+        let iov = [Iov { base: w.buf as usize, len: w.len as usize }];
         let tagged = match w.op {
             OP_SEND => false,
             OP_TSEND => true,
-            // The shm endpoint has no RMA path yet.
-            _ => return Err(rfabric_core::error::ENOSYS),
+            OP_WRITE => {
+                let rma = [RmaIov { addr: w.raddr, len: w.len as usize, key: w.key }];
+                let op = RmaOp { iov: &iov, rma: &rma, dest: w.dest, context: w.context as usize, data: 0, flags: 0, no_completion: false };
+                // SAFETY: as for sends below: the endpoint is alive and the
+                // device keeps the buffer until the completion.
+                return unsafe { (*self.ep).obj.rma_write(&op) };
+            }
+            _ => return Err(rfabric_core::error::EINVAL),
         };
-        let iov = [Iov { base: w.buf as usize, len: w.len as usize }];
         let op = TxOp { iov: &iov, dest: w.dest, context: w.context as usize, tag: w.tag, data: 0, flags: 0, tagged, no_completion: false };
         // SAFETY: the endpoint is alive (see the Send impl); the buffer is
         // device memory the device keeps until the completion.

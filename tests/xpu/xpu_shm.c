@@ -241,13 +241,15 @@ static int child(int wfd)
 	struct fi_cq_attr cq_attr = { .format = FI_CQ_FORMAT_TAGGED };
 	struct fi_cq_tagged_entry e;
 	static char bufs[N][LEN];
+	static unsigned char target[64];
+	struct fid_mr *tmr = NULL;
 	char name[128];
 	size_t namelen = sizeof(name);
 	struct res r;
 	int i, k, got = 0, ret, bad = 0, seen[N] = { 0 };
 
 	who = "child";
-	ret = open_base(FI_VERSION(2, 8), FI_MSG | FI_TAGGED, &r);
+	ret = open_base(FI_VERSION(2, 8), FI_MSG | FI_TAGGED | FI_RMA, &r);
 	CHECK(ret == 0, "open: %d", ret);
 	if (ret)
 		return 1;
@@ -262,6 +264,9 @@ static int child(int wfd)
 				    (void *)(uintptr_t)(i + 1));
 		CHECK(ret == 0, "trecv %d: %d", i, ret);
 	}
+	/* The region the parent's device kernel writes into with fi_xpu_write. */
+	CHECK(fi_mr_reg(r.domain, target, sizeof(target), FI_REMOTE_WRITE, 0,
+			0xbeef, 0, &tmr, NULL) == 0, "reg target");
 	CHECK(fi_getname(&r.ep->fid, name, &namelen) == 0, "getname");
 	if (write(wfd, &namelen, sizeof(namelen)) != sizeof(namelen) ||
 	    write(wfd, name, namelen) != (ssize_t)namelen)
@@ -289,6 +294,19 @@ static int child(int wfd)
 	}
 	CHECK(bad == 0, "%d bytes differ", bad);
 	CHECK(got == N, "received %d of %d", got, N);
+	/* Serve the parent's RMA write (progress is manual: read the CQ) until
+	 * the bytes land, for at most about five seconds. */
+	for (k = 0, bad = 1; k < 5000000 && bad; k++) {
+		(void) fi_cq_read(r.cq, &e, 1);
+		bad = 0;
+		for (i = 0; i < 8; i++)
+			bad += target[i] != (unsigned char)pattern(0, 0, i);
+	}
+	CHECK(bad == 0, "device RMA write landed in the target region");
+	for (i = 8; i < (int)sizeof(target); i++)
+		bad += target[i] != 0;
+	CHECK(bad == 0, "nothing written past the 8 bytes");
+	CHECK(fi_close(&tmr->fid) == 0, "close target mr");
 	CHECK(fi_close(&r.ep->fid) == 0, "close ep");
 	CHECK(fi_close(&r.cq->fid) == 0, "close cq");
 	CHECK(fi_close(&r.av->fid) == 0, "close av");
@@ -395,7 +413,7 @@ static void parent(pid_t pid, int rfd)
 	int ret, t, i, k, seen[THREADS][PER], status;
 	struct res r;
 
-	ret = open_base(FI_VERSION(2, 8), FI_MSG | FI_TAGGED | FI_XPU, &r);
+	ret = open_base(FI_VERSION(2, 8), FI_MSG | FI_TAGGED | FI_RMA | FI_XPU, &r);
 	CHECK(ret == 0, "open: %d", ret);
 	if (ret)
 		return;
@@ -489,18 +507,29 @@ static void parent(pid_t pid, int rfd)
 	CHECK(fi_xpu_cq_read(&xcq, &e, 1, FI_XPU_WORK_ITEM) == -FI_EAGAIN,
 	      "no extra completion");
 
-	/* RMA is not carried by the shm endpoint yet: an error completion. */
-	ret = fi_xpu_write(&xep, args[0].bufs[0], 8, NULL, &raw, 0, 0,
+	/* A key the child never registered: an error completion (first:
+	 * the child stays until the good write below has landed). */
+	ret = fi_xpu_write(&xep, args[0].bufs[0], 8, NULL, &raw, 0, 0xdead,
+			   (void *)0x78, FI_XPU_WORK_ITEM);
+	CHECK(ret == 0, "post bad-key write: %d", ret);
+	do {
+		ret = (int)fi_xpu_cq_read(&xcq, &e, 1, FI_XPU_WORK_ITEM);
+	} while (ret == -FI_EAGAIN);
+	CHECK(ret == -FI_EAVAIL, "bad key completes in error: %d", ret);
+	ret = (int)fi_xpu_cq_readerr(&xcq, &ee, 0, FI_XPU_WORK_ITEM);
+	CHECK(ret == 1 && ee.err == FI_EKEYREJECTED && ee.op_context == (void *)0x78,
+	      "readerr: %d err %d", ret, ee.err);
+
+	/* An RMA write from device code into the child's region (offset 0 of
+	 * key 0xbeef): one success completion with the device's context. */
+	ret = fi_xpu_write(&xep, args[0].bufs[0], 8, NULL, &raw, 0, 0xbeef,
 			   (void *)0x77, FI_XPU_WORK_ITEM);
 	CHECK(ret == 0, "post write: %d", ret);
 	do {
 		ret = (int)fi_xpu_cq_read(&xcq, &e, 1, FI_XPU_WORK_ITEM);
 	} while (ret == -FI_EAGAIN);
-	CHECK(ret == -FI_EAVAIL, "write completes in error: %d", ret);
-	ret = (int)fi_xpu_cq_readerr(&xcq, &ee, 0, FI_XPU_WORK_ITEM);
-	CHECK(ret == 1 && ee.err == FI_ENOSYS && ee.op_context == (void *)0x77,
-	      "readerr: %d err %d", ret, ee.err);
-
+	CHECK(ret == 1 && e.op_context == (void *)0x77 && (e.flags & FI_WRITE),
+	      "write completes: %d", ret);
 	waitpid(pid, &status, 0);
 	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child status");
 
