@@ -296,54 +296,31 @@ pub fn narrow(offer: &Info, hints: &Info) -> Info {
     if hints.mode != 0 {
         out.mode = offer.mode & hints.mode;
     }
+    // The members fi_tx_attr and fi_rx_attr share are narrowed alike: a
+    // value the application gave replaces the offer's, modes are intersected.
+    macro_rules! narrow_ctx_attr {
+        ($h:expr, $o:expr, $caps:expr, $($field:ident),*) => {{
+            let (h, o) = ($h, $o);
+            if let Some(caps) = $caps {
+                o.caps &= caps;
+            }
+            $(
+                if h.$field != 0 {
+                    o.$field = h.$field;
+                }
+            )*
+            if h.mode != 0 {
+                o.mode &= h.mode;
+            }
+        }};
+    }
+    // Sub-attribute caps follow the narrowed caps when the app gave caps.
+    let out_caps = (hints.caps != 0).then_some(out.caps);
     if let (Some(h), Some(o)) = (&hints.tx_attr, out.tx_attr.as_mut()) {
-        if hints.caps != 0 {
-            o.caps &= out.caps;
-        }
-        if h.op_flags != 0 {
-            o.op_flags = h.op_flags;
-        }
-        if h.msg_order != 0 {
-            o.msg_order = h.msg_order;
-        }
-        if h.comp_order != 0 {
-            o.comp_order = h.comp_order;
-        }
-        if h.inject_size != 0 {
-            o.inject_size = h.inject_size;
-        }
-        if h.size != 0 {
-            o.size = h.size;
-        }
-        if h.iov_limit != 0 {
-            o.iov_limit = h.iov_limit;
-        }
-        if h.mode != 0 {
-            o.mode &= h.mode;
-        }
+        narrow_ctx_attr!(h, o, out_caps, op_flags, msg_order, comp_order, inject_size, size, iov_limit);
     }
     if let (Some(h), Some(o)) = (&hints.rx_attr, out.rx_attr.as_mut()) {
-        if hints.caps != 0 {
-            o.caps &= out.caps;
-        }
-        if h.op_flags != 0 {
-            o.op_flags = h.op_flags;
-        }
-        if h.msg_order != 0 {
-            o.msg_order = h.msg_order;
-        }
-        if h.comp_order != 0 {
-            o.comp_order = h.comp_order;
-        }
-        if h.size != 0 {
-            o.size = h.size;
-        }
-        if h.iov_limit != 0 {
-            o.iov_limit = h.iov_limit;
-        }
-        if h.mode != 0 {
-            o.mode &= h.mode;
-        }
+        narrow_ctx_attr!(h, o, out_caps, op_flags, msg_order, comp_order, size, iov_limit);
     }
     if let (Some(h), Some(o)) = (&hints.domain_attr, out.domain_attr.as_mut()) {
         if h.threading != FI_THREAD_UNSPEC {
