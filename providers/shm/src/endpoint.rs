@@ -19,7 +19,7 @@
 //! allocation, takes no lock and makes no system call.
 
 use crate::cma::{self, CmaFailure, CmaMode};
-use crate::peer::{Address, PeerId, PeerTable, ADDR_LEN};
+use crate::peer::{Address, Peer, PeerId, PeerTable, ADDR_LEN};
 use crate::ring::{Ring, CELL_HDR};
 use crate::segment::{Geometry, Segment, CHUNK_HDR};
 use crate::{err_connreset, err_io};
@@ -183,9 +183,15 @@ pub fn eager_capacity(ncells: u64, cell_size: usize) -> u64 {
 }
 
 /// Default largest message sent by copy through the receiver's ring
-/// (single- or multi-cell eager). Larger messages use the rendezvous
+/// (single- or multi-cell eager) while rendezvous operations with that
+/// peer are in flight (streaming). Larger messages use the rendezvous
 /// protocol (CMA or bounce buffers). Chosen by measurement; see DESIGN.md.
-pub const DEFAULT_EAGER_MAX: usize = 16 * 1024;
+pub const DEFAULT_EAGER_MAX: usize = 8 * 1024;
+
+/// Default largest eager message when nothing else is in flight with the
+/// peer (latency): one cell. Above that, one `process_vm_readv` beats two
+/// copies through lines that move between cores. See DESIGN.md.
+pub const DEFAULT_EAGER_IDLE_MAX: usize = 0;
 
 /// How the payload of an incoming message is obtained.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -289,8 +295,11 @@ pub struct Endpoint {
     held: Option<(u64, u64)>,
     /// Cell count of the entry `parse` accepted last.
     parsed_cells: u64,
-    /// Largest message we send eagerly (capped by each peer's ring).
+    /// Largest message we send eagerly while rendezvous operations with
+    /// the peer are in flight, and while none are (both capped by each
+    /// peer's ring, and at least one cell).
     eager_max: usize,
+    eager_idle_max: usize,
     /// Send-table entries not idle / receive-table entries active; when
     /// both are 0 `progress` has nothing to scan.
     sends_busy: u32,
@@ -324,9 +333,9 @@ fn coarse_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
-/// `FI_SHM_EAGER_MAX` (bytes) overrides [`DEFAULT_EAGER_MAX`].
-fn eager_max_from_env() -> usize {
-    std::env::var("FI_SHM_EAGER_MAX").ok().and_then(|v| v.trim().parse().ok()).unwrap_or(DEFAULT_EAGER_MAX)
+/// `FI_SHM_EAGER_MAX` (bytes) replaces both defaults with one fixed limit.
+fn eager_max_from_env() -> Option<usize> {
+    std::env::var("FI_SHM_EAGER_MAX").ok().and_then(|v| v.trim().parse().ok())
 }
 
 /// Interval between liveness checks of peers with work in flight.
@@ -334,6 +343,7 @@ const CHECK_NS: u64 = 2_000_000;
 
 impl Endpoint {
     pub fn new(cfg: Config) -> Result<Endpoint> {
+        let fixed_eager = eager_max_from_env();
         RECLAIM.call_once(|| {
             crate::segment::reclaim_stale();
         });
@@ -379,7 +389,8 @@ impl Endpoint {
             rel_batch: (g.ncells as u64 / 8).clamp(1, 16),
             held: None,
             parsed_cells: 1,
-            eager_max: eager_max_from_env(),
+            eager_max: fixed_eager.unwrap_or(DEFAULT_EAGER_MAX),
+            eager_idle_max: fixed_eager.unwrap_or(DEFAULT_EAGER_IDLE_MAX),
             sends_busy: 0,
             recvs_busy: 0,
             key: addr.key(),
@@ -404,24 +415,35 @@ impl Endpoint {
     pub fn segment(&self) -> &Segment {
         &self.seg
     }
-    /// Largest payload an eager send to `peer` can carry: what
+    /// Largest payload an eager send to `peer` can carry now: what
     /// [`send_inline`](Self::send_inline) accepts and below which
     /// [`send`](Self::send) completes at once (single- or multi-cell eager).
+    /// It depends on whether rendezvous operations with `peer` are in
+    /// flight, so ask right before sending.
     pub fn inline_max(&self, peer: PeerId) -> Result<usize> {
-        Ok(self.eager_limit(self.peers.get(peer).ok_or(EINVAL)?.ring))
+        Ok(self.eager_limit(self.peers.get(peer).ok_or(EINVAL)?))
     }
 
-    /// Sets the largest message sent by copy through the receiver's ring
-    /// (default [`DEFAULT_EAGER_MAX`] or `FI_SHM_EAGER_MAX`). Values below
-    /// one cell's payload mean single-cell only; values above what a peer's
-    /// ring holds are capped per peer.
+    /// Sets one fixed largest message sent by copy through the receiver's
+    /// ring, replacing the two defaults ([`DEFAULT_EAGER_MAX`] while
+    /// streaming, [`DEFAULT_EAGER_IDLE_MAX`] otherwise) and
+    /// `FI_SHM_EAGER_MAX`. Values below one cell's payload mean
+    /// single-cell only; values above what a peer's ring holds are capped
+    /// per peer.
     pub fn set_eager_max(&mut self, bytes: usize) {
         self.eager_max = bytes;
+        self.eager_idle_max = bytes;
     }
 
-    fn eager_limit(&self, ring: Ring) -> usize {
+    fn eager_limit(&self, p: &Peer) -> usize {
+        let ring = p.ring;
         let cap = eager_capacity(ring.ncells(), ring.cell_size());
-        (self.eager_max as u64).clamp(first_cap(ring.cell_size()), cap) as usize
+        // A peer with rendezvous traffic in flight is being streamed to:
+        // medium messages then go through the ring, which sustains more
+        // messages per second than a syscall each. Otherwise latency
+        // counts, and one copy by CMA is faster above one cell.
+        let want = if p.active == 0 { self.eager_idle_max } else { self.eager_max };
+        (want as u64).clamp(first_cap(ring.cell_size()), cap) as usize
     }
 
     /// Attaches to the endpoint at `addr` (slow path: maps its segment and
@@ -486,10 +508,7 @@ impl Endpoint {
     /// before the first, so the receiver sees the message whole or not at
     /// all.
     fn post_eager(&mut self, peer: PeerId, hdr: &MsgHeader, data: &[u8]) -> Result<()> {
-        let limit = {
-            let p = self.peers.get(peer).ok_or(EINVAL)?;
-            self.eager_limit(p.ring)
-        };
+        let limit = self.eager_limit(self.peers.get(peer).ok_or(EINVAL)?);
         let key = self.key;
         let p = self.peers.get_mut(peer).ok_or(EINVAL)?;
         if !p.alive {
@@ -574,7 +593,7 @@ impl Endpoint {
     /// (or the endpoint is dropped).
     pub unsafe fn send(&mut self, peer: PeerId, hdr: &MsgHeader, buf: *const u8, len: usize, ctx: u64) -> Result<SendStatus> {
         let p = self.peers.get(peer).ok_or(EINVAL)?;
-        if len <= self.eager_limit(p.ring) {
+        if len <= self.eager_limit(p) {
             let data = if len == 0 {
                 &[][..]
             } else {

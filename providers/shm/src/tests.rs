@@ -22,7 +22,12 @@ const F_HELLO: u8 = 0x40;
 const F_QUIT: u8 = 0x41;
 
 fn spawn(role: &str, peer: Option<&Address>, arg: &str, cma: &str, stdout: bool) -> Child {
+    spawn_env(role, peer, arg, cma, stdout, &[])
+}
+
+fn spawn_env(role: &str, peer: Option<&Address>, arg: &str, cma: &str, stdout: bool, env: &[(&str, String)]) -> Child {
     let mut c = Command::new(std::env::current_exe().unwrap());
+    c.envs(env.iter().map(|(k, v)| (*k, v.as_str())));
     c.args(["tests::child_entry", "--exact", "--nocapture", "--test-threads=1", "-q"])
         .env(ROLE, role)
         .env(ARG, arg)
@@ -310,8 +315,18 @@ fn stale_segment_reclaimed_after_kill() {
 }
 
 fn echo_sizes(parent_cma: CmaMode, child_cma: &str, sizes: &[usize]) {
+    echo_sizes_eager(parent_cma, child_cma, sizes, None)
+}
+
+/// `eager`: one fixed eager limit for both sides instead of the adaptive
+/// default (which sends medium sizes by rendezvous in a ping-pong).
+fn echo_sizes_eager(parent_cma: CmaMode, child_cma: &str, sizes: &[usize], eager: Option<usize>) {
     let mut ep = Endpoint::new(cfg(parent_cma)).unwrap();
-    let mut child = spawn("echo", Some(&ep.address()), "", child_cma, false);
+    let env: Vec<(&str, String)> = eager.iter().map(|e| ("FI_SHM_EAGER_MAX", e.to_string())).collect();
+    if let Some(e) = eager {
+        ep.set_eager_max(e);
+    }
+    let mut child = spawn_env("echo", Some(&ep.address()), "", child_cma, false, &env);
     let p = parent_accept(&mut ep);
     let mut sends = 0;
     for (i, &n) in sizes.iter().enumerate() {
@@ -376,12 +391,19 @@ fn eager_cell_counts() {
 fn medium_boundaries_cma() {
     // Medium messages do not depend on CMA, but the first size above the
     // limit does: both modes, every switch point, with data checks.
-    echo_sizes(CmaMode::Force, "1", &boundary_sizes());
+    echo_sizes_eager(CmaMode::Force, "1", &boundary_sizes(), Some(DEFAULT_EAGER_MAX));
 }
 
 #[test]
 fn medium_boundaries_bounce() {
-    echo_sizes(CmaMode::Off, "0", &boundary_sizes());
+    echo_sizes_eager(CmaMode::Off, "0", &boundary_sizes(), Some(DEFAULT_EAGER_MAX));
+}
+
+#[test]
+fn boundaries_adaptive_eager() {
+    // The default policy: in a ping-pong nothing else is in flight, so
+    // everything above one cell goes by rendezvous.
+    echo_sizes(CmaMode::Auto, "", &boundary_sizes());
 }
 
 #[test]
@@ -389,7 +411,7 @@ fn medium_stream_wraps_ring() {
     // Many multi-cell messages back to back: claims wrap around the ring
     // end and wait for cells to come back.
     let sizes: Vec<usize> = [3 * CP + 5, DEFAULT_EAGER_MAX, 7, CP + 1, 5 * CP - 3].iter().cycle().take(150).copied().collect();
-    echo_sizes(CmaMode::Auto, "", &sizes);
+    echo_sizes_eager(CmaMode::Auto, "", &sizes, Some(5 * CP));
 }
 
 #[test]
@@ -397,7 +419,20 @@ fn eager_limit_setting_and_truncation() {
     let mut a = Endpoint::new(cfg(CmaMode::Auto)).unwrap();
     let mut b = Endpoint::new(cfg(CmaMode::Auto)).unwrap();
     let pb = a.attach(&b.address()).unwrap();
+    // Adaptive default: one cell while nothing is in flight with b, the
+    // streaming limit while a rendezvous send to b is pending.
+    assert_eq!(a.inline_max(pb), Ok(CP));
+    let big = pattern(DEFAULT_EAGER_MAX * 4, 3);
+    // SAFETY: big outlives the transfer (completed below).
+    assert_eq!(unsafe { a.send(pb, &MsgHeader::default(), big.as_ptr(), big.len(), 9) }, Ok(SendStatus::Pending));
     assert_eq!(a.inline_max(pb), Ok(DEFAULT_EAGER_MAX));
+    let Some(Event::Msg(inc)) = b.poll() else { panic!() };
+    let mut sends = 0;
+    assert_eq!(take(&mut b, &inc, &mut sends).unwrap(), big);
+    assert_eq!(wait(&mut a, 5), Event::SendDone { ctx: 9 });
+    assert_eq!(a.inline_max(pb), Ok(CP));
+    a.set_eager_max(4 * CP);
+    assert_eq!(a.inline_max(pb), Ok(4 * CP));
     assert_eq!(a.inline_max(99), Err(EINVAL));
     let data = pattern(3 * CP + 100, 8);
     // Medium: completes at once, the receiver may take fewer bytes.
