@@ -116,41 +116,46 @@ impl Wire {
     }
     /// # Safety
     /// `cell` must be a reserved cell of at least 64 bytes.
+    #[inline]
     pub unsafe fn store(&self, cell: *mut u8) {
+        let p = cell.wrapping_add(8).cast::<u64>();
         if self.op == OP_EAGER {
-            let w = [self.eager_w0(), self.src_key, self.tag, self.cq_data];
-            for (i, v) in w.iter().enumerate() {
-                // SAFETY: words 1..5 of the cell's first line, 8-aligned.
-                unsafe { std::ptr::write_volatile(cell.add(8 + 8 * i).cast::<u64>(), *v) };
+            // SAFETY: words 1..5 of the cell's first line, 8-aligned.
+            unsafe {
+                std::ptr::write_volatile(p, self.eager_w0());
+                std::ptr::write_volatile(p.add(1), self.src_key);
+                std::ptr::write_volatile(p.add(2), self.tag);
+                std::ptr::write_volatile(p.add(3), self.cq_data);
             }
             return;
         }
-        for (i, w) in self.words().iter().enumerate() {
-            // SAFETY: words 1..8 of the cell's first line, 8-aligned.
-            unsafe { std::ptr::write_volatile(cell.add(8 + 8 * i).cast::<u64>(), *w) };
+        let w = self.words();
+        // SAFETY: words 1..8 of the cell's first line, 8-aligned.
+        unsafe {
+            for (i, v) in w.into_iter().enumerate() {
+                std::ptr::write_volatile(p.add(i), v);
+            }
         }
     }
     /// # Safety
     /// `cell` must be a published cell of at least 64 bytes.
+    #[inline]
     pub unsafe fn load(cell: *const u8) -> Wire {
-        let mut w = [0u64; 7];
-        // SAFETY: the first word of the header, 8-aligned.
-        w[0] = unsafe { std::ptr::read_volatile(cell.add(8).cast::<u64>()) };
-        if w[0] as u8 == OP_EAGER {
-            for (i, v) in w.iter_mut().enumerate().take(4).skip(1) {
-                // SAFETY: as in store.
-                *v = unsafe { std::ptr::read_volatile(cell.add(8 + 8 * i).cast::<u64>()) };
-            }
-            let mut wire = Wire::from_words(w);
-            wire.len = (w[0] >> 32) as u64;
+        let p = cell.wrapping_add(8).cast::<u64>();
+        // SAFETY: words 1..5 of the cell's first line, 8-aligned; every
+        // entry has at least these.
+        let (w0, w1, w2, w3) = unsafe {
+            (std::ptr::read_volatile(p), std::ptr::read_volatile(p.add(1)), std::ptr::read_volatile(p.add(2)), std::ptr::read_volatile(p.add(3)))
+        };
+        if w0 as u8 == OP_EAGER {
+            let mut wire = Wire::from_words([w0, w1, w2, w3, 0, 0, 0]);
+            wire.len = w0 >> 32;
             wire.aux = 0;
             return wire;
         }
-        for (i, v) in w.iter_mut().enumerate().skip(1) {
-            // SAFETY: as in store.
-            *v = unsafe { std::ptr::read_volatile(cell.add(8 + 8 * i).cast::<u64>()) };
-        }
-        Wire::from_words(w)
+        // SAFETY: words 5..8 of the same line.
+        let (w4, w5, w6) = unsafe { (std::ptr::read_volatile(p.add(4)), std::ptr::read_volatile(p.add(5)), std::ptr::read_volatile(p.add(6))) };
+        Wire::from_words([w0, w1, w2, w3, w4, w5, w6])
     }
 }
 
