@@ -34,6 +34,19 @@ pub const OP_NACK: u8 = 4;
 pub const OP_BOUNCE: u8 = 5;
 /// Marks a continuation cell of a multi-cell eager message.
 pub const OP_CONT: u8 = 6;
+/// Receiver to sender of a CMA rendezvous: "copy chunks of it too" (shared
+/// copy; see `start_shared`).
+pub const OP_HELP: u8 = 7;
+
+/// Smallest rendezvous receive whose copy both processes share.
+pub const SHARED_COPY_MIN: u64 = 256 * 1024;
+
+/// Chunk size of a shared copy of `n` bytes: about 8 chunks, whole pages,
+/// between 64 KiB and 1 MiB (small enough that the second process joins
+/// early, large enough that one syscall per chunk costs little).
+pub fn shared_chunk(n: u64) -> u64 {
+    (n / 8).clamp(64 << 10, 1 << 20).next_multiple_of(4096)
+}
 
 /// Offset of a tiny eager payload (at most [`TINY_MAX`] bytes): right
 /// after the four header words an eager entry uses (sequence, op/flags/
@@ -243,11 +256,15 @@ pub struct Config {
     pub max_sends: usize,
     pub max_recvs: usize,
     pub cma: CmaMode,
+    /// Share large CMA copies with the sender (`FI_SHM_SHARED_COPY=0`
+    /// turns it off).
+    pub shared_copy: bool,
 }
 
 impl Default for Config {
     fn default() -> Self {
-        Config { geometry: Geometry::default(), max_sends: 64, max_recvs: 64, cma: CmaMode::from_env() }
+        let shared_copy = std::env::var("FI_SHM_SHARED_COPY").map(|v| v.trim() != "0").unwrap_or(true);
+        Config { geometry: Geometry::default(), max_sends: 64, max_recvs: 64, cma: CmaMode::from_env(), shared_copy }
     }
 }
 
@@ -286,6 +303,39 @@ struct RecvOp {
     next_chunk: u64,
     slot: Option<u32>,
     ctx: u64,
+    shared: Option<Shared>,
+}
+
+/// Test-only behaviour changes of the shared copy.
+#[cfg(test)]
+#[derive(Default)]
+pub(crate) struct TestHooks {
+    /// As receiver: claim no chunk while the sender reports no failure
+    /// (so the sender must copy them all).
+    pub idle_receiver: bool,
+    /// As sender: fail the copy of this chunk as if the kernel refused it.
+    pub fail_help_chunk: Option<u32>,
+}
+
+/// A CMA receive whose copy the sender shares (see `start_shared`).
+#[derive(Clone, Copy)]
+struct Shared {
+    /// Our descriptor (`Segment::help_desc`) and its tag for this message.
+    desc: u32,
+    tag: u32,
+    /// The sender's buffer, the bytes to copy and the chunking.
+    src: u64,
+    n: u64,
+    chunk: u64,
+    nchunks: u32,
+    /// Chunks handed out: `nchunks`, or fewer when claiming stopped early
+    /// after an error.
+    claimed: u32,
+    /// Chunks that will never be reported done (our failed copies).
+    lost: u32,
+    /// We already re-copied the chunk the sender reported as failed.
+    retried: bool,
+    err: Option<Error>,
 }
 
 pub struct Endpoint {
@@ -318,6 +368,15 @@ pub struct Endpoint {
     ctl: VecDeque<(PeerId, Wire)>,
     events: VecDeque<Event>,
     cma: CmaMode,
+    shared_copy: bool,
+    /// Shared-copy descriptors in use (bit i: `Segment::help_desc(i)`) and
+    /// the last tag handed out.
+    help_used: u32,
+    help_tag: u32,
+    /// Chunks this endpoint copied into receivers as a sender.
+    helped_chunks: u64,
+    #[cfg(test)]
+    pub(crate) hooks: TestHooks,
     polls: u32,
     last_check_ns: u64,
     /// Events dropped because the internal queue was full (should stay 0).
@@ -385,6 +444,7 @@ impl Endpoint {
             next_chunk: 0,
             slot: None,
             ctx: 0,
+            shared: None,
         };
         let cap = cfg.max_sends + cfg.max_recvs + 16;
         Ok(Endpoint {
@@ -408,6 +468,12 @@ impl Endpoint {
             ctl: VecDeque::with_capacity(cap),
             events: VecDeque::with_capacity(cap),
             cma: cfg.cma,
+            shared_copy: cfg.shared_copy,
+            help_used: 0,
+            help_tag: 0,
+            helped_chunks: 0,
+            #[cfg(test)]
+            hooks: TestHooks::default(),
             polls: 0,
             last_check_ns: coarse_ns(),
             dropped_events: 0,
@@ -779,6 +845,15 @@ impl Endpoint {
         let n = inc.len.min(dst_len as u64);
         let fin_ok = Wire { op: OP_FIN, src_key: self.key, msg_id, ..Wire::default() };
         let fin_err = Wire { pflags: PF_ERR, ..fin_ok };
+        // Large copies from a peer whose memory CMA has reached before are
+        // shared with the sender: both cores copy, each at full speed.
+        if mode == MODE_CMA && self.shared_copy && n >= SHARED_COPY_MIN && p.cma_ok == Some(true) && self.cma != CmaMode::Off {
+            if let Some(d) = (0..crate::segment::HELP_SLOTS as u32).find(|d| self.help_used & (1 << d) == 0) {
+                // SAFETY: forwarded contract (dst writable for dst_len >= n).
+                unsafe { self.start_shared(idx, d, inc, dst, dst_len, ctx) };
+                return Ok(());
+            }
+        }
         if mode == MODE_CMA {
             let r = if self.cma == CmaMode::Off {
                 Err(CmaFailure::Refused)
@@ -807,6 +882,7 @@ impl Endpoint {
                         next_chunk: 0,
                         slot: None,
                         ctx,
+                        shared: None,
                     };
                     let w = Wire { op: OP_NACK, src_key: self.key, msg_id, ..Wire::default() };
                     self.post_ctl(peer, w);
@@ -840,8 +916,202 @@ impl Endpoint {
             next_chunk: 0,
             slot: Some(slot),
             ctx,
+            shared: None,
         };
         Ok(())
+    }
+
+    /// Starts a shared copy of rendezvous message `inc` into `dst`, using
+    /// receive-table entry `idx` and our descriptor `d`.
+    ///
+    /// The message is cut into chunks. Descriptor `d` in our segment holds
+    /// `tag << 32 | next chunk`; each side claims the next chunk with a
+    /// CAS and copies it with one syscall (we `process_vm_readv` from the
+    /// sender, the sender `process_vm_writev`s into us), then counts it in
+    /// `done`. HELP tells the sender the tag, our buffer and the chunking.
+    /// When every claimed chunk is done we retire the descriptor (tag 0)
+    /// and send FIN, so the sender's buffer is no longer read after its
+    /// send completes, and our buffer no longer written after our receive
+    /// completes. If the sender never looks at HELP (busy, or not
+    /// progressing), we copy every chunk ourselves: never slower than one
+    /// plain read.
+    ///
+    /// # Safety
+    /// `dst` must be writable for `dst_len` bytes until the receive's event.
+    unsafe fn start_shared(&mut self, idx: usize, d: u32, inc: &Incoming, dst: *mut u8, dst_len: usize, ctx: u64) {
+        let Kind::Rndv { peer, msg_id, addr, .. } = inc.kind else { return };
+        let n = inc.len.min(dst_len as u64);
+        let chunk = shared_chunk(n);
+        let nchunks = n.div_ceil(chunk) as u32;
+        self.help_tag = self.help_tag.wrapping_add(1).max(1);
+        let tag = self.help_tag;
+        let Some(desc) = self.seg.help_desc(d as usize) else { return };
+        desc.done.store(0, Ordering::Relaxed);
+        desc.failed.store(0, Ordering::Relaxed);
+        desc.claim.store((tag as u64) << 32, Ordering::Release);
+        self.help_used |= 1 << d;
+        let w = Wire { op: OP_HELP, src_key: self.key, msg_id, aux: d, tag: tag as u64, addr: dst as u64, len: n, cq_data: chunk, ..Wire::default() };
+        self.post_ctl(peer, w);
+        if let Some(p) = self.peers.get_mut(peer) {
+            p.active += 1;
+        }
+        self.recvs_busy += 1;
+        let shared = Shared { desc: d, tag, src: addr, n, chunk, nchunks, claimed: nchunks, lost: 0, retried: false, err: None };
+        self.recvs[idx] = RecvOp {
+            active: true,
+            peer,
+            msg_id,
+            dst,
+            dst_len: dst_len as u64,
+            len: inc.len,
+            got: 0,
+            next_chunk: 0,
+            slot: None,
+            ctx,
+            shared: Some(shared),
+        };
+        self.pump_shared(idx);
+    }
+
+    /// Our side of shared copy `i`: claims and copies chunks until none is
+    /// left, re-copies the chunk the sender could not, and completes the
+    /// receive once every claimed chunk is accounted for.
+    fn pump_shared(&mut self, i: usize) {
+        let r = self.recvs[i];
+        let Some(mut sh) = r.shared else { return };
+        let Some(pid) = self.peers.get(r.peer).map(|p| p.addr.pid) else { return };
+        let Some(desc) = self.seg.help_desc(sh.desc as usize) else { return };
+        let (chunk, n, src, dst) = (sh.chunk, sh.n, sh.src, r.dst);
+        let copy = move |c: u32| -> std::result::Result<(), CmaFailure> {
+            let off = c as u64 * chunk;
+            let l = chunk.min(n - off);
+            // SAFETY: off + l <= n <= dst_len: inside the receive buffer,
+            // which stays valid until this receive's event.
+            unsafe { cma::read_from(pid, dst.add(off as usize), src.wrapping_add(off), l as usize) }
+        };
+        let fail = |sh: &mut Shared, e: CmaFailure| {
+            sh.err = Some(if e == CmaFailure::PeerGone { err_connreset() } else { err_io() });
+            sh.lost += 1;
+            // Stop all claiming; chunks the sender holds still finish.
+            let prev = desc.claim.swap((sh.tag as u64) << 32 | sh.nchunks as u64, Ordering::AcqRel);
+            sh.claimed = (prev as u32).min(sh.nchunks);
+        };
+        #[cfg(test)]
+        let idle = self.hooks.idle_receiver && desc.failed.load(Ordering::Acquire) == 0;
+        #[cfg(not(test))]
+        let idle = false;
+        while sh.err.is_none() && !idle {
+            let v = desc.claim.load(Ordering::Acquire);
+            let c = v as u32;
+            if (v >> 32) as u32 != sh.tag || c >= sh.nchunks {
+                break;
+            }
+            if desc.claim.compare_exchange_weak(v, v + 1, Ordering::AcqRel, Ordering::Relaxed).is_err() {
+                continue;
+            }
+            match copy(c) {
+                Ok(()) => {
+                    desc.done.fetch_add(1, Ordering::Release);
+                }
+                Err(e) => fail(&mut sh, e),
+            }
+        }
+        let failed = desc.failed.load(Ordering::Acquire);
+        if failed != 0 && !sh.retried && sh.err.is_none() {
+            sh.retried = true;
+            if failed - 1 < sh.nchunks {
+                match copy(failed - 1) {
+                    Ok(()) => {
+                        desc.done.fetch_add(1, Ordering::Release);
+                    }
+                    Err(e) => fail(&mut sh, e),
+                }
+            } else {
+                sh.err = Some(err_io());
+            }
+        }
+        let helper_pending = u32::from(failed != 0 && !sh.retried);
+        let accounted = desc.done.load(Ordering::Acquire) + sh.lost + helper_pending;
+        self.recvs[i].shared = Some(sh);
+        if accounted < sh.claimed {
+            return;
+        }
+        let fin = Wire { op: OP_FIN, src_key: self.key, msg_id: r.msg_id, ..Wire::default() };
+        match sh.err {
+            None => {
+                self.post_ctl(r.peer, fin);
+                self.finish_recv(i, Ok(sh.n));
+            }
+            Some(e) => {
+                if e != err_connreset() {
+                    self.post_ctl(r.peer, Wire { pflags: PF_ERR, ..fin });
+                } else if let Some(p) = self.peers.get_mut(r.peer) {
+                    p.alive = false;
+                }
+                self.finish_recv(i, Err(e));
+            }
+        }
+    }
+
+    /// Frees shared-copy descriptor state of receive `i` (its tag is
+    /// retired, so a late claim by the sender fails).
+    fn retire_shared(&mut self, i: usize) {
+        if let Some(sh) = self.recvs[i].shared.take() {
+            if let Some(desc) = self.seg.help_desc(sh.desc as usize) {
+                desc.claim.store(0, Ordering::Release);
+            }
+            self.help_used &= !(1 << sh.desc);
+        }
+    }
+
+    /// The sender's side of a shared copy: HELP for our send `idx`.
+    /// Claims and writes chunks into the receiver until none is left.
+    fn help_copy(&mut self, idx: usize, w: &Wire) {
+        let op = self.sends[idx];
+        let Some(p) = self.peers.get_mut(op.peer) else { return };
+        let chunk = w.cq_data;
+        // Everything in HELP comes from the peer: stay inside our own
+        // buffer whatever it says.
+        if p.no_help || !p.alive || w.len > op.len || w.len == 0 || chunk < 4096 || w.len.div_ceil(chunk) > 1 << 16 {
+            return;
+        }
+        let nchunks = w.len.div_ceil(chunk) as u32;
+        let pid = p.addr.pid;
+        let Some(desc) = p.seg.help_desc(w.aux as usize) else { return };
+        let tag = w.tag & 0xffff_ffff;
+        let mut refused = false;
+        loop {
+            let v = desc.claim.load(Ordering::Acquire);
+            let c = v as u32;
+            if v >> 32 != tag || c >= nchunks {
+                break;
+            }
+            if desc.claim.compare_exchange_weak(v, v + 1, Ordering::AcqRel, Ordering::Relaxed).is_err() {
+                continue;
+            }
+            let off = c as u64 * chunk;
+            let l = chunk.min(w.len - off);
+            // SAFETY: off + l <= w.len <= op.len: inside our send buffer,
+            // readable until the send completes (send contract), which is
+            // after the receiver's FIN.
+            let r = unsafe { cma::write_to(pid, op.buf.add(off as usize), w.addr.wrapping_add(off), l as usize) };
+            #[cfg(test)]
+            let r = if self.hooks.fail_help_chunk == Some(c) { Err(CmaFailure::Refused) } else { r };
+            match r {
+                Ok(()) => {
+                    desc.done.fetch_add(1, Ordering::Release);
+                    self.helped_chunks += 1;
+                }
+                Err(e) => {
+                    desc.failed.store(c + 1, Ordering::Release);
+                    refused = e == CmaFailure::Refused;
+                    break;
+                }
+            }
+        }
+        if refused {
+            p.no_help = true;
+        }
     }
 
     /// Makes progress and returns the next event, if any.
@@ -960,6 +1230,17 @@ impl Endpoint {
                 }
                 Ok(None)
             }
+            OP_HELP => {
+                let idx = (w.msg_id & 0xffff) as usize;
+                let op = *self.sends.get(idx).ok_or_else(err_io)?;
+                let key_ok = self.peers.get(op.peer).map(|p| p.key) == Some(w.src_key);
+                // A HELP for a send that is no longer ours to share (or
+                // never was) is ignored: the receiver copies alone.
+                if op.state == SendState::Active && !op.bounce && op.gen == w.msg_id >> 16 && key_ok {
+                    self.help_copy(idx, w);
+                }
+                Ok(None)
+            }
             OP_BOUNCE => {
                 let peer = self.peers.find_key(w.src_key).ok_or_else(err_io)?;
                 let nslots = self.peers.get(peer).ok_or_else(err_io)?.seg.geometry().nslots;
@@ -998,6 +1279,7 @@ impl Endpoint {
     }
 
     fn finish_recv(&mut self, idx: usize, res: Result<u64>) {
+        self.retire_shared(idx);
         let r = self.recvs[idx];
         if r.active {
             self.recvs_busy = self.recvs_busy.saturating_sub(1);
@@ -1036,6 +1318,8 @@ impl Endpoint {
         for i in 0..if self.recvs_busy > 0 { self.recvs.len() } else { 0 } {
             if self.recvs[i].active && self.recvs[i].slot.is_some() {
                 self.drain_chunks(i);
+            } else if self.recvs[i].active && self.recvs[i].shared.is_some() {
+                self.pump_shared(i);
             }
         }
         self.polls = self.polls.wrapping_add(1);
@@ -1181,6 +1465,11 @@ impl Endpoint {
         }
     }
 
+    /// Chunks of shared copies this endpoint wrote into its receivers.
+    pub fn helped_chunks(&self) -> u64 {
+        self.helped_chunks
+    }
+
     /// Number of operations still in flight (sends + receives).
     pub fn in_flight(&self) -> usize {
         self.sends.iter().filter(|s| s.state != SendState::Idle).count() + self.recvs.iter().filter(|r| r.active).count()
@@ -1198,6 +1487,35 @@ impl Endpoint {
             std::ptr::copy_nonoverlapping(payload.as_ptr(), cell.add(off), payload.len().min(self.ring.cell_size() - off));
         }
         self.ring.publish(pos);
+    }
+}
+
+impl Drop for Endpoint {
+    /// A sender may be writing a chunk it claimed into one of our receive
+    /// buffers: stop all claiming and wait for those chunks, so nothing is
+    /// written into memory the application gets back after this (bounded:
+    /// a chunk is one syscall; a dead sender writes nothing).
+    fn drop(&mut self) {
+        for i in 0..self.recvs.len() {
+            let Some(sh) = self.recvs[i].shared else { continue };
+            let Some(desc) = self.seg.help_desc(sh.desc as usize) else { continue };
+            let prev = desc.claim.swap((sh.tag as u64) << 32 | sh.nchunks as u64, Ordering::AcqRel);
+            let claimed = if (prev >> 32) as u32 == sh.tag { (prev as u32).min(sh.nchunks) } else { sh.claimed };
+            let pid = self.peers.get(self.recvs[i].peer).map(|p| (p.addr.pid, p.addr.start_time));
+            let end = coarse_ns() + 2_000_000_000;
+            loop {
+                let failed = desc.failed.load(Ordering::Acquire);
+                let pending_retry = u32::from(failed != 0 && !sh.retried);
+                if desc.done.load(Ordering::Acquire) + sh.lost + pending_retry >= claimed {
+                    break;
+                }
+                if coarse_ns() > end || pid.is_some_and(|(p, t)| !crate::segment::pid_alive(p, t)) {
+                    break;
+                }
+                std::thread::yield_now();
+            }
+            desc.claim.store(0, Ordering::Release);
+        }
     }
 }
 

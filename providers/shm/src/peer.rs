@@ -74,6 +74,9 @@ pub struct Peer {
     pub cma_ok: Option<bool>,
     /// Operations in flight with this peer (sends + receives).
     pub active: u32,
+    /// Our `process_vm_writev` into this peer was refused: do not take
+    /// part in its shared copies.
+    pub no_help: bool,
 }
 
 impl Peer {
@@ -103,7 +106,7 @@ impl PeerTable {
         let g = seg.geometry();
         // SAFETY: the geometry was validated against the mapping on attach.
         let ring = unsafe { Ring::from_raw(seg.ring_base(), g.ncells, g.cell_size as usize) };
-        self.peers.push(Peer { addr: *addr, key: addr.key(), seg, ring, alive: true, cma_ok: None, active: 0 });
+        self.peers.push(Peer { addr: *addr, key: addr.key(), seg, ring, alive: true, cma_ok: None, active: 0, no_help: false });
         Ok((self.peers.len() - 1) as PeerId)
     }
     pub fn find_key(&self, key: u64) -> Option<PeerId> {

@@ -15,10 +15,10 @@
 use crate::{err_io, err_perm};
 use rfabric_core::error::{Error, Result, EAGAIN, EINVAL};
 use std::ffi::CString;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 pub const MAGIC: u64 = u64::from_le_bytes(*b"RFSHMSEG");
-pub const LAYOUT_VERSION: u32 = 1;
+pub const LAYOUT_VERSION: u32 = 2;
 pub const HEADER_SIZE: usize = 4096;
 pub const NAME_PREFIX: &str = "rfabric-shm.";
 pub const SHM_DIR: &str = "/dev/shm";
@@ -117,6 +117,26 @@ pub struct SegHeader {
 
 /// Offset of the readiness flag within the header page (own cache line).
 const READY_OFF: usize = 256;
+
+/// Shared-copy descriptors of rendezvous receives (`endpoint.rs`, "shared
+/// copy"): in the header page after the ready flag, one cache line each.
+/// The owner (the receiver) sets them up; the sender of the message claims
+/// chunks and reports copies through them.
+pub const HELP_OFF: usize = 1024;
+pub const HELP_SLOTS: usize = 32;
+const HELP_STRIDE: usize = 64;
+
+#[repr(C)]
+pub struct HelpDesc {
+    /// `tag << 32 | next unclaimed chunk`; a claim is a CAS that keeps the
+    /// tag, so a sender holding a stale tag never claims a later message's
+    /// chunk.
+    pub claim: AtomicU64,
+    /// Chunks copied by either side.
+    pub done: AtomicU32,
+    /// 1 + the chunk the sender claimed and could not copy (0: none).
+    pub failed: AtomicU32,
+}
 const READY_MAGIC: u32 = 0x5245_4459;
 
 /// A mapped segment: ours (created, unlinked on drop) or a peer's (attached).
@@ -366,6 +386,17 @@ impl Segment {
         // SAFETY: bounds checked just above.
         Ok(unsafe { self.base.add(off as usize) })
     }
+    /// Shared-copy descriptor `i` of this segment, if in range.
+    pub fn help_desc(&self, i: usize) -> Option<&HelpDesc> {
+        if i >= HELP_SLOTS {
+            return None;
+        }
+        // SAFETY: HELP_OFF + HELP_SLOTS * HELP_STRIDE <= HEADER_SIZE (checked
+        // at compile time below), inside every validated mapping; 64-aligned;
+        // the fields are atomics, which may alias memory other processes
+        // write.
+        Some(unsafe { &*self.base.add(HELP_OFF + i * HELP_STRIDE).cast::<HelpDesc>() })
+    }
     fn ready_flag(&self) -> &AtomicU32 {
         // SAFETY: READY_OFF is inside the header page, 4-aligned; AtomicU32
         // may alias shared memory written by other processes.
@@ -375,6 +406,9 @@ impl Segment {
         self.owner
     }
 }
+
+const _: () = assert!(HELP_OFF >= READY_OFF + 64 && HELP_OFF + HELP_SLOTS * HELP_STRIDE <= HEADER_SIZE);
+const _: () = assert!(std::mem::size_of::<HelpDesc>() <= HELP_STRIDE);
 
 fn unsafe_zero_header() -> SegHeader {
     SegHeader {

@@ -4,7 +4,8 @@
 
 use crate::cma::CmaMode;
 use crate::endpoint::{
-    eager_capacity, eager_cells, Config, Endpoint, Event, Incoming, Kind, MsgHeader, SendStatus, Wire, DEFAULT_EAGER_MAX, OP_EAGER,
+    eager_capacity, eager_cells, shared_chunk, Config, Endpoint, Event, Incoming, Kind, MsgHeader, SendStatus, Wire, DEFAULT_EAGER_MAX,
+    OP_EAGER, OP_HELP, SHARED_COPY_MIN,
     OP_FIN, OP_RTS, TINY_MAX,
 };
 use crate::peer::{Address, PeerId};
@@ -680,4 +681,137 @@ fn truncating_receive_and_discard() {
     let Some(Event::Msg(inc)) = b.poll() else { panic!() };
     b.discard(&inc);
     assert_eq!(wait(&mut a, 5), Event::SendError { ctx: 2, err: Error(libc::ECANCELED) });
+}
+
+/// One rendezvous message from `a` to `b` in this process (CMA to our own
+/// pid works), both endpoints polled in turn until both sides complete.
+/// Returns what `b` received.
+fn shared_transfer(a: &mut Endpoint, b: &mut Endpoint, pb: PeerId, data: &[u8]) -> Vec<u8> {
+    // SAFETY: data outlives the transfer, which completes below.
+    assert_eq!(unsafe { a.send(pb, &MsgHeader::default(), data.as_ptr(), data.len(), 11) }, Ok(SendStatus::Pending));
+    let inc = match wait(b, 5) {
+        Event::Msg(m) => m,
+        e => panic!("unexpected {e:?}"),
+    };
+    assert!(matches!(inc.kind, Kind::Rndv { .. }));
+    let mut buf = vec![0u8; data.len()];
+    // SAFETY: buf outlives the receive, which completes below.
+    unsafe { b.recv_rndv(&inc, buf.as_mut_ptr(), buf.len(), 22) }.unwrap();
+    let (mut sent, mut got) = (false, false);
+    let end = Instant::now() + Duration::from_secs(10);
+    while !(sent && got) {
+        assert!(Instant::now() < end, "shared copy did not complete");
+        match a.poll() {
+            Some(Event::SendDone { ctx: 11 }) => sent = true,
+            None => {}
+            e => panic!("sender: unexpected {e:?}"),
+        }
+        match b.poll() {
+            Some(Event::RecvDone { ctx: 22, len }) => {
+                assert_eq!(len, data.len() as u64);
+                got = true;
+            }
+            None => {}
+            e => panic!("receiver: unexpected {e:?}"),
+        }
+    }
+    assert_eq!(a.in_flight() + b.in_flight(), 0);
+    buf
+}
+
+fn shared_pair() -> (Endpoint, Endpoint, PeerId) {
+    let mut a = Endpoint::new(Config { shared_copy: true, ..cfg(CmaMode::Force) }).unwrap();
+    let mut b = Endpoint::new(Config { shared_copy: true, ..cfg(CmaMode::Force) }).unwrap();
+    let pb = a.attach(&b.address()).unwrap();
+    b.attach(&a.address()).unwrap();
+    (a, b, pb)
+}
+
+#[test]
+fn shared_copy_done_by_sender_alone() {
+    // The receiver claims nothing: every chunk must come from the sender's
+    // process_vm_writev, at the offsets HELP names.
+    let (mut a, mut b, pb) = shared_pair();
+    b.hooks.idle_receiver = true;
+    for (i, n) in [SHARED_COPY_MIN as usize, 3 << 20, (5 << 20) + 123].into_iter().enumerate() {
+        let before = a.helped_chunks();
+        let data = pattern(n, 40 + i as u8);
+        let got = shared_transfer(&mut a, &mut b, pb, &data);
+        assert!(got == data, "size {n}: data differs");
+        assert_eq!(a.helped_chunks() - before, (n as u64).div_ceil(shared_chunk(n as u64)), "size {n}");
+    }
+}
+
+#[test]
+fn shared_copy_failed_chunk_is_copied_by_receiver() {
+    // The sender's copy of chunk 1 fails; it stops helping, and the
+    // receiver copies that chunk and the rest itself.
+    let (mut a, mut b, pb) = shared_pair();
+    b.hooks.idle_receiver = true;
+    a.hooks.fail_help_chunk = Some(1);
+    let data = pattern(4 << 20, 7);
+    let got = shared_transfer(&mut a, &mut b, pb, &data);
+    assert!(got == data, "data differs");
+    assert_eq!(a.helped_chunks(), 1, "the sender copied chunk 0 only");
+    // A refused write marks the peer: no more help, the receiver copies
+    // everything (and must, since it is no longer idle).
+    b.hooks.idle_receiver = false;
+    let data = pattern(2 << 20, 8);
+    assert!(shared_transfer(&mut a, &mut b, pb, &data) == data);
+    assert_eq!(a.helped_chunks(), 1);
+}
+
+#[test]
+fn shared_copy_below_threshold_and_when_off() {
+    // Below the threshold, or with shared copy off, the sender never
+    // copies, even when it polls during the transfer.
+    let (mut a, mut b, pb) = shared_pair();
+    let data = pattern(SHARED_COPY_MIN as usize - 1, 3);
+    assert!(shared_transfer(&mut a, &mut b, pb, &data) == data);
+    let mut c = Endpoint::new(Config { shared_copy: false, ..cfg(CmaMode::Force) }).unwrap();
+    let pc = a.attach(&c.address()).unwrap();
+    c.attach(&a.address()).unwrap();
+    let data = pattern(8 << 20, 4);
+    assert!(shared_transfer(&mut a, &mut c, pc, &data) == data);
+    assert_eq!(a.helped_chunks(), 0);
+}
+
+#[test]
+fn forged_help_claims_nothing() {
+    // HELP entries with a wrong tag, an unknown message or out-of-range
+    // fields change nothing and break nothing.
+    let (mut a, mut b, pb) = shared_pair();
+    b.hooks.idle_receiver = true;
+    let data = pattern(1 << 20, 5);
+    // SAFETY: data outlives the transfer, which completes below.
+    assert_eq!(unsafe { a.send(pb, &MsgHeader::default(), data.as_ptr(), data.len(), 11) }, Ok(SendStatus::Pending));
+    let Event::Msg(inc) = wait(&mut b, 5) else { panic!() };
+    let Kind::Rndv { msg_id, .. } = inc.kind else { panic!() };
+    let key = b.address().key();
+    let mut buf = vec![0u8; data.len()];
+    let base = Wire { op: OP_HELP, src_key: key, msg_id, aux: 0, tag: 1, addr: buf.as_mut_ptr() as u64, len: data.len() as u64, cq_data: 1 << 16, ..Wire::default() };
+    // Before the receiver set up its descriptor: tag 0 there, nothing to claim.
+    a.inject_raw(&base, &[]);
+    a.inject_raw(&Wire { aux: 9999, ..base }, &[]);
+    a.inject_raw(&Wire { cq_data: 1, ..base }, &[]);
+    a.inject_raw(&Wire { len: u64::MAX, ..base }, &[]);
+    a.inject_raw(&Wire { msg_id: msg_id ^ (1 << 16), ..base }, &[]);
+    a.inject_raw(&Wire { src_key: 12345, ..base }, &[]);
+    for _ in 0..10 {
+        assert_eq!(a.poll(), None);
+    }
+    assert_eq!(a.helped_chunks(), 0);
+    assert!(buf.iter().all(|&x| x == 0));
+    // The real transfer still completes, with the sender's help.
+    // SAFETY: buf outlives the receive, which completes below.
+    unsafe { b.recv_rndv(&inc, buf.as_mut_ptr(), buf.len(), 22) }.unwrap();
+    let end = Instant::now() + Duration::from_secs(10);
+    let (mut sent, mut got) = (false, false);
+    while !(sent && got) {
+        assert!(Instant::now() < end);
+        sent |= matches!(a.poll(), Some(Event::SendDone { ctx: 11 }));
+        got |= matches!(b.poll(), Some(Event::RecvDone { ctx: 22, .. }));
+    }
+    assert!(buf == data);
+    assert!(a.helped_chunks() > 0);
 }
