@@ -287,17 +287,17 @@ static CM_OPS: fi_ops_cm = fi_ops_cm {
 ///
 /// # Safety
 /// Buffers named by `op` follow the libfabric lifetime rules.
-#[inline]
-unsafe fn do_send(e: *mut fid_ep, op: &TxOp<'_>, descs: Descs) -> isize {
+/// Takes `op` by value and is inlined into each trampoline, so the
+/// operation is built once, in place, not copied field by field (a copy
+/// read back in wider loads than it was written stalls store forwarding).
+#[inline(always)]
+unsafe fn do_send(e: *mut fid_ep, mut op: TxOp<'_>, descs: Descs) -> isize {
     // SAFETY: checked against our ops table.
     let Some(h) = (unsafe { ep(e as *const fid) }) else { return EINVAL_S };
-    let resolved;
-    let op = if op.flags & OP_DEFAULTS != 0 {
-        resolved = TxOp { flags: (op.flags & !OP_DEFAULTS) | h.tx_op_flags, ..*op };
-        &resolved
-    } else {
-        op
-    };
+    if op.flags & OP_DEFAULTS != 0 {
+        op.flags = (op.flags & !OP_DEFAULTS) | h.tx_op_flags;
+    }
+    let op = &op;
     // SAFETY: the domain outlives its endpoints.
     let d = unsafe { &*h.domain };
     if d.desc_checks() && op.iov.len() == 1 {
@@ -331,17 +331,15 @@ unsafe fn do_send(e: *mut fid_ep, op: &TxOp<'_>, descs: Descs) -> isize {
 
 /// # Safety
 /// As `do_send`.
-#[inline]
-unsafe fn do_recv(e: *mut fid_ep, op: &RxOp<'_>, descs: Descs) -> isize {
+/// By value and inlined, as `do_send`.
+#[inline(always)]
+unsafe fn do_recv(e: *mut fid_ep, mut op: RxOp<'_>, descs: Descs) -> isize {
     // SAFETY: checked against our ops table.
     let Some(h) = (unsafe { ep(e as *const fid) }) else { return EINVAL_S };
-    let resolved;
-    let op = if op.flags & OP_DEFAULTS != 0 {
-        resolved = RxOp { flags: (op.flags & !OP_DEFAULTS) | h.rx_op_flags, ..*op };
-        &resolved
-    } else {
-        op
-    };
+    if op.flags & OP_DEFAULTS != 0 {
+        op.flags = (op.flags & !OP_DEFAULTS) | h.rx_op_flags;
+    }
+    let op = &op;
     // SAFETY: the domain outlives its endpoints.
     let d = unsafe { &*h.domain };
     // A peek carries no data.
@@ -385,7 +383,7 @@ unsafe fn send1(e: *mut fid_ep, buf: *const c_void, len: usize, dest: u64, ctx: 
     // Only the calls without a flags argument come through here.
     let op = TxOp { iov: &iov, dest, context: ctx as usize, tag, data, flags: flags | OP_DEFAULTS, tagged, no_completion };
     // SAFETY: forwarded.
-    unsafe { do_send(e, &op, Descs::One(desc)) }
+    unsafe { do_send(e, op, Descs::One(desc)) }
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -400,7 +398,7 @@ unsafe fn sendv(e: *mut fid_ep, iov: *const iovec, count: usize, dest: u64, ctx:
     };
     let op = TxOp { iov: &v[..n], dest, context: ctx as usize, tag, data, flags, tagged, no_completion: false };
     // SAFETY: forwarded.
-    unsafe { do_send(e, &op, Descs::Many(desc)) }
+    unsafe { do_send(e, op, Descs::Many(desc)) }
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -415,7 +413,7 @@ unsafe fn recvv(e: *mut fid_ep, iov: *const iovec, count: usize, src: u64, ctx: 
     };
     let op = RxOp { iov: &v[..n], src, context: ctx as usize, tag, ignore, flags, tagged };
     // SAFETY: forwarded.
-    unsafe { do_recv(e, &op, Descs::Many(desc)) }
+    unsafe { do_recv(e, op, Descs::Many(desc)) }
 }
 
 unsafe extern "C" fn msg_send(e: *mut fid_ep, buf: *const c_void, len: usize, desc: *mut c_void, dest: fi_addr_t, ctx: *mut c_void) -> isize {
@@ -455,7 +453,7 @@ unsafe extern "C" fn msg_recv(e: *mut fid_ep, buf: *mut c_void, len: usize, desc
         let iov = [Iov { base: buf as usize, len }];
         let op = RxOp { iov: &iov, src, context: ctx as usize, tag: 0, ignore: 0, flags: OP_DEFAULTS, tagged: false };
         // SAFETY: fi_recv contract.
-        unsafe { do_recv(e, &op, Descs::One(desc)) }
+        unsafe { do_recv(e, op, Descs::One(desc)) }
     })
 }
 unsafe extern "C" fn msg_recvv(e: *mut fid_ep, iov: *const iovec, desc: *mut *mut c_void, count: usize, src: fi_addr_t, ctx: *mut c_void) -> isize {
@@ -494,7 +492,7 @@ unsafe extern "C" fn tag_recv(e: *mut fid_ep, buf: *mut c_void, len: usize, desc
         let iov = [Iov { base: buf as usize, len }];
         let op = RxOp { iov: &iov, src, context: ctx as usize, tag, ignore, flags: OP_DEFAULTS, tagged: true };
         // SAFETY: fi_trecv contract.
-        unsafe { do_recv(e, &op, Descs::One(desc)) }
+        unsafe { do_recv(e, op, Descs::One(desc)) }
     })
 }
 #[allow(clippy::too_many_arguments)]
