@@ -1763,6 +1763,10 @@ impl Endpoint for ShmEp {
 }
 
 #[cfg(test)]
+#[path = "name_tests.rs"]
+mod name_tests;
+
+#[cfg(test)]
 mod tests {
     use super::*;
     use rfabric_core::info::DomainAttr;

@@ -624,3 +624,98 @@ pub fn resolve_name(name: &str) -> Result<(u32, [u8; 16], u64)> {
     }
     Ok((h.pid, h.nonce, h.start_time))
 }
+
+#[cfg(test)]
+mod name_tests {
+    use super::*;
+
+    fn exists(n: &str) -> bool {
+        std::path::Path::new(&shm_path(&named_shm_name(n))).exists()
+    }
+
+    /// Makes `seg`'s header claim a process that does not exist.
+    fn fake_dead_owner(seg: &Segment) {
+        // SAFETY: the header page is ours and mapped; pid is a plain u32.
+        unsafe { (*seg.base().cast::<SegHeader>()).pid = i32::MAX as u32 - 3 };
+    }
+
+    #[test]
+    fn names_checked() {
+        assert!(valid_ep_name("a"));
+        assert!(valid_ep_name("job42_rank3.x-y"));
+        assert!(valid_ep_name(&"z".repeat(EP_NAME_MAX)));
+        for bad in ["", "a/b", "..\u{e9}", "a b", "a\0", &"z".repeat(EP_NAME_MAX + 1)] {
+            assert!(!valid_ep_name(bad), "{bad:?}");
+        }
+        // SAFETY: geteuid cannot fail.
+        let uid = unsafe { libc::geteuid() };
+        assert_eq!(named_shm_name("q"), format!("rfabric-shm.n.{uid}.q"));
+    }
+
+    #[test]
+    fn link_resolve_and_release() {
+        let n = format!("segtest-{}", std::process::id());
+        assert_eq!(resolve_name(&n).map(|_| ()), Err(Error(libc::ENOENT)));
+        let a = Segment::create(Geometry::default()).unwrap();
+        let b = Segment::create(Geometry::default()).unwrap();
+        let link = a.link_name(&n).unwrap();
+        assert_eq!(link.shm_name(), named_shm_name(&n));
+        let h = a.header();
+        assert_eq!(resolve_name(&n), Ok((h.pid, h.nonce, h.start_time)));
+        // A live owner keeps it.
+        assert_eq!(b.link_name(&n).err(), Some(Error(libc::EADDRINUSE)));
+        assert_eq!(b.link_name("bad/name").err(), Some(EINVAL));
+        // An attached (not owned) segment cannot be named.
+        let peer = Segment::attach(h.pid, &h.nonce).unwrap();
+        assert_eq!(peer.link_name("x").err(), Some(EINVAL));
+        drop(link);
+        assert!(!exists(&n));
+        assert_eq!(resolve_name(&n).map(|_| ()), Err(Error(libc::ENOENT)));
+        let _l = b.link_name(&n).unwrap();
+        assert_eq!(resolve_name(&n).map(|r| r.1), Ok(b.header().nonce));
+    }
+
+    #[test]
+    fn dead_owner_name_is_reclaimed() {
+        let n = format!("segtest-dead-{}", std::process::id());
+        let a = Segment::create(Geometry::default()).unwrap();
+        let link = a.link_name(&n).unwrap();
+        fake_dead_owner(&a);
+        // Left behind as after a crash.
+        std::mem::forget(link);
+        // Resolution refuses a dead owner.
+        assert_eq!(resolve_name(&n).map(|_| ()), Err(Error(libc::ENOENT)));
+        let b = Segment::create(Geometry::default()).unwrap();
+        let _l = b.link_name(&n).unwrap();
+        assert_eq!(resolve_name(&n).map(|r| r.1), Ok(b.header().nonce));
+
+        // The scan at start-up removes such entries too.
+        let n2 = format!("segtest-scan-{}", std::process::id());
+        let c = Segment::create(Geometry::default()).unwrap();
+        std::mem::forget(c.link_name(&n2).unwrap());
+        assert!(exists(&n2));
+        reclaim_stale();
+        assert!(exists(&n2), "a live owner's name stays");
+        fake_dead_owner(&c);
+        reclaim_stale();
+        assert!(!exists(&n2));
+    }
+
+    #[test]
+    fn foreign_entry_is_in_use() {
+        // Something that is not a segment under the name: never removed.
+        let n = format!("segtest-junk-{}", std::process::id());
+        let p = shm_path(&named_shm_name(&n));
+        std::fs::write(&p, b"not a segment").unwrap();
+        let a = Segment::create(Geometry::default()).unwrap();
+        assert_eq!(a.link_name(&n).err(), Some(Error(libc::EADDRINUSE)));
+        assert!(resolve_name(&n).is_err());
+        reclaim_stale();
+        assert!(std::path::Path::new(&p).exists());
+        std::fs::remove_file(&p).unwrap();
+        // A symlink there is not followed either.
+        std::os::unix::fs::symlink("/nonexistent", &p).unwrap();
+        assert_eq!(a.link_name(&n).err(), Some(Error(libc::EADDRINUSE)));
+        std::fs::remove_file(&p).unwrap();
+    }
+}
