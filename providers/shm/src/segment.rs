@@ -9,6 +9,10 @@
 //! trusting it: file type, owner uid, permission bits, size, magic, layout
 //! version, geometry and the identity stored in the header.
 //!
+//! An endpoint named with `fi_setname` is also reachable through a hard
+//! link `rfabric-shm.n.<euid>.<name>` ([`Segment::link_name`],
+//! [`resolve_name`]).
+//!
 //! Layout (offsets from the start of the mapping):
 //! `[header page][ring control (2 lines)][cells...][bounce chunks...]`.
 
