@@ -233,7 +233,7 @@ static void receiver(struct res *r)
 	CHECK(fi_cq_read(r->rxcq, NULL, 1) == -FI_EINVAL, "cq_read NULL buffer");
 	CHECK(fi_cq_read(r->rxcq, &e, 1) == -FI_EAGAIN, "cq empty");
 	fi_addr_t bad = 0;
-	CHECK(fi_av_insert(r->av, "fi_shm://garbage", 1, &bad, 0, NULL) == 0 && bad == FI_ADDR_NOTAVAIL, "bad address");
+	CHECK(fi_av_insert(r->av, "fi_shm://garb/age", 1, &bad, 0, NULL) == 0 && bad == FI_ADDR_NOTAVAIL, "bad address");
 	/* Blocking reads: a CQ with a wait object times out, then is woken by
 	 * fi_cq_signal; one without a wait object cannot block. */
 	struct fid_cq *wcq;

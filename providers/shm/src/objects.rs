@@ -99,6 +99,38 @@ pub fn addr_from_str(raw: &[u8]) -> Result<Address> {
     Address::from_bytes(&out)
 }
 
+/// A printable address as `fi_setname` and `fi_av_insert` take it: our own
+/// form ([`addr_to_str`]) or `fi_shm://<name>` with a name chosen by the
+/// application (`segment::valid_ep_name`: 1..=40 of `[A-Za-z0-9._-]`).
+/// The two never meet: our form has exactly 43 characters after the prefix.
+enum StrAddr {
+    Addr(Address),
+    Name(String),
+}
+
+/// Parses a string address. With `need_nul` the string must end with a NUL
+/// inside `raw` (fi_setname); otherwise a missing NUL ends it at `raw.len()`.
+/// Either way it must fit `FI_NAME_MAX` with its NUL.
+fn parse_str_addr(raw: &[u8], need_nul: bool) -> Result<StrAddr> {
+    let end = match raw.iter().position(|&c| c == 0) {
+        Some(e) => e,
+        None if need_nul => return Err(EINVAL),
+        None => raw.len(),
+    };
+    if end >= FI_NAME_MAX {
+        return Err(EINVAL);
+    }
+    if let Ok(a) = addr_from_str(&raw[..end]) {
+        return Ok(StrAddr::Addr(a));
+    }
+    let name = raw[..end].strip_prefix(ADDR_PREFIX.as_bytes()).ok_or(EINVAL)?;
+    let name = std::str::from_utf8(name).map_err(|_| EINVAL)?;
+    if !crate::segment::valid_ep_name(name) {
+        return Err(EINVAL);
+    }
+    Ok(StrAddr::Name(name.to_string()))
+}
+
 fn locked<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
@@ -159,7 +191,14 @@ impl Domain for ShmDomain {
             return Err(Error(FI_EBADFLAGS));
         }
         Ok(Arc::new(ShmAv {
-            inner: RwLock::new(AvInner { av: Av::new(attr.kind, attr.count, ADDR_LEN)?, keys: HashMap::new() }),
+            inner: RwLock::new(AvInner {
+                av: Av::new(attr.kind, attr.count, ADDR_LEN)?,
+                keys: HashMap::new(),
+                names: HashMap::new(),
+                pending: HashMap::new(),
+                placeholders: HashMap::new(),
+                next_placeholder: 0,
+            }),
             gen: std::sync::atomic::AtomicU64::new(0),
             user_ids: std::sync::atomic::AtomicBool::new(false),
         }))
@@ -451,6 +490,79 @@ struct AvInner {
     /// Sender key (carried in every message) -> fi_addr, for `FI_SOURCE`
     /// and directed receive.
     keys: HashMap<u64, u64>,
+    /// fi_addr -> the `fi_shm://<name>` string an application inserted
+    /// (what `fi_av_lookup` reports for that fi_addr).
+    names: HashMap<u64, String>,
+    /// fi_addr of a name that had no live segment at insert time -> its
+    /// address once a later use resolved it.
+    pending: HashMap<u64, Option<Address>>,
+    /// Placeholder entry of each unresolved name, so inserting it twice
+    /// shares one slot (as inserting one address twice does).
+    placeholders: HashMap<String, [u8; ADDR_LEN]>,
+    next_placeholder: u64,
+}
+
+impl AvInner {
+    /// Inserts one address entry; returns its fi_addr.
+    fn insert_bytes(&mut self, bytes: &[u8; ADDR_LEN], user_id: u64, flags: u64) -> Result<u64> {
+        let mut one = [user_id];
+        self.av.insert(bytes, 1, Some(&mut one), flags & !FI_SYNC_ERR, None)?;
+        if one[0] == FI_ADDR_NOTAVAIL {
+            return Err(EINVAL);
+        }
+        Ok(one[0])
+    }
+
+    /// Inserts `fi_shm://<name>`. A name with a live segment becomes that
+    /// endpoint's address at once; otherwise (like an address whose segment
+    /// is gone, which insert accepts too) the entry is a placeholder that
+    /// the first use resolves, and a use before the name exists fails with
+    /// the resolution's error (`ENOENT`, `EAGAIN` while not ready).
+    fn insert_name(&mut self, name: &str, user_id: u64, flags: u64) -> Result<u64> {
+        let fi_addr = match crate::segment::resolve_name(name) {
+            Ok((pid, nonce, start_time)) => {
+                let a = Address { pid, nonce, start_time };
+                let f = self.insert_bytes(&a.to_bytes(), user_id, flags)?;
+                self.keys.insert(a.key(), f);
+                f
+            }
+            Err(_) => {
+                let next = &mut self.next_placeholder;
+                let bytes = *self.placeholders.entry(name.to_string()).or_insert_with(|| {
+                    // pid 0: never a valid Address, so never mistaken for one.
+                    let mut b = [0u8; ADDR_LEN];
+                    b[4..8].copy_from_slice(&u32::MAX.to_le_bytes());
+                    b[8..16].copy_from_slice(&next.to_le_bytes());
+                    *next += 1;
+                    b
+                });
+                let f = self.insert_bytes(&bytes, user_id, flags)?;
+                self.pending.entry(f).or_insert(None);
+                f
+            }
+        };
+        self.names.entry(fi_addr).or_insert_with(|| format!("{ADDR_PREFIX}{name}"));
+        Ok(fi_addr)
+    }
+
+    /// The address of `fi_addr`, resolving a pending name now.
+    fn resolve(&mut self, fi_addr: u64) -> Result<Address> {
+        let b = self.av.addr(fi_addr).ok_or(EINVAL)?;
+        if let Ok(a) = Address::from_bytes(b) {
+            return Ok(a);
+        }
+        match self.pending.get(&fi_addr) {
+            Some(Some(a)) => return Ok(*a),
+            Some(None) => {}
+            None => return Err(EINVAL),
+        }
+        let name = self.names.get(&fi_addr).and_then(|n| n.strip_prefix(ADDR_PREFIX)).ok_or(EINVAL)?;
+        let (pid, nonce, start_time) = crate::segment::resolve_name(name)?;
+        let a = Address { pid, nonce, start_time };
+        self.pending.insert(fi_addr, Some(a));
+        self.keys.insert(a.key(), fi_addr);
+        Ok(a)
+    }
 }
 
 pub struct ShmAv {
@@ -464,8 +576,21 @@ pub struct ShmAv {
 
 impl ShmAv {
     fn addr(&self, fi_addr: u64) -> Option<Address> {
-        let g = self.inner.read().unwrap_or_else(|e| e.into_inner());
-        Address::from_bytes(g.av.addr(fi_addr)?).ok()
+        self.resolve(fi_addr).ok()
+    }
+    /// The address of `fi_addr`; a name inserted before its endpoint
+    /// existed is resolved here (write lock, once).
+    fn resolve(&self, fi_addr: u64) -> Result<Address> {
+        {
+            let g = self.inner.read().unwrap_or_else(|e| e.into_inner());
+            if let Ok(a) = Address::from_bytes(g.av.addr(fi_addr).ok_or(EINVAL)?) {
+                return Ok(a);
+            }
+            if let Some(Some(a)) = g.pending.get(&fi_addr) {
+                return Ok(*a);
+            }
+        }
+        self.inner.write().unwrap_or_else(|e| e.into_inner()).resolve(fi_addr)
     }
     /// What completions report as source for `fi_addr`: the user id given
     /// with `FI_AV_USER_ID`, else the fi_addr itself.
@@ -476,7 +601,23 @@ impl ShmAv {
         self.inner.read().unwrap_or_else(|e| e.into_inner()).av.user_id(fi_addr).unwrap_or(fi_addr)
     }
     fn by_key(&self, key: u64) -> Option<u64> {
-        self.inner.read().unwrap_or_else(|e| e.into_inner()).keys.get(&key).copied()
+        {
+            let g = self.inner.read().unwrap_or_else(|e| e.into_inner());
+            if let Some(&a) = g.keys.get(&key) {
+                return Some(a);
+            }
+            if !g.pending.values().any(|a| a.is_none()) {
+                return None;
+            }
+        }
+        // A sender unknown so far, with names still unresolved: it may be
+        // one of them.
+        let mut g = self.inner.write().unwrap_or_else(|e| e.into_inner());
+        let open: Vec<u64> = g.pending.iter().filter(|(_, a)| a.is_none()).map(|(&f, _)| f).collect();
+        for f in open {
+            let _ = g.resolve(f);
+        }
+        g.keys.get(&key).copied()
     }
 }
 
@@ -497,14 +638,14 @@ impl AddressVector for ShmAv {
         let mut g = self.inner.write().unwrap_or_else(|e| e.into_inner());
         let mut done = 0;
         for (i, raw) in addrs.iter().enumerate() {
-            let r = addr_from_str(raw).and_then(|a| {
-                let mut one = [fi_addr.as_ref().map_or(0, |v| v[i])];
-                g.av.insert(&a.to_bytes(), 1, Some(&mut one), flags & !FI_SYNC_ERR, None)?;
-                if one[0] == FI_ADDR_NOTAVAIL {
-                    return Err(EINVAL);
+            let user_id = fi_addr.as_ref().map_or(0, |v| v[i]);
+            let r = parse_str_addr(raw, false).and_then(|p| match p {
+                StrAddr::Addr(a) => {
+                    let f = g.insert_bytes(&a.to_bytes(), user_id, flags)?;
+                    g.keys.insert(a.key(), f);
+                    Ok(f)
                 }
-                g.keys.insert(a.key(), one[0]);
-                Ok(one[0])
+                StrAddr::Name(n) => g.insert_name(&n, user_id, flags),
             });
             if let Some(out) = fi_addr.as_deref_mut() {
                 out[i] = *r.as_ref().unwrap_or(&FI_ADDR_NOTAVAIL);
@@ -517,8 +658,23 @@ impl AddressVector for ShmAv {
     }
     fn remove(&self, fi_addrs: &[u64], flags: u64) -> Result<()> {
         let mut g = self.inner.write().unwrap_or_else(|e| e.into_inner());
-        let keys: Vec<u64> = fi_addrs.iter().filter_map(|&a| g.av.addr(a).and_then(|b| Address::from_bytes(b).ok())).map(|a| a.key()).collect();
+        let keys: Vec<u64> = fi_addrs
+            .iter()
+            .filter_map(|&a| {
+                let b = g.av.addr(a)?;
+                Address::from_bytes(b).ok().or_else(|| g.pending.get(&a).copied().flatten())
+            })
+            .map(|a| a.key())
+            .collect();
+        let old: Vec<(u64, Vec<u8>)> = fi_addrs.iter().filter_map(|&a| Some((a, g.av.addr(a)?.to_vec()))).collect();
         g.av.remove(fi_addrs, flags)?;
+        for (a, bytes) in old {
+            if g.av.addr(a).is_none() {
+                g.names.remove(&a);
+                g.pending.remove(&a);
+                g.placeholders.retain(|_, b| b[..] != bytes[..]);
+            }
+        }
         self.gen.fetch_add(1, std::sync::atomic::Ordering::Release);
         for k in keys {
             let still = g.keys.get(&k).is_some_and(|&a| g.av.addr(a).is_some());
@@ -529,16 +685,20 @@ impl AddressVector for ShmAv {
         Ok(())
     }
     fn lookup(&self, fi_addr: u64, buf: &mut [u8]) -> Result<usize> {
-        let a = self.addr(fi_addr).ok_or(EINVAL)?;
-        let mut s = addr_to_str(&a).into_bytes();
+        let named = self.inner.read().unwrap_or_else(|e| e.into_inner()).names.get(&fi_addr).cloned();
+        let mut s = match named {
+            Some(n) => n.into_bytes(),
+            None => addr_to_str(&self.addr(fi_addr).ok_or(EINVAL)?).into_bytes(),
+        };
         s.push(0);
         let n = buf.len().min(s.len());
         buf[..n].copy_from_slice(&s[..n]);
         Ok(s.len())
     }
     fn straddr(&self, addr: &[u8]) -> String {
-        match addr_from_str(addr) {
-            Ok(a) => addr_to_str(&a),
+        match parse_str_addr(addr, false) {
+            Ok(StrAddr::Addr(a)) => addr_to_str(&a),
+            Ok(StrAddr::Name(n)) => format!("{ADDR_PREFIX}{n}"),
             Err(_) => String::from_utf8_lossy(&addr[..addr.iter().position(|&c| c == 0).unwrap_or(addr.len()).min(256)]).into_owned(),
         }
     }
@@ -668,6 +828,9 @@ struct EpState {
     stalled: Option<Incoming>,
     /// RMA and atomics (`rma.rs`).
     rma: rma::RmaState,
+    /// The name given with fi_setname (without `fi_shm://`) and the link
+    /// that makes the segment reachable under it.
+    name: Option<(String, crate::segment::NameLink)>,
 }
 
 pub struct EpShared {
@@ -760,6 +923,7 @@ impl ShmEp {
             unexp_count: 0,
             stalled: None,
             rma: rma::RmaState::default(),
+            name: None,
         };
         Ok(ShmEp { shared: Arc::new(EpShared { st: Lk::new(st, real_locks) }), auto_progress: false, progressor: Mutex::new(None) })
     }
@@ -792,7 +956,7 @@ impl EpState {
                 return Ok(p - 1);
             }
         }
-        let a = self.av.as_ref().ok_or(Error(FI_ENOAV))?.addr(fi_addr).ok_or(EINVAL)?;
+        let a = self.av.as_ref().ok_or(Error(FI_ENOAV))?.resolve(fi_addr)?;
         let id = self.tp.attach(&a)?;
         if self.peers.len() <= i {
             self.peers.resize(i + 1, 0);
@@ -801,6 +965,42 @@ impl EpState {
         self.by_key.insert(a.key(), fi_addr);
         self.last_src = None;
         Ok(id)
+    }
+
+    /// fi_setname. Refused once the endpoint is enabled (`FI_EBUSY`): only
+    /// then can no peer have used the address yet. A name links the
+    /// endpoint's segment under `segment::named_shm_name`; our own address
+    /// form is accepted only for this endpoint's own address and removes a
+    /// name given before. The error carries the reason for the log line.
+    fn set_name(&mut self, raw: &[u8]) -> std::result::Result<(), (Error, &'static str)> {
+        if self.enabled {
+            return Err((Error(FI_EBUSY), "the endpoint is already enabled"));
+        }
+        let parsed = parse_str_addr(raw, true)
+            .map_err(|e| (e, "expected a NUL-terminated fi_shm:// address or fi_shm://<1-40 of A-Za-z0-9._->"))?;
+        match parsed {
+            StrAddr::Addr(a) => {
+                let own = self.tp.address();
+                if a == own {
+                    self.name = None;
+                    Ok(())
+                } else if a.pid == own.pid && a.start_time == own.start_time {
+                    Err((Error(FI_EADDRINUSE), "the address of another endpoint of this process"))
+                } else {
+                    Err((EINVAL, "the address of another process"))
+                }
+            }
+            StrAddr::Name(n) => {
+                if self.name.as_ref().is_some_and(|(cur, _)| *cur == n) {
+                    return Ok(());
+                }
+                let link = self.tp.segment().link_name(&n).map_err(|e| {
+                    (e, if e.0 == FI_EADDRINUSE { "the name is in use by a live endpoint" } else { "the name could not be created" })
+                })?;
+                self.name = Some((n, link));
+                Ok(())
+            }
+        }
     }
 
     fn src_of(&mut self, key: u64) -> u64 {
@@ -1234,8 +1434,21 @@ impl Endpoint for ShmEp {
         Ok(())
     }
 
+    fn setname(&self, addr: &[u8]) -> Result<()> {
+        let r = self.shared.st.lock().set_name(addr);
+        r.map_err(|(e, why)| {
+            rfabric_core::fi_warn!("shm", FI_LOG_EP_CTRL, "fi_setname refused ({}): {}", e, why);
+            e
+        })
+    }
+
     fn getname(&self, buf: &mut [u8]) -> Result<usize> {
-        let mut s = addr_to_str(&self.shared.st.lock().tp.address()).into_bytes();
+        let st = self.shared.st.lock();
+        let mut s = match st.name.as_ref() {
+            Some((n, _)) => format!("{ADDR_PREFIX}{n}").into_bytes(),
+            None => addr_to_str(&st.tp.address()).into_bytes(),
+        };
+        drop(st);
         s.push(0);
         let n = buf.len().min(s.len());
         buf[..n].copy_from_slice(&s[..n]);
@@ -1530,6 +1743,7 @@ impl Endpoint for ShmEp {
         self.stop_progress();
         let mut st = self.shared.st.lock();
         st.enabled = false;
+        st.name = None;
         let tx = st.tx_cq.take();
         let rx = st.rx_cq.take();
         st.av = None;
@@ -1547,6 +1761,10 @@ impl Endpoint for ShmEp {
         Ok(())
     }
 }
+
+#[cfg(test)]
+#[path = "name_tests.rs"]
+mod name_tests;
 
 #[cfg(test)]
 mod tests {

@@ -9,6 +9,10 @@
 //! trusting it: file type, owner uid, permission bits, size, magic, layout
 //! version, geometry and the identity stored in the header.
 //!
+//! An endpoint named with `fi_setname` is also reachable through a hard
+//! link `rfabric-shm.n.<euid>.<name>` ([`Segment::link_name`],
+//! [`resolve_name`]).
+//!
 //! Layout (offsets from the start of the mapping):
 //! `[header page][ring control (2 lines)][cells...][bounce chunks...]`.
 
@@ -481,6 +485,15 @@ pub fn reclaim_stale() -> usize {
         let name = ent.file_name();
         let Some(name) = name.to_str() else { continue };
         let Some(rest) = name.strip_prefix(NAME_PREFIX) else { continue };
+        if rest.starts_with("n.") {
+            // A name given with fi_setname: the owner is in the header.
+            if let Some(h) = peek_header(name) {
+                if !pid_alive(h.pid, h.start_time) && unlink_shm(name) {
+                    n += 1;
+                }
+            }
+            continue;
+        }
         let Some(pid) = rest.split('.').next().and_then(|p| p.parse::<u32>().ok()) else { continue };
         use std::os::unix::fs::MetadataExt;
         let Ok(md) = std::fs::symlink_metadata(shm_path(name)) else { continue };
@@ -510,4 +523,237 @@ fn read_start_time(name: &str) -> Option<u64> {
     // SAFETY: buf is exactly one SegHeader of plain data.
     let h: SegHeader = unsafe { std::ptr::read_unaligned(buf.as_ptr().cast()) };
     (h.magic == MAGIC).then_some(h.start_time)
+}
+
+// ------------------------------------------------------------ named segments
+
+/// Longest endpoint name accepted by `fi_setname` (the part after `fi_shm://`).
+pub const EP_NAME_MAX: usize = 40;
+
+/// True for 1..=[`EP_NAME_MAX`] characters of `[A-Za-z0-9._-]`.
+pub fn valid_ep_name(name: &str) -> bool {
+    (1..=EP_NAME_MAX).contains(&name.len())
+        && name.bytes().all(|c| c.is_ascii_alphanumeric() || matches!(c, b'.' | b'_' | b'-'))
+}
+
+/// Shared-memory object name under which an endpoint named `name` is
+/// reachable: `rfabric-shm.n.<euid>.<name>`. The uid keeps two users' names
+/// apart; the `n.` part keeps these entries apart from the per-process ones
+/// (whose second field is a pid).
+pub fn named_shm_name(name: &str) -> String {
+    // SAFETY: geteuid cannot fail.
+    let uid = unsafe { libc::geteuid() };
+    format!("{NAME_PREFIX}n.{uid}.{name}")
+}
+
+/// Reads the header of the object at `/dev/shm/<shm_name>` without mapping
+/// it: the file must be a regular file of our uid (symlinks are not
+/// followed) and start with a complete header carrying our magic and uid.
+fn peek_header(shm_name: &str) -> Option<SegHeader> {
+    use std::io::Read;
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+    // SAFETY: geteuid cannot fail.
+    let uid = unsafe { libc::geteuid() };
+    let mut f = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW).open(shm_path(shm_name)).ok()?;
+    let md = f.metadata().ok()?;
+    if !md.file_type().is_file() || md.uid() != uid {
+        return None;
+    }
+    let mut buf = [0u8; std::mem::size_of::<SegHeader>()];
+    f.read_exact(&mut buf).ok()?;
+    // SAFETY: buf is exactly one SegHeader of plain data.
+    let h: SegHeader = unsafe { std::ptr::read_unaligned(buf.as_ptr().cast()) };
+    (h.magic == MAGIC && h.uid == uid).then_some(h)
+}
+
+fn unlink_shm(shm_name: &str) -> bool {
+    match CString::new(format!("/{shm_name}")) {
+        // SAFETY: valid C string.
+        Ok(c) => unsafe { libc::shm_unlink(c.as_ptr()) == 0 },
+        Err(_) => false,
+    }
+}
+
+/// A second directory entry (hard link) for a segment this process owns,
+/// under the name the application gave the endpoint. Removed on drop, but
+/// only while it still refers to our segment.
+pub struct NameLink {
+    shm_name: String,
+    dev: u64,
+    ino: u64,
+}
+
+impl NameLink {
+    pub fn shm_name(&self) -> &str {
+        &self.shm_name
+    }
+}
+
+impl Drop for NameLink {
+    fn drop(&mut self) {
+        use std::os::unix::fs::MetadataExt;
+        if let Ok(md) = std::fs::symlink_metadata(shm_path(&self.shm_name)) {
+            if md.dev() == self.dev && md.ino() == self.ino {
+                unlink_shm(&self.shm_name);
+            }
+        }
+    }
+}
+
+impl Segment {
+    /// Makes this (owned, fully initialised) segment reachable under
+    /// [`named_shm_name`]`(name)` as well as under its own name.
+    ///
+    /// `link(2)` creates the new entry atomically and fails if anything
+    /// (even a dangling symlink) is there, like `O_CREAT|O_EXCL|O_NOFOLLOW`;
+    /// the entry is the same inode, so it has the segment's mode (0600) and
+    /// a complete header with the ready flag already set. An existing entry
+    /// whose owner process is gone is removed (with that owner's own
+    /// segment) and the link retried once; any other existing entry (a live
+    /// owner, another user's file, something unreadable) is `EADDRINUSE`.
+    pub fn link_name(&self, name: &str) -> Result<NameLink> {
+        use std::os::unix::fs::MetadataExt;
+        if !self.owner || !valid_ep_name(name) {
+            return Err(EINVAL);
+        }
+        let shm_name = named_shm_name(name);
+        let from = CString::new(shm_path(&self.name)).map_err(|_| EINVAL)?;
+        let to = CString::new(shm_path(&shm_name)).map_err(|_| EINVAL)?;
+        for attempt in 0..2 {
+            // SAFETY: both are valid C strings.
+            if unsafe { libc::link(from.as_ptr(), to.as_ptr()) } == 0 {
+                let md = std::fs::symlink_metadata(shm_path(&shm_name)).map_err(|e| Error(e.raw_os_error().unwrap_or(libc::EIO)))?;
+                return Ok(NameLink { shm_name, dev: md.dev(), ino: md.ino() });
+            }
+            let e = errno();
+            if e != libc::EEXIST {
+                return Err(Error(e));
+            }
+            if attempt > 0 {
+                break;
+            }
+            match peek_header(&shm_name) {
+                Some(h) if !pid_alive(h.pid, h.start_time) => {
+                    unlink_shm(&shm_name);
+                    unlink_shm(&segment_name(h.pid, &h.nonce));
+                }
+                _ => break,
+            }
+        }
+        Err(Error(libc::EADDRINUSE))
+    }
+}
+
+/// Identity of the endpoint currently named `name`: the owner's pid, the
+/// segment nonce and the owner's start time, read from the segment header
+/// after every check of [`Segment::attach_name`] (file type, owner uid,
+/// mode, size, magic, version, geometry, ready flag). `ENOENT` when there is
+/// no such segment or its owner process is gone, `EAGAIN` while it is not
+/// ready.
+pub fn resolve_name(name: &str) -> Result<(u32, [u8; 16], u64)> {
+    if !valid_ep_name(name) {
+        return Err(EINVAL);
+    }
+    let seg = Segment::attach_name(&named_shm_name(name), None)?;
+    let h = *seg.header();
+    drop(seg);
+    if !pid_alive(h.pid, h.start_time) {
+        return Err(Error(libc::ENOENT));
+    }
+    Ok((h.pid, h.nonce, h.start_time))
+}
+
+#[cfg(test)]
+mod name_tests {
+    use super::*;
+
+    fn exists(n: &str) -> bool {
+        std::path::Path::new(&shm_path(&named_shm_name(n))).exists()
+    }
+
+    /// Makes `seg`'s header claim a process that does not exist.
+    fn fake_dead_owner(seg: &Segment) {
+        // SAFETY: the header page is ours and mapped; pid is a plain u32.
+        unsafe { (*seg.base().cast::<SegHeader>()).pid = i32::MAX as u32 - 3 };
+    }
+
+    #[test]
+    fn names_checked() {
+        assert!(valid_ep_name("a"));
+        assert!(valid_ep_name("job42_rank3.x-y"));
+        assert!(valid_ep_name(&"z".repeat(EP_NAME_MAX)));
+        for bad in ["", "a/b", "..\u{e9}", "a b", "a\0", &"z".repeat(EP_NAME_MAX + 1)] {
+            assert!(!valid_ep_name(bad), "{bad:?}");
+        }
+        // SAFETY: geteuid cannot fail.
+        let uid = unsafe { libc::geteuid() };
+        assert_eq!(named_shm_name("q"), format!("rfabric-shm.n.{uid}.q"));
+    }
+
+    #[test]
+    fn link_resolve_and_release() {
+        let n = format!("segtest-{}", std::process::id());
+        assert_eq!(resolve_name(&n).map(|_| ()), Err(Error(libc::ENOENT)));
+        let a = Segment::create(Geometry::default()).unwrap();
+        let b = Segment::create(Geometry::default()).unwrap();
+        let link = a.link_name(&n).unwrap();
+        assert_eq!(link.shm_name(), named_shm_name(&n));
+        let h = a.header();
+        assert_eq!(resolve_name(&n), Ok((h.pid, h.nonce, h.start_time)));
+        // A live owner keeps it.
+        assert_eq!(b.link_name(&n).err(), Some(Error(libc::EADDRINUSE)));
+        assert_eq!(b.link_name("bad/name").err(), Some(EINVAL));
+        // An attached (not owned) segment cannot be named.
+        let peer = Segment::attach(h.pid, &h.nonce).unwrap();
+        assert_eq!(peer.link_name("x").err(), Some(EINVAL));
+        drop(link);
+        assert!(!exists(&n));
+        assert_eq!(resolve_name(&n).map(|_| ()), Err(Error(libc::ENOENT)));
+        let _l = b.link_name(&n).unwrap();
+        assert_eq!(resolve_name(&n).map(|r| r.1), Ok(b.header().nonce));
+    }
+
+    #[test]
+    fn dead_owner_name_is_reclaimed() {
+        let n = format!("segtest-dead-{}", std::process::id());
+        let a = Segment::create(Geometry::default()).unwrap();
+        let link = a.link_name(&n).unwrap();
+        fake_dead_owner(&a);
+        // Left behind as after a crash.
+        std::mem::forget(link);
+        // Resolution refuses a dead owner.
+        assert_eq!(resolve_name(&n).map(|_| ()), Err(Error(libc::ENOENT)));
+        let b = Segment::create(Geometry::default()).unwrap();
+        let _l = b.link_name(&n).unwrap();
+        assert_eq!(resolve_name(&n).map(|r| r.1), Ok(b.header().nonce));
+
+        // The scan at start-up removes such entries too.
+        let n2 = format!("segtest-scan-{}", std::process::id());
+        let c = Segment::create(Geometry::default()).unwrap();
+        std::mem::forget(c.link_name(&n2).unwrap());
+        assert!(exists(&n2));
+        reclaim_stale();
+        assert!(exists(&n2), "a live owner's name stays");
+        fake_dead_owner(&c);
+        reclaim_stale();
+        assert!(!exists(&n2));
+    }
+
+    #[test]
+    fn foreign_entry_is_in_use() {
+        // Something that is not a segment under the name: never removed.
+        let n = format!("segtest-junk-{}", std::process::id());
+        let p = shm_path(&named_shm_name(&n));
+        std::fs::write(&p, b"not a segment").unwrap();
+        let a = Segment::create(Geometry::default()).unwrap();
+        assert_eq!(a.link_name(&n).err(), Some(Error(libc::EADDRINUSE)));
+        assert!(resolve_name(&n).is_err());
+        reclaim_stale();
+        assert!(std::path::Path::new(&p).exists());
+        std::fs::remove_file(&p).unwrap();
+        // A symlink there is not followed either.
+        std::os::unix::fs::symlink("/nonexistent", &p).unwrap();
+        assert_eq!(a.link_name(&n).err(), Some(Error(libc::EADDRINUSE)));
+        std::fs::remove_file(&p).unwrap();
+    }
 }
