@@ -48,23 +48,40 @@ pub fn shared_chunk(n: u64) -> u64 {
     (n / 8).clamp(64 << 10, 1 << 20).next_multiple_of(4096)
 }
 
-/// Offset of a tiny eager payload (at most [`TINY_MAX`] bytes): right
-/// after the four header words an eager entry uses (sequence, op/flags/
-/// length, sender key, tag, immediate data), so the whole message is one
-/// cache line.
-pub const EAGER_OFF: usize = 40;
-/// Largest payload stored at [`EAGER_OFF`]; larger ones start at
+/// Eager entries leave out header words that are zero: `PF_NO_TAG` (tag
+/// 0) and `PF_NO_DATA` (immediate data 0) in the entry's provider flags.
+/// A tiny payload starts right after the words that are there (sequence,
+/// op/flags/length, sender key, then tag and data if present), so the
+/// whole message is one cache line: up to 40 bytes for an untagged
+/// message without data, 24 with both.
+pub const PF_NO_TAG: u8 = 2;
+pub const PF_NO_DATA: u8 = 4;
+/// Largest tiny payload (no tag, no data); larger ones start at
 /// [`CELL_HDR`] (64-byte aligned, whole lines for the copy).
-pub const TINY_MAX: usize = 64 - EAGER_OFF;
+pub const TINY_MAX: usize = 64 - 24;
+
+/// Offset of a tiny payload in an eager entry with provider flags `pflags`.
+#[inline]
+fn tiny_off(pflags: u8) -> usize {
+    24 + if pflags & PF_NO_TAG == 0 { 8 } else { 0 } + if pflags & PF_NO_DATA == 0 { 8 } else { 0 }
+}
+
+/// Largest tiny payload for an eager entry with provider flags `pflags`.
+pub fn tiny_max(pflags: u8) -> usize {
+    64 - tiny_off(pflags)
+}
+
 /// Offset of the payload in a continuation cell (after sequence word and
 /// marker, padded to the line).
 pub const CONT_OFF: usize = 64;
 
-/// Where the payload of an eager message of `len` bytes starts in its
-/// first cell.
-pub fn payload_off(len: u64) -> usize {
-    if len <= TINY_MAX as u64 {
-        EAGER_OFF
+/// Where the payload of an eager message of `len` bytes with provider
+/// flags `pflags` starts in its first cell.
+#[inline]
+pub fn payload_off(len: u64, pflags: u8) -> usize {
+    let t = tiny_off(pflags);
+    if len <= (64 - t) as u64 {
+        t
     } else {
         CELL_HDR
     }
@@ -133,12 +150,20 @@ impl Wire {
     pub unsafe fn store(&self, cell: *mut u8) {
         let p = cell.wrapping_add(8).cast::<u64>();
         if self.op == OP_EAGER {
+            // Words left out (PF_NO_TAG, PF_NO_DATA) may hold payload:
+            // only the words that are there are written.
             // SAFETY: words 1..5 of the cell's first line, 8-aligned.
             unsafe {
                 std::ptr::write_volatile(p, self.eager_w0());
                 std::ptr::write_volatile(p.add(1), self.src_key);
-                std::ptr::write_volatile(p.add(2), self.tag);
-                std::ptr::write_volatile(p.add(3), self.cq_data);
+                let mut at = 2;
+                if self.pflags & PF_NO_TAG == 0 {
+                    std::ptr::write_volatile(p.add(at), self.tag);
+                    at += 1;
+                }
+                if self.pflags & PF_NO_DATA == 0 {
+                    std::ptr::write_volatile(p.add(at), self.cq_data);
+                }
             }
             return;
         }
@@ -161,7 +186,14 @@ impl Wire {
             (std::ptr::read_volatile(p), std::ptr::read_volatile(p.add(1)), std::ptr::read_volatile(p.add(2)), std::ptr::read_volatile(p.add(3)))
         };
         if w0 as u8 == OP_EAGER {
-            let mut wire = Wire::from_words([w0, w1, w2, w3, 0, 0, 0]);
+            let pf = (w0 >> 16) as u8;
+            let (tag, data) = match (pf & PF_NO_TAG != 0, pf & PF_NO_DATA != 0) {
+                (false, false) => (w2, w3),
+                (false, true) => (w2, 0),
+                (true, false) => (0, w2),
+                (true, true) => (0, 0),
+            };
+            let mut wire = Wire::from_words([w0, w1, tag, data, 0, 0, 0]);
             wire.len = w0 >> 32;
             wire.aux = 0;
             return wire;
@@ -603,7 +635,8 @@ impl Endpoint {
                 return Err(e);
             }
         };
-        let w = Wire { op: OP_EAGER, uflags: hdr.flags, src_key: key, tag: hdr.tag, cq_data: hdr.cq_data, len: data.len() as u64, ..Wire::default() };
+        let pflags = if hdr.tag == 0 { PF_NO_TAG } else { 0 } | if hdr.cq_data == 0 { PF_NO_DATA } else { 0 };
+        let w = Wire { op: OP_EAGER, uflags: hdr.flags, pflags, src_key: key, tag: hdr.tag, cq_data: hdr.cq_data, len: data.len() as u64, ..Wire::default() };
         let n0 = data.len().min(first_cap(cs) as usize);
         // Continuation cells first, published as they are filled.
         let mut off = n0;
@@ -623,10 +656,10 @@ impl Endpoint {
         // before the sequence word, so the line the receiver polls is
         // written in one burst (one ownership transfer, not two).
         let cell = p.ring.cell(pos);
-        let off0 = payload_off(data.len() as u64);
+        let off0 = payload_off(data.len() as u64, pflags);
         // SAFETY: the reserved cells are ours until published; the first
-        // holds n0 bytes at off0 (n0 <= 24 at EAGER_OFF, else n0 <=
-        // cell_size - CELL_HDR at CELL_HDR).
+        // holds n0 bytes at off0 (n0 <= tiny_max(pflags) at the tiny
+        // offset, else n0 <= cell_size - CELL_HDR at CELL_HDR).
         unsafe {
             std::ptr::copy_nonoverlapping(data.as_ptr(), cell.add(off0), n0);
             w.store(cell);
@@ -765,14 +798,15 @@ impl Endpoint {
         // The length is the one `parse` validated, read again from our
         // own copy of the header rather than from the caller's `inc`.
         // SAFETY: the held cell is ours until release.
-        let len = unsafe { Wire::load(self.ring.cell(pos)) }.len;
+        let w = unsafe { Wire::load(self.ring.cell(pos)) };
+        let len = w.len;
         if eager_cells(cs, len) != k {
             self.release_held();
             return Err(err_io());
         }
         let want = (len as usize).min(dst.len());
         let n0 = want.min(first_cap(cs) as usize);
-        let off0 = payload_off(len);
+        let off0 = payload_off(len, w.pflags);
         // SAFETY: n0 bytes at off0 lie inside the held first cell (see
         // post_eager) and fit in dst.
         unsafe { std::ptr::copy_nonoverlapping(self.ring.cell(pos).add(off0), dst.as_mut_ptr(), n0) };
@@ -1480,7 +1514,7 @@ impl Endpoint {
     pub(crate) fn inject_raw(&self, w: &Wire, payload: &[u8]) {
         let pos = self.ring.reserve().expect("ring space");
         let cell = self.ring.cell(pos);
-        let off = if w.op == OP_EAGER { payload_off(w.len) } else { CELL_HDR };
+        let off = if w.op == OP_EAGER { payload_off(w.len, w.pflags) } else { CELL_HDR };
         // SAFETY: reserved cell; payload cut to the space after `off`.
         unsafe {
             w.store(cell);

@@ -368,7 +368,7 @@ fn small_pingpong_two_processes() {
 /// Sizes around every protocol switch: tiny (one line), one cell, each
 /// multi-cell step up to the eager limit, and the first rendezvous size.
 fn boundary_sizes() -> Vec<usize> {
-    let mut v = vec![0, 1, TINY_MAX - 1, TINY_MAX, TINY_MAX + 1, 64, CP - 1, CP, CP + 1];
+    let mut v = vec![0, 1, 23, 24, 25, 31, 32, 33, TINY_MAX - 1, TINY_MAX, TINY_MAX + 1, 64, CP - 1, CP, CP + 1];
     for k in 2..=DEFAULT_EAGER_MAX / CP {
         v.extend([k * CP - 1, k * CP, k * CP + 1]);
     }
@@ -814,4 +814,27 @@ fn forged_help_claims_nothing() {
     }
     assert!(buf == data);
     assert!(a.helped_chunks() > 0);
+}
+
+#[test]
+fn tiny_layouts_leave_out_zero_words() {
+    // Tag and immediate data of zero are not stored; the payload moves up
+    // into their words. Every combination, every size around the line.
+    let mut a = Endpoint::new(cfg(CmaMode::Auto)).unwrap();
+    let mut b = Endpoint::new(cfg(CmaMode::Auto)).unwrap();
+    let pb = a.attach(&b.address()).unwrap();
+    for (tag, cq_data) in [(0u64, 0u64), (0xdead_beef_0000_0001, 0), (0, 0x1234_5678_9abc_def0), (u64::MAX, u64::MAX)] {
+        let pf = if tag == 0 { crate::endpoint::PF_NO_TAG } else { 0 } | if cq_data == 0 { crate::endpoint::PF_NO_DATA } else { 0 };
+        assert_eq!(crate::endpoint::tiny_max(pf), 64 - 24 - 8 * (tag != 0) as usize - 8 * (cq_data != 0) as usize);
+        for n in 0..=72usize {
+            let data = pattern(n, n as u8);
+            let hdr = MsgHeader { flags: 3, tag, cq_data };
+            a.send_inline(pb, &hdr, &data).unwrap();
+            let Some(Event::Msg(inc)) = b.poll() else { panic!("no message") };
+            assert_eq!((inc.hdr, inc.len), (hdr, n as u64), "size {n}");
+            let mut out = vec![0u8; n];
+            assert_eq!(b.recv_inline(&inc, &mut out), Ok(n));
+            assert_eq!(out, data, "size {n} tag {tag:#x} data {cq_data:#x}");
+        }
+    }
 }
