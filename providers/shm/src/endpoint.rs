@@ -150,20 +150,16 @@ impl Wire {
     pub unsafe fn store(&self, cell: *mut u8) {
         let p = cell.wrapping_add(8).cast::<u64>();
         if self.op == OP_EAGER {
-            // Words left out (PF_NO_TAG, PF_NO_DATA) may hold payload:
-            // only the words that are there are written.
+            // With PF_NO_TAG the data word moves up into the tag's place.
+            // A tiny payload may start inside these four words: callers
+            // store the header first and copy such a payload after it.
+            let w2 = if self.pflags & PF_NO_TAG != 0 { self.cq_data } else { self.tag };
             // SAFETY: words 1..5 of the cell's first line, 8-aligned.
             unsafe {
                 std::ptr::write_volatile(p, self.eager_w0());
                 std::ptr::write_volatile(p.add(1), self.src_key);
-                let mut at = 2;
-                if self.pflags & PF_NO_TAG == 0 {
-                    std::ptr::write_volatile(p.add(at), self.tag);
-                    at += 1;
-                }
-                if self.pflags & PF_NO_DATA == 0 {
-                    std::ptr::write_volatile(p.add(at), self.cq_data);
-                }
+                std::ptr::write_volatile(p.add(2), w2);
+                std::ptr::write_volatile(p.add(3), self.cq_data);
             }
             return;
         }
@@ -187,11 +183,14 @@ impl Wire {
         };
         if w0 as u8 == OP_EAGER {
             let pf = (w0 >> 16) as u8;
-            let (tag, data) = match (pf & PF_NO_TAG != 0, pf & PF_NO_DATA != 0) {
-                (false, false) => (w2, w3),
-                (false, true) => (w2, 0),
-                (true, false) => (0, w2),
-                (true, true) => (0, 0),
+            let no_tag = pf & PF_NO_TAG != 0;
+            let tag = if no_tag { 0 } else { w2 };
+            let data = if pf & PF_NO_DATA != 0 {
+                0
+            } else if no_tag {
+                w2
+            } else {
+                w3
             };
             let mut wire = Wire::from_words([w0, w1, tag, data, 0, 0, 0]);
             wire.len = w0 >> 32;
@@ -635,7 +634,12 @@ impl Endpoint {
                 return Err(e);
             }
         };
-        let pflags = if hdr.tag == 0 { PF_NO_TAG } else { 0 } | if hdr.cq_data == 0 { PF_NO_DATA } else { 0 };
+        // Only a tiny message gains from leaving words out.
+        let pflags = if data.len() <= TINY_MAX {
+            (if hdr.tag == 0 { PF_NO_TAG } else { 0 }) | (if hdr.cq_data == 0 { PF_NO_DATA } else { 0 })
+        } else {
+            0
+        };
         let w = Wire { op: OP_EAGER, uflags: hdr.flags, pflags, src_key: key, tag: hdr.tag, cq_data: hdr.cq_data, len: data.len() as u64, ..Wire::default() };
         let n0 = data.len().min(first_cap(cs) as usize);
         // Continuation cells first, published as they are filled.
@@ -652,17 +656,18 @@ impl Endpoint {
             off += n;
             p.ring.publish(pos.wrapping_add(j));
         }
-        // Then the first cell: payload, and the header words immediately
-        // before the sequence word, so the line the receiver polls is
-        // written in one burst (one ownership transfer, not two).
+        // Then the first cell: header words (a tiny payload may overwrite
+        // the ones left out), payload, then the sequence word, so the line
+        // the receiver polls is written in one burst (one ownership
+        // transfer, not two).
         let cell = p.ring.cell(pos);
         let off0 = payload_off(data.len() as u64, pflags);
         // SAFETY: the reserved cells are ours until published; the first
         // holds n0 bytes at off0 (n0 <= tiny_max(pflags) at the tiny
         // offset, else n0 <= cell_size - CELL_HDR at CELL_HDR).
         unsafe {
-            std::ptr::copy_nonoverlapping(data.as_ptr(), cell.add(off0), n0);
             w.store(cell);
+            std::ptr::copy_nonoverlapping(data.as_ptr(), cell.add(off0), n0);
         }
         p.ring.publish(pos);
         // Our next entry most likely goes to the following cell: start
