@@ -524,3 +524,26 @@ pub fn find_by_key(key: u64) -> Option<crate::peer::Address> {
     }
     None
 }
+
+#[cfg(test)]
+mod key_tests {
+    use super::*;
+
+    #[test]
+    fn find_by_key_resolves_live_segments_only() {
+        let ep = crate::Endpoint::new(crate::endpoint::Config::default()).unwrap();
+        let a = ep.address();
+        assert_eq!(find_by_key(a.key()), Some(a));
+        // Same process, other nonce bits: no segment has that name.
+        assert_eq!(find_by_key(a.key() ^ 1), None);
+        // Bad pids: none, out of range, one with no process.
+        assert_eq!(find_by_key(a.key() & 0xffff_ffff), None);
+        assert_eq!(find_by_key(u64::MAX), None);
+        let dead = (i32::MAX as u64 - 7) << 32 | (a.key() & 0xffff_ffff);
+        assert_eq!(find_by_key(dead), None);
+        let k = a.key();
+        drop(ep);
+        // Unlinked with the endpoint: not found any more.
+        assert_eq!(find_by_key(k), None);
+    }
+}
