@@ -70,12 +70,12 @@ impl Checker<'_> {
 }
 
 fn bits_str(v: u64, ty: u32) -> String {
-    let s = crate::tostr::tostr_value(&v as *const u64 as *const libc::c_void, ty);
+    let s = crate::tostr::tostr_value(v, ty);
     if s.is_empty() { format!("{v:#x}") } else { s }
 }
 
 fn enum_str(v: u32, ty: u32) -> String {
-    let s = crate::tostr::tostr_value(&v as *const u32 as *const libc::c_void, ty);
+    let s = crate::tostr::tostr_value(v as u64, ty);
     if s.is_empty() { v.to_string() } else { s }
 }
 
@@ -269,10 +269,10 @@ fn check_ep(c: &mut Checker<'_>, h: &EpAttr, o: &EpAttr) {
     c.at_most("ep_attr->max_order_raw_size", h.max_order_raw_size as u64, o.max_order_raw_size as u64);
     c.at_most("ep_attr->max_order_war_size", h.max_order_war_size as u64, o.max_order_war_size as u64);
     c.at_most("ep_attr->max_order_waw_size", h.max_order_waw_size as u64, o.max_order_waw_size as u64);
-    if h.tx_ctx_cnt != FI_SHARED_CONTEXT as usize {
+    if h.tx_ctx_cnt != FI_SHARED_CONTEXT {
         c.at_most("ep_attr->tx_ctx_cnt", h.tx_ctx_cnt as u64, o.tx_ctx_cnt as u64);
     }
-    if h.rx_ctx_cnt != FI_SHARED_CONTEXT as usize {
+    if h.rx_ctx_cnt != FI_SHARED_CONTEXT {
         c.at_most("ep_attr->rx_ctx_cnt", h.rx_ctx_cnt as u64, o.rx_ctx_cnt as u64);
     }
     if h.mem_tag_format != 0 && o.mem_tag_format != 0 && h.mem_tag_format.count_ones() > 64 {
@@ -347,10 +347,10 @@ pub fn narrow(offer: &Info, hints: &Info) -> Info {
         if h.auth_key.is_some() {
             o.auth_key = h.auth_key.clone();
         }
-        if h.tx_ctx_cnt == FI_SHARED_CONTEXT as usize {
+        if h.tx_ctx_cnt == FI_SHARED_CONTEXT {
             o.tx_ctx_cnt = h.tx_ctx_cnt;
         }
-        if h.rx_ctx_cnt == FI_SHARED_CONTEXT as usize {
+        if h.rx_ctx_cnt == FI_SHARED_CONTEXT {
             o.rx_ctx_cnt = h.rx_ctx_cnt;
         }
     }

@@ -573,7 +573,7 @@ unsafe fn addr_text(format: u32, addr: *const c_void) -> Option<Vec<u8>> {
                 fmt_ip6(ip6(8)),
                 pkey,
                 ((sid >> 16) as u16) & 0xfff,
-                (scope as u8) & 0xff
+                scope as u8
             )
         }
         FI_ADDR_PSMX | FI_ADDR_GNI => {
@@ -870,15 +870,16 @@ fn cq_err_entry(o: &mut Out, e: &fi_cq_err_entry) {
 mod tests;
 
 /// `fi_tostr` of a plain value (a flag word or an enum), used in log lines.
-/// `data` must point to a `u64` for flag types and a `u32` for enum types.
-pub fn tostr_value(data: *const c_void, ty: u32) -> String {
-    match ty {
-        FI_TYPE_CAPS | FI_TYPE_MODE | FI_TYPE_OP_FLAGS | FI_TYPE_MSG_ORDER | FI_TYPE_MR_MODE => {}
+/// Flag types read `v` whole; enum types read its low 32 bits.
+pub fn tostr_value(v: u64, ty: u32) -> String {
+    let narrow = v as u32;
+    let data: *const c_void = match ty {
+        FI_TYPE_CAPS | FI_TYPE_MODE | FI_TYPE_OP_FLAGS | FI_TYPE_MSG_ORDER | FI_TYPE_MR_MODE => &v as *const u64 as *const c_void,
         FI_TYPE_ADDR_FORMAT | FI_TYPE_EP_TYPE | FI_TYPE_THREADING | FI_TYPE_PROGRESS | FI_TYPE_PROTOCOL
-        | FI_TYPE_AV_TYPE => {}
+        | FI_TYPE_AV_TYPE => &narrow as *const u32 as *const c_void,
         _ => return String::new(),
-    }
-    // SAFETY: callers in this crate pass a pointer to a local value of the
-    // width the type expects (see getinfo's bits_str / enum_str).
+    };
+    // SAFETY: data points to a local of the width this type expects (u64
+    // for flag words, u32 for enums), alive for the call.
     unsafe { tostr(data, ty) }
 }

@@ -1238,7 +1238,21 @@ impl Endpoint {
                 }
                 let peer = match self.peers.find_key(w.src_key) {
                     Some(p) => p,
-                    None => self.attach(&a)?,
+                    None => match self.attach(&a) {
+                        Ok(p) => p,
+                        // The sender died after posting (its segment is
+                        // still there): hand the message up anyway, so the
+                        // receive that takes it fails with ECONNRESET.
+                        Err(e) if e == err_connreset() => {
+                            let p = self.peers.find_key(w.src_key).ok_or(e)?;
+                            if let Some(x) = self.peers.get_mut(p) {
+                                x.alive = false;
+                                x.cma_ok = Some(false);
+                            }
+                            p
+                        }
+                        Err(e) => return Err(e),
+                    },
                 };
                 let g = self.peers.get(peer).ok_or(EINVAL)?.seg.geometry();
                 let mode = w.pflags;

@@ -46,6 +46,12 @@ mod rma;
 /// RMA/atomic traffic, dispatched before matching).
 const UF_TAGGED: u8 = 1;
 const UF_DATA: u8 = 2;
+/// FI_DELIVERY_COMPLETE on an eager message: the receiver answers with an
+/// `UF_ACK` message once it has processed it.
+const UF_ACKREQ: u8 = 4;
+/// The acknowledgement: no payload, `tag` = how many `UF_ACKREQ` messages
+/// from this sender endpoint the receiver has processed so far.
+const UF_ACK: u8 = 8;
 
 /// `fi_shm://` followed by the 32 address bytes in URL-safe base64 (no
 /// padding): 52 characters, so it fits `FI_NAME_MAX` with its NUL.
@@ -767,7 +773,8 @@ struct RxInfo {
     data: u64,
     src: u64,
     complete: bool,
-    /// FI_SOURCE_ERR: the sender is not in the AV; its key goes to err_data.
+    /// FI_SOURCE_ERR: the sender is not in the AV; its key, resolved to its
+    /// address string at completion, goes to err_data.
     unknown_src: Option<u64>,
     /// Several receive buffers: data goes through a temporary buffer.
     scatter: Option<Box<Scatter>>,
@@ -831,6 +838,38 @@ struct EpState {
     /// The name given with fi_setname (without `fi_shm://`) and the link
     /// that makes the segment reachable under it.
     name: Option<(String, crate::segment::NameLink)>,
+    /// FI_DELIVERY_COMPLETE of eager sends.
+    dc: DcState,
+}
+
+/// An eager FI_DELIVERY_COMPLETE send waiting for the receiver's ack.
+#[derive(Clone, Copy, Debug)]
+struct DcWait {
+    /// The target's sender key (what its acks carry as `src_key`).
+    key: u64,
+    /// Its number among our delivery-complete messages to that target.
+    seq: u64,
+    /// Its `tx_pending` slot.
+    tok: usize,
+    /// The target process (pid, start time), for the liveness check.
+    proc_: (u32, u64),
+}
+
+/// Delivery-complete bookkeeping. A sender endpoint's messages reach one
+/// receiver in order (one ring, one consumer), so both sides count them:
+/// the receiver's count after processing message n is n, and an ack with
+/// count n completes every waiting send to that receiver up to n.
+#[derive(Default)]
+struct DcState {
+    /// Target key -> delivery-complete messages sent to it.
+    sent: HashMap<u64, u64>,
+    /// Sender key -> delivery-complete messages from it processed here.
+    seen: HashMap<u64, u64>,
+    /// Sender key -> transport peer the acks go to.
+    ack_peers: HashMap<u64, PeerId>,
+    wait: VecDeque<DcWait>,
+    /// Progress calls since the last liveness check of waited-on targets.
+    polls: u32,
 }
 
 pub struct EpShared {
@@ -924,8 +963,25 @@ impl ShmEp {
             stalled: None,
             rma: rma::RmaState::default(),
             name: None,
+            dc: DcState::default(),
         };
         Ok(ShmEp { shared: Arc::new(EpShared { st: Lk::new(st, real_locks) }), auto_progress: false, progressor: Mutex::new(None) })
+    }
+}
+
+/// FI_SOURCE_ERR error data: the address of the sender named by `key` in
+/// the endpoint's format (`FI_ADDR_STR`, NUL-terminated), ready for
+/// `fi_av_insert`. Resolved from the key on this slow path only (a scan of
+/// the shared-memory directory, see `segment::find_by_key`); empty when the
+/// sender is already gone.
+fn source_err_data(key: u64) -> Vec<u8> {
+    match crate::segment::find_by_key(key) {
+        Some(a) => {
+            let mut s = addr_to_str(&a).into_bytes();
+            s.push(0);
+            s
+        }
+        None => Vec::new(),
     }
 }
 
@@ -1074,7 +1130,7 @@ impl EpState {
             Ok(_) if r.unknown_src.is_some() => cq.write_err(ErrCompletion {
                 base,
                 err: FI_EADDRNOTAVAIL,
-                err_data: r.unknown_src.unwrap_or(0).to_ne_bytes().to_vec(),
+                err_data: source_err_data(r.unknown_src.unwrap_or(0)),
                 ..ErrCompletion::default()
             }),
             Ok(_) if r.complete => cq.write(base),
@@ -1276,7 +1332,9 @@ impl EpState {
 
     fn handle(&mut self, ev: Event) {
         match ev {
-            Event::Msg(inc) if inc.hdr.flags & rma::UF_RMA != 0 => self.rma_arrival(inc),
+            // One flag test keeps RMA, delivery-complete requests and acks
+            // off the path of plain messages.
+            Event::Msg(inc) if inc.hdr.flags & (rma::UF_RMA | UF_ACKREQ | UF_ACK) != 0 => self.special_arrival(inc),
             Event::Msg(inc) => self.on_arrival(inc),
             Event::SendDone { ctx } | Event::SendError { ctx, .. } => {
                 let res = if let Event::SendError { err, .. } = ev { Err(err) } else { Ok(()) };
@@ -1300,6 +1358,135 @@ impl EpState {
         }
     }
 
+    /// RMA traffic, delivery-complete requests and their acks.
+    fn special_arrival(&mut self, inc: Incoming) {
+        if inc.hdr.flags & rma::UF_RMA != 0 {
+            self.rma_arrival(inc);
+        } else if inc.hdr.flags & UF_ACK != 0 {
+            self.tp.discard(&inc);
+            self.on_ack(inc.src_key, inc.hdr.tag);
+        } else {
+            // UF_ACKREQ: processed means placed into a matched receive or
+            // buffered as unexpected (fi_cq(3), FI_DELIVERY_COMPLETE). A
+            // rendezvous message completes at its FIN instead.
+            let inline = matches!(inc.kind, Kind::Inline { .. });
+            self.on_arrival(inc);
+            if inline && self.stalled.is_none() {
+                self.send_ack(inc.src_key);
+            }
+        }
+    }
+
+    /// Tells the sender named by `key` that one more of its
+    /// delivery-complete messages was processed.
+    fn send_ack(&mut self, key: u64) {
+        let n = self.dc.seen.entry(key).or_insert(0);
+        *n += 1;
+        let seq = *n;
+        let Some(peer) = self.ack_peer(key) else {
+            rfabric_core::fi_warn!("shm", FI_LOG_EP_DATA, "shm: sender {:#x} of a delivery-complete message not found; no ack", key);
+            return;
+        };
+        let hdr = MsgHeader { flags: UF_ACK, tag: seq, cq_data: 0 };
+        match self.tp.send_inline(peer, &hdr, &[]) {
+            // The sender's ring is full: sent from progress, in order with
+            // RMA replies (acks are cumulative, so order does not matter).
+            Err(e) if e == EAGAIN => self.rma.queue_reply(peer, hdr),
+            _ => {}
+        }
+    }
+
+    /// The transport peer of the sender `key`: through the AV when it is
+    /// there, else by finding its segment (slow path, once per sender).
+    fn ack_peer(&mut self, key: u64) -> Option<PeerId> {
+        if let Some(&p) = self.dc.ack_peers.get(&key) {
+            return Some(p);
+        }
+        let from_av = self.av.as_ref().and_then(|av| av.by_key(key).and_then(|a| av.addr(a)));
+        let addr = from_av.or_else(|| crate::segment::find_by_key(key))?;
+        let p = self.tp.attach(&addr).ok()?;
+        self.dc.ack_peers.insert(key, p);
+        Some(p)
+    }
+
+    /// An ack from `key` with count `seq`: every waiting send to it up to
+    /// that count completes.
+    fn on_ack(&mut self, key: u64, seq: u64) {
+        let mut i = 0;
+        while i < self.dc.wait.len() {
+            let w = self.dc.wait[i];
+            if w.key == key && w.seq <= seq {
+                self.dc.wait.remove(i);
+                if let Some(t) = self.tx_pending.get_mut(w.tok).and_then(Option::take) {
+                    self.complete_tx(t, Ok(()));
+                }
+            } else {
+                i += 1;
+            }
+        }
+    }
+
+    /// Every 256 progress calls while acks are awaited: sends to a target
+    /// whose process is gone fail with ECONNRESET instead of waiting forever.
+    fn check_dc_targets(&mut self) {
+        self.dc.polls = self.dc.polls.wrapping_add(1);
+        if self.dc.polls % 256 != 0 {
+            return;
+        }
+        let mut i = 0;
+        while i < self.dc.wait.len() {
+            let w = self.dc.wait[i];
+            if w.proc_.0 != 0 && !crate::segment::pid_alive(w.proc_.0, w.proc_.1) {
+                self.dc.wait.remove(i);
+                if let Some(t) = self.tx_pending.get_mut(w.tok).and_then(Option::take) {
+                    self.complete_tx(t, Err(crate::err_connreset()));
+                }
+            } else {
+                i += 1;
+            }
+        }
+    }
+
+    /// An eager send with FI_DELIVERY_COMPLETE: sent with `UF_ACKREQ`, it
+    /// completes when the receiver's ack arrives (or fails when the
+    /// receiver dies first).
+    ///
+    /// # Safety
+    /// `buf` is readable for `len` bytes during this call.
+    unsafe fn send_delivery(&mut self, dest: u64, peer: PeerId, hdr: MsgHeader, buf: *const u8, len: usize, info: TxInfo) -> Result<()> {
+        if info.complete && Self::room(&self.tx_cq) == 0 {
+            self.progress();
+            return Err(EAGAIN);
+        }
+        let addr = self.av.as_ref().and_then(|av| av.addr(dest)).ok_or(EINVAL)?;
+        let tok = self.tx_pending.iter().position(|p| p.is_none()).ok_or(EAGAIN)?;
+        let hdr = MsgHeader { flags: hdr.flags | UF_ACKREQ, ..hdr };
+        // SAFETY: forwarded contract; a send that turns out to be a
+        // rendezvous one keeps `info` (and any gathered copy) in
+        // tx_pending until its completion event.
+        match unsafe { self.tp.send(peer, &hdr, buf, len, tok as u64) } {
+            Ok(SendStatus::Done) => {
+                let key = addr.key();
+                let n = self.dc.sent.entry(key).or_insert(0);
+                *n += 1;
+                let seq = *n;
+                self.dc.wait.push_back(DcWait { key, seq, tok, proc_: (addr.pid, addr.start_time) });
+                self.tx_pending[tok] = Some(info);
+                Ok(())
+            }
+            Ok(SendStatus::Pending) => {
+                self.tx_pending[tok] = Some(info);
+                Ok(())
+            }
+            Err(e) => {
+                if e == EAGAIN {
+                    self.progress();
+                }
+                Err(e)
+            }
+        }
+    }
+
     /// Room left in a CQ (unbounded when none is bound).
     fn room(cq: &Option<Arc<ShmCq>>) -> usize {
         cq.as_ref().map_or(usize::MAX, |c| c.ring.lock().space())
@@ -1314,6 +1501,9 @@ impl EpState {
         // Each event yields at most one completion: never take more events
         // than both CQs can hold, so no completion is ever dropped.
         self.rma_pump();
+        if !self.dc.wait.is_empty() {
+            self.check_dc_targets();
+        }
         let mut budget = match (&self.tx_cq, &self.rx_cq) {
             // One CQ for both directions (the common case): one look.
             (Some(t), Some(r)) if Arc::ptr_eq(t, r) => 64usize.min(Self::room(&self.tx_cq)),
@@ -1332,6 +1522,9 @@ impl EpState {
             self.on_arrival(inc);
             if self.stalled.is_some() {
                 return 0;
+            }
+            if inc.hdr.flags & UF_ACKREQ != 0 && matches!(inc.kind, Kind::Inline { .. }) {
+                self.send_ack(inc.src_key);
             }
             done += 1;
         }
@@ -1507,6 +1700,11 @@ impl Endpoint for ShmEp {
         let complete = !op.no_completion && (!st.tx_selective || op.flags & FI_COMPLETION != 0);
         let eager = len <= st.tp.inline_max(peer)?;
         let s: &mut EpState = &mut st;
+        if op.flags & FI_DELIVERY_COMPLETE != 0 && eager && !inject {
+            let info = TxInfo { ctx: op.context, flags: cflags, complete, gather: heap };
+            // SAFETY: buf is readable for len bytes during this call.
+            return unsafe { s.send_delivery(op.dest, peer, hdr, buf, len, info) };
+        }
         if eager {
             // The common case: the send completes inside this call. The CQ
             // ring is locked once, for the room check and the completion

@@ -101,7 +101,8 @@ impl ShmProvider {
                 cntr_cnt: 1024,
                 mr_iov_limit: 1,
                 caps: FI_LOCAL_COMM,
-                max_err_data: 0,
+                // FI_SOURCE_ERR: the sender's address string, NUL included.
+                max_err_data: crate::objects::ADDR_STR_LEN + 1,
                 mr_cnt: 1 << 16,
                 max_cntr_value: u64::MAX,
                 max_err_cntr_value: u64::MAX,

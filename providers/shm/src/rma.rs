@@ -127,6 +127,11 @@ impl RmaState {
     }
 
     /// Counters bound with `FI_READ`, `FI_WRITE`, `FI_REMOTE_READ`, `FI_REMOTE_WRITE`.
+    /// Queues a reply-like control message (sent by `rma_pump`, in order).
+    pub(super) fn queue_reply(&mut self, peer: PeerId, hdr: MsgHeader) {
+        self.replies.push_back((peer, hdr, Vec::new()));
+    }
+
     pub(super) fn bind_cntr(&mut self, flags: u64, c: &Arc<ShmCntr>) -> Result<()> {
         let slots = [
             (FI_WRITE, &mut self.write_cntr),

@@ -757,3 +757,73 @@ mod name_tests {
         std::fs::remove_file(&p).unwrap();
     }
 }
+
+/// The address of the live endpoint whose sender key is `key` (slow path:
+/// a directory scan). The key names the process (`key >> 32`) and the first
+/// 32 bits of the segment's nonce; every segment of that process whose name
+/// starts with those bits is attached with the full checks of
+/// [`Segment::attach`], and the first whose header agrees (pid, nonce, a
+/// live owner with the header's start time) gives the address.
+pub fn find_by_key(key: u64) -> Option<crate::peer::Address> {
+    let pid = (key >> 32) as u32;
+    if pid == 0 || pid > i32::MAX as u32 {
+        return None;
+    }
+    let mut prefix = format!("{NAME_PREFIX}{pid}.");
+    for b in (key as u32).to_le_bytes() {
+        prefix.push_str(&format!("{b:02x}"));
+    }
+    let dir = std::fs::read_dir(SHM_DIR).ok()?;
+    for ent in dir.flatten() {
+        let name = ent.file_name();
+        let Some(name) = name.to_str() else { continue };
+        if !name.starts_with(&prefix) {
+            continue;
+        }
+        let hex = &name[prefix.len() - 8..];
+        if hex.len() != 32 {
+            continue;
+        }
+        let mut nonce = [0u8; 16];
+        let parsed = nonce.iter_mut().enumerate().all(|(i, out)| match hex.get(2 * i..2 * i + 2).and_then(|h| u8::from_str_radix(h, 16).ok()) {
+            Some(v) => {
+                *out = v;
+                true
+            }
+            None => false,
+        });
+        if !parsed || segment_name(pid, &nonce) != name {
+            continue;
+        }
+        let Ok(seg) = Segment::attach(pid, &nonce) else { continue };
+        let h = seg.header();
+        let a = crate::peer::Address { pid, nonce, start_time: h.start_time };
+        if a.key() == key && pid_alive(pid, h.start_time) {
+            return Some(a);
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod key_tests {
+    use super::*;
+
+    #[test]
+    fn find_by_key_resolves_live_segments_only() {
+        let ep = crate::Endpoint::new(crate::endpoint::Config::default()).unwrap();
+        let a = ep.address();
+        assert_eq!(find_by_key(a.key()), Some(a));
+        // Same process, other nonce bits: no segment has that name.
+        assert_eq!(find_by_key(a.key() ^ 1), None);
+        // Bad pids: none, out of range, one with no process.
+        assert_eq!(find_by_key(a.key() & 0xffff_ffff), None);
+        assert_eq!(find_by_key(u64::MAX), None);
+        let dead = (i32::MAX as u64 - 7) << 32 | (a.key() & 0xffff_ffff);
+        assert_eq!(find_by_key(dead), None);
+        let k = a.key();
+        drop(ep);
+        // Unlinked with the endpoint: not found any more.
+        assert_eq!(find_by_key(k), None);
+    }
+}
