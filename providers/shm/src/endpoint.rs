@@ -381,6 +381,9 @@ pub struct Endpoint {
     held: Option<(u64, u64)>,
     /// Cell count of the entry `parse` accepted last.
     parsed_cells: u64,
+    /// Payload lines after the header line of the last eager message when
+    /// it had one or two (0 otherwise): what an empty poll prefetches.
+    spin_lines: u8,
     /// Largest message we send eagerly while rendezvous operations with
     /// the peer are in flight, and while none are (both capped by each
     /// peer's ring, and at least one cell).
@@ -485,6 +488,7 @@ impl Endpoint {
             rel_batch: (g.ncells as u64 / 8).clamp(1, 16),
             held: None,
             parsed_cells: 1,
+            spin_lines: 0,
             eager_max: fixed_eager.unwrap_or(DEFAULT_EAGER_MAX),
             eager_idle_max: fixed_eager.unwrap_or(DEFAULT_EAGER_IDLE_MAX),
             sends_busy: 0,
@@ -1171,6 +1175,19 @@ impl Endpoint {
                 break;
             }
             let Some(cell) = self.ring.peek(self.head) else {
+                // A payload too large for the header line starts on the
+                // cell's second line: when the last message had one of one
+                // or two lines, pull those lines while we wait, so they
+                // arrive with the header line and not after it. (Larger
+                // payloads take longer to write; pulling their first lines
+                // back and forth while the sender writes them costs more
+                // than it saves.)
+                if self.spin_lines != 0 {
+                    self.ring.prefetch_line(self.head, 1);
+                    if self.spin_lines > 1 {
+                        self.ring.prefetch_line(self.head, 2);
+                    }
+                }
                 if self.rel != self.head {
                     self.flush_releases();
                 }
@@ -1226,6 +1243,7 @@ impl Endpoint {
                     }
                 }
                 self.parsed_cells = k;
+                self.spin_lines = if w.len as usize <= tiny_max(w.pflags) || w.len > 128 { 0 } else { w.len.div_ceil(64) as u8 };
                 Ok(Some(Incoming { hdr, src_key: w.src_key, len: w.len, kind: Kind::Inline { pos } }))
             }
             OP_RTS => {
