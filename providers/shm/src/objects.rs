@@ -240,9 +240,31 @@ enum Spill {
 struct CqState {
     cq: Cq,
     spill: VecDeque<Spill>,
+    hints: Arc<CqHints>,
+}
+
+/// What the ring holds, as of the last change under its lock, readable
+/// without the lock: an empty CQ read and the room check of progress need
+/// no lock (a locked instruction also waits for the stores before it, such
+/// as a message just written into a peer's ring). A stale value costs at
+/// most an early `FI_EAGAIN` or a smaller progress budget; completions that
+/// do not fit spill and are never lost.
+#[derive(Default)]
+struct CqHints {
+    /// Completions queued (successful, error and spilled).
+    ready: std::sync::atomic::AtomicUsize,
+    /// Free slots for successful completions (0 while anything spilled).
+    space: std::sync::atomic::AtomicUsize,
 }
 
 impl CqState {
+    /// Publishes `ready` and `space`; every change to the ring ends with it.
+    #[inline]
+    fn sync(&self) {
+        use std::sync::atomic::Ordering::Relaxed;
+        self.hints.ready.store(self.cq.len() + self.cq.err_len() + self.spill.len(), Relaxed);
+        self.hints.space.store(self.space(), Relaxed);
+    }
     fn refill(&mut self) {
         while let Some(front) = self.spill.pop_front() {
             let r = match front {
@@ -261,6 +283,7 @@ impl CqState {
         if !self.spill.is_empty() || self.cq.write(c).is_err() {
             self.spill.push_back(Spill::Ok(c));
         }
+        self.sync();
     }
     fn space(&self) -> usize {
         if self.spill.is_empty() {
@@ -273,23 +296,23 @@ impl CqState {
         if !self.spill.is_empty() {
             self.refill();
         }
-        match src {
+        let r = match src {
             Some(s) => self.cq.readfrom(out, count, s),
             None => self.cq.read(out, count),
-        }
+        };
+        self.sync();
+        r
     }
 }
 
 pub struct ShmCq {
     /// Lock order: `eps`, then an endpoint's state, then `ring`.
     ring: Lk<CqState>,
+    /// The ring's counts, read without its lock.
+    hints: Arc<CqHints>,
     esize: usize,
     wait: Option<Arc<rfabric_core::objects::wait::WaitObj>>,
     eps: Lk<Vec<Arc<EpShared>>>,
-    /// Entries written through `write`/`write_err` (the paths progress
-    /// uses), bumped under the ring's lock with a plain load and store: a
-    /// read whose progress changed nothing skips the second ring look.
-    writes: std::sync::atomic::AtomicU64,
 }
 
 impl ShmCq {
@@ -298,12 +321,15 @@ impl ShmCq {
         let cq = Cq::new(attr)?;
         let esize = cq.entry_size();
         let wait = cq.wait_obj().cloned();
+        let hints = Arc::new(CqHints::default());
+        let st = CqState { cq, spill: VecDeque::new(), hints: hints.clone() };
+        st.sync();
         Ok(ShmCq {
-            ring: Lk::new(CqState { cq, spill: VecDeque::new() }, real_locks),
+            hints,
+            ring: Lk::new(st, real_locks),
             esize,
             wait,
             eps: Lk::new(Vec::new(), real_locks),
-            writes: std::sync::atomic::AtomicU64::new(0),
         })
     }
     /// Progresses the endpoints bound to this CQ. One bound endpoint (the
@@ -324,27 +350,16 @@ impl ShmCq {
             }
         }
     }
-    #[inline]
-    fn bump(&self) {
-        use std::sync::atomic::Ordering::Relaxed;
-        // Callers hold the ring's lock (or run serialized), so a load and a
-        // store lose no update.
-        self.writes.store(self.writes.load(Relaxed).wrapping_add(1), Relaxed);
-    }
     fn write(&self, c: Completion) {
         let mut r = self.ring.lock();
         r.push(c);
-        self.bump();
     }
     fn write_err(&self, e: ErrCompletion) {
         let mut r = self.ring.lock();
-        self.bump();
-        if r.spill.is_empty() {
-            if r.cq.write_err(e.clone()).is_ok() {
-                return;
-            }
+        if !r.spill.is_empty() || r.cq.write_err(e.clone()).is_err() {
+            r.spill.push_back(Spill::Err(e));
         }
-        r.spill.push_back(Spill::Err(e));
+        r.sync();
     }
     fn attach(&self, ep: &Arc<EpShared>) {
         let mut v = self.eps.lock();
@@ -365,25 +380,28 @@ impl CompletionQueue for ShmCq {
         self.esize
     }
     fn read(&self, out: &mut [u8], count: usize, mut src: Option<&mut [u64]>) -> Result<usize> {
-        match self.try_read(out, count, src.as_deref_mut()) {
-            // Progress wrote nothing into this CQ: the ring is as it was a
-            // moment ago (an entry another thread's send adds meanwhile is
-            // seen by the next read, as before).
-            Err(e) if e.0 == FI_EAGAIN => {
-                let before = self.writes.load(std::sync::atomic::Ordering::Relaxed);
-                self.progress();
-                if self.writes.load(std::sync::atomic::Ordering::Relaxed) == before {
-                    return Err(e);
-                }
-                self.try_read(out, count, src)
+        use std::sync::atomic::Ordering::Relaxed;
+        // The ring is looked at under its lock only when it holds
+        // something (an entry another thread adds meanwhile is seen by the
+        // next read).
+        if self.hints.ready.load(Relaxed) != 0 {
+            match self.try_read(out, count, src.as_deref_mut()) {
+                Err(e) if e.0 == FI_EAGAIN => {}
+                r => return r,
             }
-            r => r,
         }
+        self.progress();
+        if self.hints.ready.load(Relaxed) == 0 {
+            return Err(EAGAIN);
+        }
+        self.try_read(out, count, src)
     }
     fn readerr(&self, user_buf: Option<&mut [u8]>, api_version: u32) -> Result<(CqErrInfo, usize)> {
         let mut r = self.ring.lock();
         r.refill();
-        let info = r.cq.readerr(user_buf, api_version)?;
+        let info = r.cq.readerr(user_buf, api_version);
+        r.sync();
+        let info = info?;
         let p = if info.err_data == ErrDataLoc::Provider { r.cq.last_err_data().as_ptr() as usize } else { 0 };
         Ok((info, p))
     }
@@ -412,6 +430,7 @@ impl CompletionQueue for ShmCq {
         self.progress();
         let mut r = self.ring.lock();
         r.refill();
+        r.sync();
         if !r.spill.is_empty() || r.cq.err_len() > 0 {
             return Err(EAGAIN);
         }
@@ -1489,7 +1508,7 @@ impl EpState {
 
     /// Room left in a CQ (unbounded when none is bound).
     fn room(cq: &Option<Arc<ShmCq>>) -> usize {
-        cq.as_ref().map_or(usize::MAX, |c| c.ring.lock().space())
+        cq.as_ref().map_or(usize::MAX, |c| c.hints.space.load(std::sync::atomic::Ordering::Relaxed))
     }
 
     /// Drives the transport; returns the number of events handled.
