@@ -3,7 +3,8 @@
 //! the domain's threading model:
 //!
 //! - `FI_THREAD_SAFE`, `FI_THREAD_FID`, `FI_THREAD_ENDPOINT`, `FI_THREAD_UNSPEC`
-//!   and any domain with `FI_PROGRESS_AUTO` or `FI_XPU`: a real mutex. (Under
+//!   and any domain with `FI_PROGRESS_AUTO` or `FI_XPU`: a real lock
+//!   ([`SpinYield`]). (Under
 //!   `FI_THREAD_ENDPOINT` the application serializes each endpoint, but two
 //!   endpoints sharing a CQ may be driven by two threads, and a CQ read
 //!   progresses the endpoints bound to it; the progress thread of
@@ -16,12 +17,71 @@
 //!   one of the objects bound together, so accesses never overlap.
 //!
 //! [`Lk::lock`] returns a guard in both cases, so the code that uses the
-//! state is the same; lock order rules are those of the real mutex.
+//! state is the same; lock order rules are those of the real lock.
 
 use std::cell::UnsafeCell;
 use std::marker::PhantomData;
 use std::ops::{Deref, DerefMut};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// A test-and-set lock that spins briefly and then yields the CPU.
+///
+/// Its release is a plain store. A futex mutex releases with a locked
+/// read-modify-write (to learn whether someone sleeps), and on x86 every
+/// locked instruction waits until the stores before it are visible: after
+/// a message is written into a peer's ring, that is a wait for the peer's
+/// core to give up the line. The sections this lock guards are short (a
+/// poll, a send, a CQ copy) or, for a rendezvous copy, bounded by one
+/// copy; a waiter yields instead of sleeping.
+pub struct SpinYield {
+    held: AtomicBool,
+}
+
+impl SpinYield {
+    pub const fn new() -> SpinYield {
+        SpinYield { held: AtomicBool::new(false) }
+    }
+
+    #[inline]
+    pub fn lock(&self) {
+        if !self.held.swap(true, Ordering::Acquire) {
+            return;
+        }
+        self.lock_slow();
+    }
+
+    #[cold]
+    fn lock_slow(&self) {
+        let mut spins = 0u32;
+        loop {
+            while self.held.load(Ordering::Relaxed) {
+                if spins < 64 {
+                    spins += 1;
+                    std::hint::spin_loop();
+                } else {
+                    std::thread::yield_now();
+                }
+            }
+            if !self.held.swap(true, Ordering::Acquire) {
+                return;
+            }
+        }
+    }
+
+    /// # Safety
+    /// The caller holds the lock (took it with [`lock`](Self::lock) and has
+    /// not released it since).
+    #[inline]
+    pub unsafe fn unlock(&self) {
+        self.held.store(false, Ordering::Release);
+    }
+}
+
+impl Default for SpinYield {
+    fn default() -> Self {
+        Self::new()
+    }
+}
 
 /// Whether objects of a domain need real locks (see the module comment).
 /// `helper_threads`: the provider itself runs threads on the domain's
@@ -33,7 +93,7 @@ pub fn needs_lock(threading: u32, helper_threads: bool) -> bool {
 
 pub struct Lk<T> {
     /// `None`: the application serializes all access (no-op lock).
-    mutex: Option<Mutex<()>>,
+    mutex: Option<SpinYield>,
     cell: UnsafeCell<T>,
     /// Debug builds check that the no-op lock is never entered twice at once
     /// (nested or from two threads), which would break the invariant.
@@ -43,7 +103,7 @@ pub struct Lk<T> {
 
 // SAFETY: the value moves between threads only with the Lk (T: Send).
 unsafe impl<T: Send> Send for Lk<T> {}
-// SAFETY: with a mutex, every access to the cell goes through a guard that
+// SAFETY: with a real lock, every access to the cell goes through a guard that
 // holds it. Without one, the domain's threading model (FI_THREAD_DOMAIN or
 // FI_THREAD_COMPLETION, manual progress: see `needs_lock`) makes the
 // application serialize every call that reaches this object, so no two
@@ -54,21 +114,24 @@ impl<T> Lk<T> {
     /// `real`: from [`needs_lock`].
     pub fn new(v: T, real: bool) -> Lk<T> {
         Lk {
-            mutex: real.then(|| Mutex::new(())),
+            mutex: real.then(SpinYield::new),
             cell: UnsafeCell::new(v),
             #[cfg(debug_assertions)]
             busy: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
-    /// Whether this is a real mutex.
+    /// Whether this is a real lock.
     pub fn is_real(&self) -> bool {
         self.mutex.is_some()
     }
 
     #[inline]
     pub fn lock(&self) -> LkGuard<'_, T> {
-        let held = self.mutex.as_ref().map(|m| m.lock().unwrap_or_else(|e| e.into_inner()));
+        let held = self.mutex.as_ref();
+        if let Some(m) = held {
+            m.lock();
+        }
         #[cfg(debug_assertions)]
         if held.is_none() {
             let was = self.busy.swap(true, std::sync::atomic::Ordering::Acquire);
@@ -80,7 +143,8 @@ impl<T> Lk<T> {
 
 pub struct LkGuard<'a, T> {
     lk: &'a Lk<T>,
-    held: Option<MutexGuard<'a, ()>>,
+    /// The lock this guard holds and releases on drop (`None`: no-op lock).
+    held: Option<&'a SpinYield>,
     /// Like a MutexGuard, the guard stays on the thread that took it.
     _not_send: PhantomData<*const ()>,
 }
@@ -110,8 +174,11 @@ impl<T> Drop for LkGuard<'_, T> {
         if self.held.is_none() {
             self.lk.busy.store(false, std::sync::atomic::Ordering::Release);
         }
-        // The mutex guard (if any) is released after this.
-        let _ = &self.held;
+        if let Some(m) = self.held {
+            // SAFETY: this guard took the lock in `Lk::lock` and is its
+            // only holder; it is released exactly once, here.
+            unsafe { m.unlock() };
+        }
     }
 }
 
@@ -157,6 +224,41 @@ mod tests {
             t.join().unwrap();
         }
         assert_eq!(*l.lock(), 40_000);
+    }
+
+    #[test]
+    fn waiter_enters_only_after_release() {
+        use std::sync::atomic::AtomicU32;
+        let l = std::sync::Arc::new(Lk::new(0u32, true));
+        let entered = std::sync::Arc::new(AtomicU32::new(0));
+        let g = l.lock();
+        let t = {
+            let (l, entered) = (l.clone(), entered.clone());
+            std::thread::spawn(move || {
+                let mut v = l.lock();
+                *v += 1;
+                entered.store(1, Ordering::SeqCst);
+            })
+        };
+        // The waiter spins, then yields: it must still be outside.
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        assert_eq!(entered.load(Ordering::SeqCst), 0);
+        drop(g);
+        t.join().unwrap();
+        assert_eq!(entered.load(Ordering::SeqCst), 1);
+        assert_eq!(*l.lock(), 1);
+    }
+
+    #[test]
+    fn lock_released_by_unwinding_guard() {
+        let l = Lk::new(0u8, true);
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let _g = l.lock();
+            panic!("inside");
+        }));
+        assert!(r.is_err());
+        *l.lock() = 3;
+        assert_eq!(*l.lock(), 3);
     }
 
     #[cfg(debug_assertions)]
