@@ -563,7 +563,7 @@ pub unsafe extern "C" fn rf_compat_fi_fabric_1_0(
         let mut wide: fi_fabric_attr = unsafe { core::mem::zeroed() };
         // SAFETY: the program's struct is at least the 1.0 size.
         unsafe { copy_prefix(attr, &mut wide, CompatVer::V1_0.shape().fabric_members) };
-        wide.api_version = (1 << 16) | 0;
+        wide.api_version = 1 << 16;
         // SAFETY: `wide` is valid for the call; the rest is the program's contract.
         unsafe { fabric_current(&mut wide, fabric, context) }
     })

@@ -506,7 +506,7 @@ pub(crate) unsafe fn getinfo_current(
         }
     };
     if let Some(h) = &hints_r {
-        if let Err(e) = validate_hints(h, flags) {
+        if let Err(e) = validate_hints(h) {
             return e.to_c();
         }
     }
@@ -579,14 +579,11 @@ pub(crate) unsafe fn getinfo_current(
 }
 
 /// Reject hint combinations fi_getinfo(3) calls invalid.
-fn validate_hints(h: &Info, flags: u64) -> Result<(), Error> {
+fn validate_hints(h: &Info) -> Result<(), Error> {
     let bad = |why: &str| {
         rfabric_core::fi_warn!("core", FI_LOG_CORE, "invalid hints: {}", why);
         Err(EINVAL)
     };
-    if flags & FI_SOURCE != 0 && h.src_addr.is_some() && h.dest_addr.is_some() && false {
-        return bad("");
-    }
     if h.src_addr.is_some() && h.addr_format == FI_FORMAT_UNSPEC {
         return bad("src_addr given without addr_format");
     }

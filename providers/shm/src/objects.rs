@@ -1449,7 +1449,7 @@ impl EpState {
     /// whose process is gone fail with ECONNRESET instead of waiting forever.
     fn check_dc_targets(&mut self) {
         self.dc.polls = self.dc.polls.wrapping_add(1);
-        if self.dc.polls % 256 != 0 {
+        if self.dc.polls & 255 != 0 {
             return;
         }
         let mut i = 0;

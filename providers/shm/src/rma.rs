@@ -312,7 +312,7 @@ impl EpState {
     /// process is gone fail with ECONNRESET instead of waiting forever.
     fn check_targets(&mut self) {
         self.rma.polls = self.rma.polls.wrapping_add(1);
-        if self.rma.polls % 256 != 0 {
+        if self.rma.polls & 255 != 0 {
             return;
         }
         for idx in 0..self.rma.ops.len() {
