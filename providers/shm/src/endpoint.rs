@@ -45,7 +45,36 @@ pub const SHARED_COPY_MIN: u64 = 256 * 1024;
 /// between 64 KiB and 1 MiB (small enough that the second process joins
 /// early, large enough that one syscall per chunk costs little).
 pub fn shared_chunk(n: u64) -> u64 {
-    (n / 8).clamp(64 << 10, 1 << 20).next_multiple_of(4096)
+    let c = (n / 8).clamp(64 << 10, 1 << 20).next_multiple_of(4096);
+    // The claim word counts chunks in 16 bits.
+    c.max(n.div_ceil(MAX_SHARED_CHUNKS as u64).next_multiple_of(4096))
+}
+
+/// Most chunks one shared copy is cut into (16-bit ends in the claim word).
+pub const MAX_SHARED_CHUNKS: u32 = 0xffff;
+
+/// Claim word of a shared-copy descriptor: `tag << 32 | back << 16 |
+/// front`. The receiver claims chunk `front` (front + 1), the sender chunk
+/// `back - 1` (back - 1), while front < back. Taking the two ends keeps
+/// each process on the same part of the buffer from one message to the
+/// next: with buffers reused (streaming), a chunk's lines stay in the
+/// cache of the core that copied them last time instead of moving to the
+/// other one.
+#[inline]
+pub(crate) fn claim_word(tag: u32, front: u32, back: u32) -> u64 {
+    (tag as u64) << 32 | ((back & 0xffff) as u64) << 16 | (front & 0xffff) as u64
+}
+
+/// `(tag, front, back)` of a claim word.
+#[inline]
+pub(crate) fn claim_parts(v: u64) -> (u32, u32, u32) {
+    ((v >> 32) as u32, (v as u32) & 0xffff, ((v as u32) >> 16) & 0xffff)
+}
+
+/// Chunks handed out so far by claim word `v` of a copy of `nchunks`.
+pub(crate) fn claimed_count(v: u64, nchunks: u32) -> u32 {
+    let (_, front, back) = claim_parts(v);
+    (front + nchunks.saturating_sub(back)).min(nchunks)
 }
 
 /// Eager entries leave out header words that are zero: `PF_NO_TAG` (tag
@@ -968,10 +997,10 @@ impl Endpoint {
     /// receive-table entry `idx` and our descriptor `d`.
     ///
     /// The message is cut into chunks. Descriptor `d` in our segment holds
-    /// `tag << 32 | next chunk`; each side claims the next chunk with a
-    /// CAS and copies it with one syscall (we `process_vm_readv` from the
-    /// sender, the sender `process_vm_writev`s into us), then counts it in
-    /// `done`. HELP tells the sender the tag, our buffer and the chunking.
+    /// the claim word ([`claim_word`]); we claim chunks from the front, the
+    /// sender from the back, each with a CAS, and copy each with one
+    /// syscall (we `process_vm_readv` from the sender, the sender
+    /// `process_vm_writev`s into us), then count it in `done`. HELP tells the sender the tag, our buffer and the chunking.
     /// When every claimed chunk is done we retire the descriptor (tag 0)
     /// and send FIN, so the sender's buffer is no longer read after its
     /// send completes, and our buffer no longer written after our receive
@@ -991,7 +1020,7 @@ impl Endpoint {
         let Some(desc) = self.seg.help_desc(d as usize) else { return };
         desc.done.store(0, Ordering::Relaxed);
         desc.failed.store(0, Ordering::Relaxed);
-        desc.claim.store((tag as u64) << 32, Ordering::Release);
+        desc.claim.store(claim_word(tag, 0, nchunks), Ordering::Release);
         self.help_used |= 1 << d;
         let w = Wire { op: OP_HELP, src_key: self.key, msg_id, aux: d, tag: tag as u64, addr: dst as u64, len: n, cq_data: chunk, ..Wire::default() };
         self.post_ctl(peer, w);
@@ -1036,8 +1065,8 @@ impl Endpoint {
             sh.err = Some(if e == CmaFailure::PeerGone { err_connreset() } else { err_io() });
             sh.lost += 1;
             // Stop all claiming; chunks the sender holds still finish.
-            let prev = desc.claim.swap((sh.tag as u64) << 32 | sh.nchunks as u64, Ordering::AcqRel);
-            sh.claimed = (prev as u32).min(sh.nchunks);
+            let prev = desc.claim.swap(claim_word(sh.tag, 0, 0), Ordering::AcqRel);
+            sh.claimed = claimed_count(prev, sh.nchunks);
         };
         #[cfg(test)]
         let idle = self.hooks.idle_receiver && desc.failed.load(Ordering::Acquire) == 0;
@@ -1045,11 +1074,11 @@ impl Endpoint {
         let idle = false;
         while sh.err.is_none() && !idle {
             let v = desc.claim.load(Ordering::Acquire);
-            let c = v as u32;
-            if (v >> 32) as u32 != sh.tag || c >= sh.nchunks {
+            let (t, c, back) = claim_parts(v);
+            if t != sh.tag || c >= back.min(sh.nchunks) {
                 break;
             }
-            if desc.claim.compare_exchange_weak(v, v + 1, Ordering::AcqRel, Ordering::Relaxed).is_err() {
+            if desc.claim.compare_exchange_weak(v, claim_word(t, c + 1, back), Ordering::AcqRel, Ordering::Relaxed).is_err() {
                 continue;
             }
             match copy(c) {
@@ -1115,7 +1144,7 @@ impl Endpoint {
         let chunk = w.cq_data;
         // Everything in HELP comes from the peer: stay inside our own
         // buffer whatever it says.
-        if p.no_help || !p.alive || w.len > op.len || w.len == 0 || chunk < 4096 || w.len.div_ceil(chunk) > 1 << 16 {
+        if p.no_help || !p.alive || w.len > op.len || w.len == 0 || chunk < 4096 || w.len.div_ceil(chunk) > MAX_SHARED_CHUNKS as u64 {
             return;
         }
         let nchunks = w.len.div_ceil(chunk) as u32;
@@ -1125,13 +1154,14 @@ impl Endpoint {
         let mut refused = false;
         loop {
             let v = desc.claim.load(Ordering::Acquire);
-            let c = v as u32;
-            if v >> 32 != tag || c >= nchunks {
+            let (t, front, back) = claim_parts(v);
+            if t as u64 != tag || back > nchunks || front >= back {
                 break;
             }
-            if desc.claim.compare_exchange_weak(v, v + 1, Ordering::AcqRel, Ordering::Relaxed).is_err() {
+            if desc.claim.compare_exchange_weak(v, claim_word(t, front, back - 1), Ordering::AcqRel, Ordering::Relaxed).is_err() {
                 continue;
             }
+            let c = back - 1;
             let off = c as u64 * chunk;
             let l = chunk.min(w.len - off);
             // SAFETY: off + l <= w.len <= op.len: inside our send buffer,
@@ -1570,8 +1600,8 @@ impl Drop for Endpoint {
         for i in 0..self.recvs.len() {
             let Some(sh) = self.recvs[i].shared else { continue };
             let Some(desc) = self.seg.help_desc(sh.desc as usize) else { continue };
-            let prev = desc.claim.swap((sh.tag as u64) << 32 | sh.nchunks as u64, Ordering::AcqRel);
-            let claimed = if (prev >> 32) as u32 == sh.tag { (prev as u32).min(sh.nchunks) } else { sh.claimed };
+            let prev = desc.claim.swap(claim_word(sh.tag, 0, 0), Ordering::AcqRel);
+            let claimed = if claim_parts(prev).0 == sh.tag { claimed_count(prev, sh.nchunks) } else { sh.claimed };
             let pid = self.peers.get(self.recvs[i].peer).map(|p| (p.addr.pid, p.addr.start_time));
             let end = coarse_ns() + 2_000_000_000;
             loop {

@@ -744,15 +744,18 @@ fn shared_copy_done_by_sender_alone() {
 
 #[test]
 fn shared_copy_failed_chunk_is_copied_by_receiver() {
-    // The sender's copy of chunk 1 fails; it stops helping, and the
-    // receiver copies that chunk and the rest itself.
+    // The sender claims from the back: its copy of the second-to-last
+    // chunk fails; it stops helping, and the receiver copies that chunk
+    // and the rest itself.
     let (mut a, mut b, pb) = shared_pair();
     b.hooks.idle_receiver = true;
-    a.hooks.fail_help_chunk = Some(1);
-    let data = pattern(4 << 20, 7);
+    let n = 4usize << 20;
+    let last = ((n as u64).div_ceil(shared_chunk(n as u64)) - 1) as u32;
+    a.hooks.fail_help_chunk = Some(last - 1);
+    let data = pattern(n, 7);
     let got = shared_transfer(&mut a, &mut b, pb, &data);
     assert!(got == data, "data differs");
-    assert_eq!(a.helped_chunks(), 1, "the sender copied chunk 0 only");
+    assert_eq!(a.helped_chunks(), 1, "the sender copied the last chunk only");
     // A refused write marks the peer: no more help, the receiver copies
     // everything (and must, since it is no longer idle).
     b.hooks.idle_receiver = false;
@@ -836,5 +839,23 @@ fn tiny_layouts_leave_out_zero_words() {
             assert_eq!(b.recv_inline(&inc, &mut out), Ok(n));
             assert_eq!(out, data, "size {n} tag {tag:#x} data {cq_data:#x}");
         }
+    }
+}
+
+#[test]
+fn claim_word_ends() {
+    use crate::endpoint::{claim_parts, claim_word, claimed_count, MAX_SHARED_CHUNKS};
+    for (tag, f, b) in [(1u32, 0u32, 8u32), (u32::MAX, 3, 5), (7, MAX_SHARED_CHUNKS, MAX_SHARED_CHUNKS), (9, 0, 0)] {
+        assert_eq!(claim_parts(claim_word(tag, f, b)), (tag, f, b));
+    }
+    // Nothing, some from each end, all, closed early.
+    assert_eq!(claimed_count(claim_word(1, 0, 8), 8), 0);
+    assert_eq!(claimed_count(claim_word(1, 2, 5), 8), 5);
+    assert_eq!(claimed_count(claim_word(1, 4, 4), 8), 8);
+    // A forged word never counts more than the copy has.
+    assert_eq!(claimed_count(claim_word(1, 9, 0), 8), 8);
+    // Huge messages are cut into at most MAX_SHARED_CHUNKS chunks.
+    for n in [SHARED_COPY_MIN, 1 << 30, 1 << 40, u64::MAX / 2] {
+        assert!(n.div_ceil(shared_chunk(n)) <= MAX_SHARED_CHUNKS as u64, "{n}");
     }
 }
