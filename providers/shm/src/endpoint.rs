@@ -41,6 +41,12 @@ pub const OP_HELP: u8 = 7;
 /// Smallest rendezvous receive whose copy both processes share.
 pub const SHARED_COPY_MIN: u64 = 256 * 1024;
 
+/// Smallest shared copy while more messages wait in our ring (streaming):
+/// below it, one process copying a chunk's worth of lines it copied last
+/// time, from its own cache, beats two processes splitting it (measured
+/// with bench/fi_stream: 256 KiB at 31-32 GB/s alone, 25-28 shared).
+pub const SHARED_COPY_QUEUED_MIN: u64 = 512 * 1024;
+
 /// Chunk size of a shared copy of `n` bytes: about 8 chunks, whole pages,
 /// between 64 KiB and 1 MiB (small enough that the second process joins
 /// early, large enough that one syscall per chunk costs little).
@@ -919,7 +925,8 @@ impl Endpoint {
         let fin_err = Wire { pflags: PF_ERR, ..fin_ok };
         // Large copies from a peer whose memory CMA has reached before are
         // shared with the sender: both cores copy, each at full speed.
-        if mode == MODE_CMA && self.shared_copy && n >= SHARED_COPY_MIN && p.cma_ok == Some(true) && self.cma != CmaMode::Off {
+        let share = n >= SHARED_COPY_QUEUED_MIN || (n >= SHARED_COPY_MIN && self.ring.peek(self.head).is_none());
+        if mode == MODE_CMA && self.shared_copy && share && p.cma_ok == Some(true) && self.cma != CmaMode::Off {
             if let Some(d) = (0..crate::segment::HELP_SLOTS as u32).find(|d| self.help_used & (1 << d) == 0) {
                 // SAFETY: forwarded contract (dst writable for dst_len >= n).
                 unsafe { self.start_shared(idx, d, inc, dst, dst_len, ctx) };
