@@ -4,7 +4,7 @@
 //!
 //! - `FI_THREAD_SAFE`, `FI_THREAD_FID`, `FI_THREAD_ENDPOINT`, `FI_THREAD_UNSPEC`
 //!   and any domain with `FI_PROGRESS_AUTO` or `FI_XPU`: a real lock
-//!   ([`SpinYield`]). (Under
+//!   ([`TicketLock`]). (Under
 //!   `FI_THREAD_ENDPOINT` the application serializes each endpoint, but two
 //!   endpoints sharing a CQ may be driven by two threads, and a CQ read
 //!   progresses the endpoints bound to it; the progress thread of
@@ -22,48 +22,49 @@
 use std::cell::UnsafeCell;
 use std::marker::PhantomData;
 use std::ops::{Deref, DerefMut};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicU32, Ordering};
 
-/// A test-and-set lock that spins briefly and then yields the CPU.
+/// A ticket lock: each locker takes the next ticket with one atomic add
+/// and waits (spinning briefly, then yielding the CPU) until the ticket is
+/// served.
 ///
-/// Its release is a plain store. A futex mutex releases with a locked
-/// read-modify-write (to learn whether someone sleeps), and on x86 every
-/// locked instruction waits until the stores before it are visible: after
-/// a message is written into a peer's ring, that is a wait for the peer's
-/// core to give up the line. The sections this lock guards are short (a
-/// poll, a send, a CQ copy) or, for a rendezvous copy, bounded by one
-/// copy; a waiter yields instead of sleeping.
-pub struct SpinYield {
-    held: AtomicBool,
+/// Its release is a plain store (only the holder writes `serving`). A
+/// futex mutex releases with a locked read-modify-write (to learn whether
+/// someone sleeps), and on x86 every locked instruction waits until the
+/// stores before it are visible: after a message is written into a peer's
+/// ring, that is a wait for the peer's core to give up the line. Tickets
+/// also make it fair: a progress thread that releases and retakes the
+/// lock at once cannot starve the application's thread. The sections it
+/// guards are short (a poll, a send, a CQ copy) or, for a rendezvous copy,
+/// bounded by one copy; a waiter yields instead of sleeping.
+pub struct TicketLock {
+    next: AtomicU32,
+    serving: AtomicU32,
 }
 
-impl SpinYield {
-    pub const fn new() -> SpinYield {
-        SpinYield { held: AtomicBool::new(false) }
+impl TicketLock {
+    pub const fn new() -> TicketLock {
+        TicketLock { next: AtomicU32::new(0), serving: AtomicU32::new(0) }
     }
 
     #[inline]
     pub fn lock(&self) {
-        if !self.held.swap(true, Ordering::Acquire) {
+        let t = self.next.fetch_add(1, Ordering::Relaxed);
+        if self.serving.load(Ordering::Acquire) == t {
             return;
         }
-        self.lock_slow();
+        self.wait_for(t);
     }
 
     #[cold]
-    fn lock_slow(&self) {
+    fn wait_for(&self, t: u32) {
         let mut spins = 0u32;
-        loop {
-            while self.held.load(Ordering::Relaxed) {
-                if spins < 64 {
-                    spins += 1;
-                    std::hint::spin_loop();
-                } else {
-                    std::thread::yield_now();
-                }
-            }
-            if !self.held.swap(true, Ordering::Acquire) {
-                return;
+        while self.serving.load(Ordering::Acquire) != t {
+            if spins < 64 {
+                spins += 1;
+                std::hint::spin_loop();
+            } else {
+                std::thread::yield_now();
             }
         }
     }
@@ -73,11 +74,13 @@ impl SpinYield {
     /// not released it since).
     #[inline]
     pub unsafe fn unlock(&self) {
-        self.held.store(false, Ordering::Release);
+        // Only the holder writes `serving`, so load and store lose nothing.
+        let s = self.serving.load(Ordering::Relaxed);
+        self.serving.store(s.wrapping_add(1), Ordering::Release);
     }
 }
 
-impl Default for SpinYield {
+impl Default for TicketLock {
     fn default() -> Self {
         Self::new()
     }
@@ -93,7 +96,7 @@ pub fn needs_lock(threading: u32, helper_threads: bool) -> bool {
 
 pub struct Lk<T> {
     /// `None`: the application serializes all access (no-op lock).
-    mutex: Option<SpinYield>,
+    mutex: Option<TicketLock>,
     cell: UnsafeCell<T>,
     /// Debug builds check that the no-op lock is never entered twice at once
     /// (nested or from two threads), which would break the invariant.
@@ -114,7 +117,7 @@ impl<T> Lk<T> {
     /// `real`: from [`needs_lock`].
     pub fn new(v: T, real: bool) -> Lk<T> {
         Lk {
-            mutex: real.then(SpinYield::new),
+            mutex: real.then(TicketLock::new),
             cell: UnsafeCell::new(v),
             #[cfg(debug_assertions)]
             busy: std::sync::atomic::AtomicBool::new(false),
@@ -144,7 +147,7 @@ impl<T> Lk<T> {
 pub struct LkGuard<'a, T> {
     lk: &'a Lk<T>,
     /// The lock this guard holds and releases on drop (`None`: no-op lock).
-    held: Option<&'a SpinYield>,
+    held: Option<&'a TicketLock>,
     /// Like a MutexGuard, the guard stays on the thread that took it.
     _not_send: PhantomData<*const ()>,
 }
@@ -247,6 +250,31 @@ mod tests {
         t.join().unwrap();
         assert_eq!(entered.load(Ordering::SeqCst), 1);
         assert_eq!(*l.lock(), 1);
+    }
+
+    #[test]
+    fn waiter_goes_before_a_retaking_holder() {
+        // Fairness: a holder that releases and locks again at once (the
+        // progress thread under load) queues behind a thread already
+        // waiting.
+        use std::sync::atomic::AtomicU32;
+        let l = std::sync::Arc::new(Lk::new((), true));
+        let entered = std::sync::Arc::new(AtomicU32::new(0));
+        let g = l.lock();
+        let t = {
+            let (l, entered) = (l.clone(), entered.clone());
+            std::thread::spawn(move || {
+                let _g = l.lock();
+                entered.store(1, Ordering::SeqCst);
+            })
+        };
+        // Let the waiter take its ticket.
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        drop(g);
+        let g = l.lock();
+        assert_eq!(entered.load(Ordering::SeqCst), 1, "the waiter was served first");
+        drop(g);
+        t.join().unwrap();
     }
 
     #[test]
