@@ -77,15 +77,60 @@ def stream_count(size):
 
 # ---------------------------------------------------------------- processes
 
+def ports_in_use():
+    """Local TCP ports of every socket in any state (listening, connected,
+    TIME_WAIT), IPv4 and IPv6."""
+    used = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table) as f:
+                next(f)
+                for line in f:
+                    parts = line.split()
+                    if len(parts) > 1 and ":" in parts[1]:
+                        used.add(int(parts[1].rsplit(":", 1)[1], 16))
+        except (OSError, ValueError, StopIteration):
+            pass
+    return used
+
+
+def ephemeral_low():
+    """Lowest port the kernel hands to connecting sockets."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 class Ports:
-    def __init__(self):
-        self.next = random.randint(20000, 40000)
+    """Control ports for the test programs: below the ephemeral range (a
+    client's port left in TIME_WAIT cannot be one of ours) and not used by
+    any socket at the moment they are handed out."""
+
+    def __init__(self, low=10000, high=None):
+        self.low = low
+        self.high = max(low + 100, min(high or 60000, ephemeral_low() - 1))
+        self.next = random.randint(self.low, self.high)
 
     def take(self):
-        self.next += 1
-        if self.next > 60000:
-            self.next = 20000
+        used = ports_in_use()
+        for _ in range(self.high - self.low + 1):
+            self.next += 1
+            if self.next > self.high:
+                self.next = self.low
+            if self.next not in used:
+                return self.next
         return self.next
+
+
+# A server that could not bind its port (a race with another program):
+# the case is run again on another port rather than failing the series.
+PORT_RETRIES = 3
+
+
+def port_clash(err):
+    return err is not None and ("Address already in use" in err or "ret=-98" in err)
 
 
 def listening(port):
@@ -199,11 +244,14 @@ def parse_stream(out):
 
 def pingpong_case(libdir, size, ports):
     """One fi_pingpong run: (one-way usec, None) or (None, error)."""
-    port = ports.take()
     base = ["fi_pingpong", "-p", "shm", "-e", "rdm", "-S", str(size),
             "-I", str(pingpong_iters(size))]
-    ok, out, err = run_pair(base + ["-B", str(port)], base + ["-P", str(port), "127.0.0.1"],
-                            {"LD_LIBRARY_PATH": libdir}, port)
+    for _ in range(PORT_RETRIES):
+        port = ports.take()
+        ok, out, err = run_pair(base + ["-B", str(port)], base + ["-P", str(port), "127.0.0.1"],
+                                {"LD_LIBRARY_PATH": libdir}, port)
+        if ok or not port_clash(err):
+            break
     if not ok:
         return None, "fi_pingpong %s: %s" % (human(size), err)
     try:
@@ -215,10 +263,13 @@ def pingpong_case(libdir, size, ports):
 def stream_case(binary, libdir, sizes, ports):
     """One fi_stream run over all sizes: ({size: (GB/s, Mmsg/s)}, None) or
     (None, error)."""
-    port = ports.take()
-    base = [binary, "-p", "shm", "-w", str(WINDOW), "-n", "100000",
-            "-b", str(256 << 20), "-S", ",".join(str(s) for s in sizes), "-P", str(port)]
-    ok, out, err = run_pair(base, base + ["127.0.0.1"], {"LD_LIBRARY_PATH": libdir}, port)
+    for _ in range(PORT_RETRIES):
+        port = ports.take()
+        base = [binary, "-p", "shm", "-w", str(WINDOW), "-n", "100000",
+                "-b", str(256 << 20), "-S", ",".join(str(s) for s in sizes), "-P", str(port)]
+        ok, out, err = run_pair(base, base + ["127.0.0.1"], {"LD_LIBRARY_PATH": libdir}, port)
+        if ok or not port_clash(err):
+            break
     if not ok:
         return None, "fi_stream: " + err
     rows = parse_stream(out)
@@ -233,13 +284,16 @@ UCX_ENV = {"UCX_TLS": "posix,self"}
 
 def ucx_case(test, size, ports):
     """One ucx_perftest run: (parsed final numbers, None) or (None, error)."""
-    port = ports.take()
     n = pingpong_iters(size) if test == "tag_lat" else stream_count(size)
     args = ["-t", test, "-s", str(size), "-n", str(n), "-w", str(max(10, n // 10)), "-f", "-v"]
     if test == "tag_bw":
         args += ["-O", str(WINDOW)]
-    ok, out, err = run_pair(["ucx_perftest", "-p", str(port)],
-                            ["ucx_perftest", "127.0.0.1", "-p", str(port)] + args, UCX_ENV, port)
+    for _ in range(PORT_RETRIES):
+        port = ports.take()
+        ok, out, err = run_pair(["ucx_perftest", "-p", str(port)],
+                                ["ucx_perftest", "127.0.0.1", "-p", str(port)] + args, UCX_ENV, port)
+        if ok or not port_clash(err):
+            break
     if not ok:
         return None, "ucx_perftest %s %s: %s" % (test, human(size), err)
     try:

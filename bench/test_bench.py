@@ -105,3 +105,28 @@ class Report(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class PortChoice(unittest.TestCase):
+    def test_ports_skip_sockets_in_use(self):
+        import socket
+        with socket.socket() as a:
+            a.bind(("127.0.0.1", 0))
+            a.listen(1)
+            busy = a.getsockname()[1]
+            self.assertIn(busy, bench.ports_in_use())
+            p = bench.Ports(low=busy, high=busy + 1)
+            p.next = busy - 1
+            # busy is the next candidate but is skipped.
+            self.assertEqual(p.take(), busy + 1)
+
+    def test_ports_below_ephemeral_range(self):
+        p = bench.Ports()
+        for _ in range(50):
+            self.assertLess(p.take(), bench.ephemeral_low())
+
+    def test_port_clash_recognised(self):
+        self.assertTrue(bench.port_clash("server did not start: bind(): util/pingpong.c:460 , ret=-98 (Address already in use)"))
+        self.assertFalse(bench.port_clash("fi_getinfo(): -61 No data available"))
+        self.assertFalse(bench.port_clash(None))
+
