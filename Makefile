@@ -107,7 +107,7 @@ demo: install
 	python3 bench/bench.py --quick --no-write --ours-libdir $(LIBDIR)
 
 # Side-by-side shm benchmark (a few minutes; not part of make check).
-# BENCH_ARGS: e.g. --quick, --reps 5, --sizes 8,65536
+# BENCH_ARGS: e.g. --quick, --reps 9, --sizes 8,65536
 .PHONY: bench
 bench:
 	MAKE="$(MAKE)" bench/run.sh $(BENCH_ARGS)

@@ -616,7 +616,7 @@ def build_stream(repo, outdir):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--reps", type=int, default=3, help="runs per case; the median is reported (3)")
+    ap.add_argument("--reps", type=int, default=5, help="runs per case; the median is reported (5)")
     ap.add_argument("--quick", action="store_true", help="4 sizes, 1 run: a smoke test of the script")
     ap.add_argument("--sizes", help="comma-separated sizes in bytes instead of the default list")
     ap.add_argument("--ours-libdir", default="build/lib", help="directory of our libfabric.so.1")
