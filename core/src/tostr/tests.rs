@@ -1,5 +1,4 @@
 use super::*;
-use crate::abi::*;
 use std::ffi::CString;
 use std::ptr::null;
 
