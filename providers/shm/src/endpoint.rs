@@ -635,10 +635,11 @@ impl Endpoint {
         };
         let cell = p.ring.cell(pos);
         // SAFETY: the reserved cell is ours until publish; payload fits the
-        // inline area (checked above).
+        // inline area (checked above). Payload lines first, then the
+        // header and the sequence word in one burst (see post_eager).
         unsafe {
-            w.store(cell);
             std::ptr::copy_nonoverlapping(payload.as_ptr(), cell.add(CELL_HDR), payload.len());
+            w.store(cell);
         }
         p.ring.publish(pos);
         Ok(())
@@ -695,18 +696,24 @@ impl Endpoint {
             off += n;
             p.ring.publish(pos.wrapping_add(j));
         }
-        // Then the first cell: header words (a tiny payload may overwrite
-        // the ones left out), payload, then the sequence word, so the line
-        // the receiver polls is written in one burst (one ownership
-        // transfer, not two).
+        // Then the first cell, so that the line the receiver polls is
+        // written in one burst (one ownership transfer, not two): a payload
+        // on the following lines first, then the header words and the
+        // sequence word; a tiny payload goes after the header words (it may
+        // overwrite the ones left out), right before the sequence word.
         let cell = p.ring.cell(pos);
         let off0 = payload_off(data.len() as u64, pflags);
         // SAFETY: the reserved cells are ours until published; the first
         // holds n0 bytes at off0 (n0 <= tiny_max(pflags) at the tiny
         // offset, else n0 <= cell_size - CELL_HDR at CELL_HDR).
         unsafe {
-            w.store(cell);
-            std::ptr::copy_nonoverlapping(data.as_ptr(), cell.add(off0), n0);
+            if off0 >= CELL_HDR {
+                std::ptr::copy_nonoverlapping(data.as_ptr(), cell.add(off0), n0);
+                w.store(cell);
+            } else {
+                w.store(cell);
+                std::ptr::copy_nonoverlapping(data.as_ptr(), cell.add(off0), n0);
+            }
         }
         p.ring.publish(pos);
         // Our next entry most likely goes to the following cell: start
