@@ -77,21 +77,25 @@ def stream_count(size):
 
 # ---------------------------------------------------------------- processes
 
-def ports_in_use():
-    """Local TCP ports of every socket in any state (listening, connected,
-    TIME_WAIT), IPv4 and IPv6."""
-    used = set()
+def tcp_sockets():
+    """(local port, state) of every TCP socket, IPv4 and IPv6, from
+    /proc/net/tcp*; state "0A" is LISTEN."""
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         try:
             with open(table) as f:
                 next(f)
                 for line in f:
                     parts = line.split()
-                    if len(parts) > 1 and ":" in parts[1]:
-                        used.add(int(parts[1].rsplit(":", 1)[1], 16))
+                    if len(parts) > 3 and ":" in parts[1]:
+                        yield int(parts[1].rsplit(":", 1)[1], 16), parts[3]
         except (OSError, ValueError, StopIteration):
             pass
-    return used
+
+
+def ports_in_use():
+    """Local TCP ports of every socket in any state (listening, connected,
+    TIME_WAIT)."""
+    return {port for port, _ in tcp_sockets()}
 
 
 def ephemeral_low():
@@ -133,20 +137,21 @@ def port_clash(err):
     return err is not None and ("Address already in use" in err or "ret=-98" in err)
 
 
+def run_pair_on_port(ports, commands, env):
+    """run_pair on a fresh port; `commands(port)` gives (server, client).
+    A server that could not bind is tried again on another port."""
+    for _ in range(PORT_RETRIES):
+        port = ports.take()
+        server, client = commands(port)
+        ok, out, err = run_pair(server, client, env, port)
+        if ok or not port_clash(err):
+            break
+    return ok, out, err
+
+
 def listening(port):
     """True once some socket listens on TCP port `port` (IPv4 or IPv6)."""
-    want = ":%04X" % port
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        try:
-            with open(table) as f:
-                next(f)
-                for line in f:
-                    parts = line.split()
-                    if parts[1].endswith(want) and parts[3] == "0A":
-                        return True
-        except OSError:
-            pass
-    return False
+    return any(p == port and state == "0A" for p, state in tcp_sockets())
 
 
 def run_pair(server_cmd, client_cmd, env, port):
@@ -246,12 +251,9 @@ def pingpong_case(libdir, size, ports):
     """One fi_pingpong run: (one-way usec, None) or (None, error)."""
     base = ["fi_pingpong", "-p", "shm", "-e", "rdm", "-S", str(size),
             "-I", str(pingpong_iters(size))]
-    for _ in range(PORT_RETRIES):
-        port = ports.take()
-        ok, out, err = run_pair(base + ["-B", str(port)], base + ["-P", str(port), "127.0.0.1"],
-                                {"LD_LIBRARY_PATH": libdir}, port)
-        if ok or not port_clash(err):
-            break
+    ok, out, err = run_pair_on_port(
+        ports, lambda port: (base + ["-B", str(port)], base + ["-P", str(port), "127.0.0.1"]),
+        {"LD_LIBRARY_PATH": libdir})
     if not ok:
         return None, "fi_pingpong %s: %s" % (human(size), err)
     try:
@@ -263,13 +265,11 @@ def pingpong_case(libdir, size, ports):
 def stream_case(binary, libdir, sizes, ports):
     """One fi_stream run over all sizes: ({size: (GB/s, Mmsg/s)}, None) or
     (None, error)."""
-    for _ in range(PORT_RETRIES):
-        port = ports.take()
-        base = [binary, "-p", "shm", "-w", str(WINDOW), "-n", "100000",
-                "-b", str(256 << 20), "-S", ",".join(str(s) for s in sizes), "-P", str(port)]
-        ok, out, err = run_pair(base, base + ["127.0.0.1"], {"LD_LIBRARY_PATH": libdir}, port)
-        if ok or not port_clash(err):
-            break
+    base = [binary, "-p", "shm", "-w", str(WINDOW), "-n", "100000",
+            "-b", str(256 << 20), "-S", ",".join(str(s) for s in sizes), "-P"]
+    ok, out, err = run_pair_on_port(
+        ports, lambda port: (base + [str(port)], base + [str(port), "127.0.0.1"]),
+        {"LD_LIBRARY_PATH": libdir})
     if not ok:
         return None, "fi_stream: " + err
     rows = parse_stream(out)
@@ -288,12 +288,10 @@ def ucx_case(test, size, ports):
     args = ["-t", test, "-s", str(size), "-n", str(n), "-w", str(max(10, n // 10)), "-f", "-v"]
     if test == "tag_bw":
         args += ["-O", str(WINDOW)]
-    for _ in range(PORT_RETRIES):
-        port = ports.take()
-        ok, out, err = run_pair(["ucx_perftest", "-p", str(port)],
-                                ["ucx_perftest", "127.0.0.1", "-p", str(port)] + args, UCX_ENV, port)
-        if ok or not port_clash(err):
-            break
+    ok, out, err = run_pair_on_port(
+        ports, lambda port: (["ucx_perftest", "-p", str(port)],
+                             ["ucx_perftest", "127.0.0.1", "-p", str(port)] + args),
+        UCX_ENV)
     if not ok:
         return None, "ucx_perftest %s %s: %s" % (test, human(size), err)
     try:
