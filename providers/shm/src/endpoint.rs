@@ -83,6 +83,14 @@ pub(crate) fn claimed_count(v: u64, nchunks: u32) -> u32 {
     (front + nchunks.saturating_sub(back)).min(nchunks)
 }
 
+/// Closes descriptor `desc` to further claims for copy `tag` of `nchunks`
+/// chunks. Returns whether it still held that copy, and how many chunks
+/// its last claim word had handed out.
+fn stop_claims(desc: &crate::segment::HelpDesc, tag: u32, nchunks: u32) -> (bool, u32) {
+    let prev = desc.claim.swap(claim_word(tag, 0, 0), Ordering::AcqRel);
+    (claim_parts(prev).0 == tag, claimed_count(prev, nchunks))
+}
+
 /// Eager entries leave out header words that are zero: `PF_NO_TAG` (tag
 /// 0) and `PF_NO_DATA` (immediate data 0) in the entry's provider flags.
 /// A tiny payload starts right after the words that are there (sequence,
@@ -1014,7 +1022,8 @@ impl Endpoint {
     /// the claim word ([`claim_word`]); we claim chunks from the front, the
     /// sender from the back, each with a CAS, and copy each with one
     /// syscall (we `process_vm_readv` from the sender, the sender
-    /// `process_vm_writev`s into us), then count it in `done`. HELP tells the sender the tag, our buffer and the chunking.
+    /// `process_vm_writev`s into us), then count it in `done`. HELP tells
+    /// the sender the tag, our buffer and the chunking.
     /// When every claimed chunk is done we retire the descriptor (tag 0)
     /// and send FIN, so the sender's buffer is no longer read after its
     /// send completes, and our buffer no longer written after our receive
@@ -1079,8 +1088,7 @@ impl Endpoint {
             sh.err = Some(if e == CmaFailure::PeerGone { err_connreset() } else { err_io() });
             sh.lost += 1;
             // Stop all claiming; chunks the sender holds still finish.
-            let prev = desc.claim.swap(claim_word(sh.tag, 0, 0), Ordering::AcqRel);
-            sh.claimed = claimed_count(prev, sh.nchunks);
+            sh.claimed = stop_claims(desc, sh.tag, sh.nchunks).1;
         };
         #[cfg(test)]
         let idle = self.hooks.idle_receiver && desc.failed.load(Ordering::Acquire) == 0;
@@ -1226,11 +1234,8 @@ impl Endpoint {
                 // payloads take longer to write; pulling their first lines
                 // back and forth while the sender writes them costs more
                 // than it saves.)
-                if self.spin_lines != 0 {
-                    self.ring.prefetch_line(self.head, 1);
-                    if self.spin_lines > 1 {
-                        self.ring.prefetch_line(self.head, 2);
-                    }
+                for line in 1..=self.spin_lines as usize {
+                    self.ring.prefetch_line(self.head, line);
                 }
                 if self.rel != self.head {
                     self.flush_releases();
@@ -1614,8 +1619,10 @@ impl Drop for Endpoint {
         for i in 0..self.recvs.len() {
             let Some(sh) = self.recvs[i].shared else { continue };
             let Some(desc) = self.seg.help_desc(sh.desc as usize) else { continue };
-            let prev = desc.claim.swap(claim_word(sh.tag, 0, 0), Ordering::AcqRel);
-            let claimed = if claim_parts(prev).0 == sh.tag { claimed_count(prev, sh.nchunks) } else { sh.claimed };
+            let claimed = match stop_claims(desc, sh.tag, sh.nchunks) {
+                (true, n) => n,
+                (false, _) => sh.claimed,
+            };
             let pid = self.peers.get(self.recvs[i].peer).map(|p| (p.addr.pid, p.addr.start_time));
             let end = coarse_ns() + 2_000_000_000;
             loop {

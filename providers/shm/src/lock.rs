@@ -96,7 +96,7 @@ pub fn needs_lock(threading: u32, helper_threads: bool) -> bool {
 
 pub struct Lk<T> {
     /// `None`: the application serializes all access (no-op lock).
-    mutex: Option<TicketLock>,
+    real: Option<TicketLock>,
     cell: UnsafeCell<T>,
     /// Debug builds check that the no-op lock is never entered twice at once
     /// (nested or from two threads), which would break the invariant.
@@ -117,7 +117,7 @@ impl<T> Lk<T> {
     /// `real`: from [`needs_lock`].
     pub fn new(v: T, real: bool) -> Lk<T> {
         Lk {
-            mutex: real.then(TicketLock::new),
+            real: real.then(TicketLock::new),
             cell: UnsafeCell::new(v),
             #[cfg(debug_assertions)]
             busy: std::sync::atomic::AtomicBool::new(false),
@@ -126,12 +126,12 @@ impl<T> Lk<T> {
 
     /// Whether this is a real lock.
     pub fn is_real(&self) -> bool {
-        self.mutex.is_some()
+        self.real.is_some()
     }
 
     #[inline]
     pub fn lock(&self) -> LkGuard<'_, T> {
-        let held = self.mutex.as_ref();
+        let held = self.real.as_ref();
         if let Some(m) = held {
             m.lock();
         }
@@ -156,7 +156,7 @@ impl<T> Deref for LkGuard<'_, T> {
     type Target = T;
     #[inline]
     fn deref(&self) -> &T {
-        // SAFETY: this guard is the only one alive for the cell (mutex held,
+        // SAFETY: this guard is the only one alive for the cell (lock held,
         // or serialization by the application: see the Sync impl).
         unsafe { &*self.lk.cell.get() }
     }

@@ -154,15 +154,7 @@ impl Ring {
     /// core's cache (no effect on correctness).
     #[inline]
     pub fn prefetch(&self, pos: u64) {
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: a prefetch never faults and does not change memory; the
-        // address is inside the ring anyway.
-        #[allow(unused_unsafe)]
-        unsafe {
-            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(self.cell(pos).cast::<i8>().cast_const())
-        };
-        #[cfg(not(target_arch = "x86_64"))]
-        let _ = pos;
+        self.prefetch_line(pos, 0);
     }
 
     /// Hint: start loading line `line` of the cell for `pos` (no effect on
@@ -171,7 +163,8 @@ impl Ring {
     pub fn prefetch_line(&self, pos: u64, line: usize) {
         let off = (line * 64) % self.cell_size;
         #[cfg(target_arch = "x86_64")]
-        // SAFETY: as in `prefetch`; off < cell_size keeps it in the cell.
+        // SAFETY: a prefetch never faults and does not change memory; the
+        // address is inside the ring anyway (off < cell_size).
         #[allow(unused_unsafe)]
         unsafe {
             std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(self.cell(pos).wrapping_add(off).cast::<i8>().cast_const())
