@@ -131,6 +131,10 @@ class Ports:
 # A server that could not bind its port (a race with another program):
 # the case is run again on another port rather than failing the series.
 PORT_RETRIES = 3
+# Any other failure: the case is tried once more before its series is
+# given up (a peer's program failed once in a while, e.g. Debian's
+# fi_pingpong with "ctrl/read: no data or remote connection closed").
+CASE_TRIES = 2
 
 
 def port_clash(err):
@@ -139,13 +143,19 @@ def port_clash(err):
 
 def run_pair_on_port(ports, commands, env):
     """run_pair on a fresh port; `commands(port)` gives (server, client).
-    A server that could not bind is tried again on another port."""
-    for _ in range(PORT_RETRIES):
+    A server that could not bind is tried again on another port, and any
+    other failure once more."""
+    failures = 0
+    for _ in range(PORT_RETRIES + CASE_TRIES):
         port = ports.take()
         server, client = commands(port)
         ok, out, err = run_pair(server, client, env, port)
-        if ok or not port_clash(err):
+        if ok:
             break
+        if not port_clash(err):
+            failures += 1
+            if failures >= CASE_TRIES:
+                break
     return ok, out, err
 
 
