@@ -516,7 +516,17 @@ impl EpState {
     }
 
     /// Issues queued pieces while the window allows; posts queued replies.
+    /// Every progress call comes here, so the test for "no RMA at all" is
+    /// inlined and the work (with its 8 KiB buffer) is not.
+    #[inline]
     pub(super) fn rma_pump(&mut self) {
+        if self.rma.inflight > 0 || !self.rma.replies.is_empty() || !self.rma.queue.is_empty() {
+            self.rma_pump_busy();
+        }
+    }
+
+    #[inline(never)]
+    fn rma_pump_busy(&mut self) {
         if self.rma.inflight > 0 {
             self.check_targets();
         }
@@ -613,7 +623,9 @@ impl EpState {
         }
     }
 
-    /// An RMA request or reply arrived.
+    /// An RMA request or reply arrived. Not inlined: its buffers would
+    /// otherwise enlarge the stack frame of every progress call.
+    #[inline(never)]
     pub(super) fn rma_arrival(&mut self, inc: Incoming) {
         let mut buf = [0u8; 8192];
         if !matches!(inc.kind, Kind::Inline { .. }) || inc.len as usize > buf.len() {
