@@ -52,6 +52,10 @@ impl<T> Slab<T> {
     }
 
     /// Appends `v` to `list`; gives `v` back when the pool is exhausted.
+    /// Always inlined, as is `unlink`: a value built by the caller is then
+    /// stored straight into its node (an out-of-line call copies it through
+    /// memory with wide loads that wait on the caller's narrow stores).
+    #[inline(always)]
     fn push_back(&mut self, list: &mut List, v: T) -> std::result::Result<u32, T> {
         let i = self.free;
         if i == NIL {
@@ -69,6 +73,7 @@ impl<T> Slab<T> {
         Ok(i)
     }
 
+    #[inline(always)]
     fn unlink(&mut self, list: &mut List, i: u32) -> T {
         let (prev, next) = {
             let n = &self.nodes[i as usize];
@@ -257,18 +262,26 @@ impl<R, U> Matcher<R, U> {
 
     /// Before posting: removes and returns the oldest unclaimed unexpected
     /// message that `spec` matches.
+    #[inline(always)]
     pub fn take_unexpected(&mut self, spec: &RecvSpec) -> Option<Unexp<U>> {
-        let q = spec.tagged as usize;
+        // The search gets the fields, not the reference: a reference would
+        // keep the caller's spec in memory, to be copied from there (with
+        // wide loads that wait on the narrow stores that built it) when the
+        // caller then posts it.
+        self.take_matching(spec.tagged, spec.src, spec.tag, spec.ignore)
+    }
+
+    fn take_matching(&mut self, tagged: bool, src: u64, tag: u64, ignore: u64) -> Option<Unexp<U>> {
+        let q = tagged as usize;
         let i = self.unexp.find(&self.unexpected[q], |u| {
-            u.claimed_by.is_none()
-                && (!self.directed[q] || spec.src == c::FI_ADDR_UNSPEC || spec.src == u.src)
-                && tag_ok(spec.tagged, spec.tag, spec.ignore, u.tag)
+            u.claimed_by.is_none() && (!self.directed[q] || src == c::FI_ADDR_UNSPEC || src == u.src) && tag_ok(tagged, tag, ignore, u.tag)
         })?;
         Some(self.unexp.unlink(&mut self.unexpected[q], i))
     }
 
     /// Queues a receive. `-FI_EAGAIN` when the pool is full; `-FI_EINVAL`
     /// for a multi-receive buffer smaller than the minimum.
+    #[inline(always)]
     pub fn post(&mut self, spec: RecvSpec, desc: R) -> Result<()> {
         if spec.flags & c::FI_MULTI_RECV != 0 && (spec.len == 0 || spec.len < self.min_multi_recv) {
             return Err(EINVAL);
@@ -282,6 +295,9 @@ impl<R, U> Matcher<R, U> {
 
     /// An arriving message of `len` bytes: finds the oldest posted receive
     /// that matches, or `None` (then queue it with [`Matcher::push_unexpected`]).
+    /// Inlined (like `post`): the matched receive then reaches the
+    /// provider in registers, not as a struct copied through memory.
+    #[inline(always)]
     pub fn match_arrival(&mut self, tagged: bool, src: u64, tag: u64, len: usize) -> Option<Matched<R>> {
         let q = tagged as usize;
         let directed = self.directed[q];

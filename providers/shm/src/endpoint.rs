@@ -138,11 +138,17 @@ const CHUNK_FREE: u32 = 0;
 const CHUNK_FULL: u32 = 1;
 
 /// Fields the layer above chooses for each message.
+///
+/// `flags` sits between the two words (`repr(C)`), so that a header filled
+/// from an operation the caller has just built copies them one at a time:
+/// one 16-byte copy of both would wait for the caller's two 8-byte stores
+/// to retire.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[repr(C)]
 pub struct MsgHeader {
+    pub tag: u64,
     /// Opaque flags for the layer above (tagged, remote CQ data, ...).
     pub flags: u8,
-    pub tag: u64,
     pub cq_data: u64,
 }
 

@@ -277,13 +277,22 @@ impl CqState {
             }
         }
     }
-    /// Queues a successful completion (behind anything spilled).
-    #[inline]
+    /// Queues a successful completion (behind anything spilled). Inlined
+    /// into its callers, so the completion goes from registers into the
+    /// ring instead of through a copy in memory: wide loads of a struct
+    /// just written with narrow stores wait for those stores to retire.
+    /// The spill path gets its own copy (boxed) so that it does not pin the
+    /// completion to a stack slot on the common path.
+    #[inline(always)]
     fn push(&mut self, c: Completion) {
         if !self.spill.is_empty() || self.cq.write(c).is_err() {
-            self.spill.push_back(Spill::Ok(c));
+            self.spill_ok(Box::new(c));
         }
         self.sync();
+    }
+    #[cold]
+    fn spill_ok(&mut self, c: Box<Completion>) {
+        self.spill.push_back(Spill::Ok(*c));
     }
     fn space(&self) -> usize {
         if self.spill.is_empty() {
@@ -350,6 +359,7 @@ impl ShmCq {
             }
         }
     }
+    #[inline(always)]
     fn write(&self, c: Completion) {
         let mut r = self.ring.lock();
         r.push(c);
