@@ -319,6 +319,8 @@ pub struct ShmCq {
     ring: Lk<CqState>,
     /// The ring's counts, read without its lock.
     hints: Arc<CqHints>,
+    /// The entry format and its size.
+    format: u32,
     esize: usize,
     wait: Option<Arc<rfabric_core::objects::wait::WaitObj>>,
     eps: Lk<Vec<Arc<EpShared>>>,
@@ -328,7 +330,7 @@ impl ShmCq {
     /// `real_locks`: from the domain (`lock::needs_lock`).
     pub fn new(attr: &CqAttr, real_locks: bool) -> Result<ShmCq> {
         let cq = Cq::new(attr)?;
-        let esize = cq.entry_size();
+        let (format, esize) = (cq.format(), cq.entry_size());
         let wait = cq.wait_obj().cloned();
         let hints = Arc::new(CqHints::default());
         let st = CqState { cq, spill: VecDeque::new(), hints: hints.clone() };
@@ -336,6 +338,7 @@ impl ShmCq {
         Ok(ShmCq {
             hints,
             ring: Lk::new(st, real_locks),
+            format,
             esize,
             wait,
             eps: Lk::new(Vec::new(), real_locks),
@@ -343,19 +346,32 @@ impl ShmCq {
     }
     /// Progresses the endpoints bound to this CQ. One bound endpoint (the
     /// common case) is progressed directly: no iteration, no reference
-    /// count change.
+    /// count change. `handoff`: the caller reads this CQ and takes the
+    /// first receive completion of that endpoint, returned here, instead
+    /// of finding it in the ring (see [`Handoff`]).
     #[inline]
-    fn progress(&self) {
+    fn progress(&self, handoff: bool) -> Option<Completion> {
         let eps = self.eps.lock();
         match eps.as_slice() {
-            [] => {}
+            [] => None,
             [one] => {
-                one.st.lock().progress();
+                let mut st = one.st.lock();
+                if !handoff || !st.rx_cq.as_ref().is_some_and(|c| std::ptr::eq(Arc::as_ptr(c), self)) {
+                    st.progress();
+                    return None;
+                }
+                st.handoff = Handoff::Wanted;
+                st.progress();
+                match std::mem::take(&mut st.handoff) {
+                    Handoff::Got(c) => Some(c),
+                    _ => None,
+                }
             }
             many => {
                 for ep in many {
                     ep.st.lock().progress();
                 }
+                None
             }
         }
     }
@@ -400,7 +416,23 @@ impl CompletionQueue for ShmCq {
                 r => return r,
             }
         }
-        self.progress();
+        // A handed-off completion must fit the caller's arrays: checked
+        // first, as it leaves the ring behind.
+        let fits = count > 0 && count.checked_mul(self.esize).is_some_and(|n| n <= out.len()) && src.as_ref().is_none_or(|s| s.len() >= count);
+        if let Some(c) = self.progress(fits) {
+            rfabric_core::objects::cq::encode(self.format, &c, &mut out[..self.esize])?;
+            let mut n = 1;
+            if let Some(s) = src.as_deref_mut() {
+                s[0] = c.src_addr;
+            }
+            // Completions queued behind it in the same progress call.
+            if count > 1 && self.hints.ready.load(Relaxed) != 0 {
+                if let Ok(m) = self.try_read(&mut out[self.esize..], count - 1, src.map(|s| &mut s[1..])) {
+                    n += m;
+                }
+            }
+            return Ok(n);
+        }
         if self.hints.ready.load(Relaxed) == 0 {
             return Err(EAGAIN);
         }
@@ -418,7 +450,7 @@ impl CompletionQueue for ShmCq {
     fn sread(&self, out: &mut [u8], count: usize, mut src: Option<&mut [u64]>, timeout: i32) -> Result<usize> {
         let w = self.wait.as_ref().ok_or(ENOSYS)?;
         rfabric_core::objects::wait::block_until(w, rfabric_core::objects::wait::timeout_ms(timeout), EAGAIN, || {
-            self.progress();
+            self.progress(false);
             match self.try_read(out, count, src.as_deref_mut()) {
                 Ok(n) => Ok(Some(n)),
                 Err(e) if e.0 == FI_EAGAIN => Ok(None),
@@ -437,7 +469,7 @@ impl CompletionQueue for ShmCq {
         self.wait.as_ref().and_then(|w| w.fd())
     }
     fn trywait(&self) -> Result<()> {
-        self.progress();
+        self.progress(false);
         let mut r = self.ring.lock();
         r.refill();
         r.sync();
@@ -869,6 +901,21 @@ struct EpState {
     name: Option<(String, crate::segment::NameLink)>,
     /// FI_DELIVERY_COMPLETE of eager sends.
     dc: DcState,
+    /// A receive completion on its way straight to the CQ read that is
+    /// progressing this endpoint (see `ShmCq::progress`).
+    handoff: Handoff,
+}
+
+/// While a `fi_cq_read` on the receive CQ progresses the endpoint, the
+/// first receive completion goes to the reader instead of through the CQ
+/// ring (it would be pushed and popped at once, under the ring's lock
+/// each time). Only when the ring is empty, so order is kept.
+#[derive(Clone, Copy, Default)]
+enum Handoff {
+    #[default]
+    Off,
+    Wanted,
+    Got(Completion),
 }
 
 /// An eager FI_DELIVERY_COMPLETE send waiting for the receiver's ack.
@@ -988,6 +1035,7 @@ impl ShmEp {
             rx_pending: vec![None; MAX_PENDING].into_boxed_slice(),
             deferred: VecDeque::with_capacity(MAX_PENDING),
             min_multi_recv: DEFAULT_MIN_MULTI_RECV,
+            handoff: Handoff::Off,
             unexp_count: 0,
             stalled: None,
             rma: rma::RmaState::default(),
@@ -1127,7 +1175,7 @@ impl EpState {
     }
 
     /// `placed` bytes landed in the receive buffer (or the transfer failed).
-    fn complete_rx(&self, r: RxInfo, res: Result<u64>) {
+    fn complete_rx(&mut self, r: RxInfo, res: Result<u64>) {
         if let Some(c) = self.recv_cntr.as_ref() {
             if res.is_ok() && r.msg_len <= r.cap as u64 {
                 c.c.add(1);
@@ -1162,7 +1210,13 @@ impl EpState {
                 err_data: source_err_data(r.unknown_src.unwrap_or(0)),
                 ..ErrCompletion::default()
             }),
-            Ok(_) if r.complete => cq.write(base),
+            Ok(_) if r.complete => {
+                if matches!(self.handoff, Handoff::Wanted) && cq.hints.ready.load(std::sync::atomic::Ordering::Relaxed) == 0 {
+                    self.handoff = Handoff::Got(base);
+                } else {
+                    cq.write(base);
+                }
+            }
             Ok(_) => {}
             Err(e) => cq.write_err(ErrCompletion { base, err: e.0, prov_errno: e.0, ..ErrCompletion::default() }),
         }
@@ -2329,6 +2383,96 @@ mod tests {
             assert_eq!(c[1] & FI_MULTI_RECV != 0, i == 2, "released on the last slice");
         }
         assert_eq!(&buf[..30], &[[0u8; 10], [1; 10], [2; 10]].concat()[..]);
+    }
+
+    /// A CQ read that progresses the one endpoint bound to its CQ takes
+    /// the first receive completion straight from progress (`Handoff`):
+    /// completions still come out in order, behind queued errors, with
+    /// their source, several at once, and none is lost to a read that
+    /// cannot hold it.
+    #[test]
+    fn cq_read_takes_completions_in_order() {
+        for threading in [FI_THREAD_SAFE, FI_THREAD_DOMAIN] {
+            let mut info = Info { caps: FI_MSG | FI_TAGGED | FI_SOURCE, ..Info::default() };
+            info.domain_attr = Some(DomainAttr { mr_key_size: 8, threading, ..DomainAttr::default() });
+            let d = ShmDomain::new(&info).unwrap();
+            let av = d.av_open(&AvAttr { kind: FI_AV_TABLE, count: 4, flags: 0 }).unwrap();
+            let attr = CqAttr { size: 64, format: FI_CQ_FORMAT_TAGGED, wait_obj: FI_WAIT_NONE };
+            let (cqa, cqb) = (d.cq_open(&attr).unwrap(), d.cq_open(&attr).unwrap());
+            let (a, b) = (d.endpoint(&info).unwrap(), d.endpoint(&info).unwrap());
+            for (ep, cq) in [(&a, &cqa), (&b, &cqb)] {
+                ep.bind(Bind::Av(&av), 0).unwrap();
+                ep.bind(Bind::Cq(cq), FI_TRANSMIT | FI_RECV).unwrap();
+                ep.enable().unwrap();
+            }
+            let (mut na, mut nb) = ([0u8; 64], [0u8; 64]);
+            let (la, lb) = (a.getname(&mut na).unwrap(), b.getname(&mut nb).unwrap());
+            let mut out = [0u64; 2];
+            av.insert(&[&na[..la], &nb[..lb]], Some(&mut out), 0).unwrap();
+            let (to_a, to_b) = (out[0], out[1]);
+            let read = |count: usize, raw: &mut [u8], src: &mut [u64]| {
+                for _ in 0..1_000_000 {
+                    match cqb.read(raw, count, Some(&mut *src)) {
+                        Err(e) if e.0 == FI_EAGAIN => continue,
+                        r => return r,
+                    }
+                }
+                Err(EAGAIN)
+            };
+            let ctx_of = |raw: &[u8], i: usize| u64::from_ne_bytes(raw[i * 48..i * 48 + 8].try_into().unwrap());
+            let mut bufs = [[0u8; 16]; 3];
+            let mut raw = [0u8; 4 * 48];
+            let mut src = [0u64; 4];
+
+            // Three messages wait in the ring when the read starts: one read
+            // of one entry each, in order, each with its source.
+            for (i, buf) in bufs.iter_mut().enumerate() {
+                recv(&*b, buf, 1 + i, None).unwrap();
+            }
+            for i in 0..3u8 {
+                send(&*a, &[i + 1; 8], to_b, 100, None).unwrap();
+            }
+            for i in 0..3 {
+                src[0] = 0;
+                assert_eq!(read(1, &mut raw[..48], &mut src[..1]), Ok(1));
+                assert_eq!((ctx_of(&raw, 0), src[0]), (1 + i as u64, to_a), "threading {threading}");
+                assert_eq!(bufs[i][..8], [i as u8 + 1; 8]);
+            }
+            // The same, read all at once.
+            for (i, buf) in bufs.iter_mut().enumerate() {
+                recv(&*b, buf, 11 + i, None).unwrap();
+            }
+            for _ in 0..3 {
+                send(&*a, &[9; 8], to_b, 100, None).unwrap();
+            }
+            src = [0; 4];
+            assert_eq!(read(4, &mut raw, &mut src), Ok(3));
+            assert_eq!([ctx_of(&raw, 0), ctx_of(&raw, 1), ctx_of(&raw, 2)], [11, 12, 13]);
+            assert_eq!(src, [to_a, to_a, to_a, 0]);
+
+            // A truncated message, then a good one: the error comes first.
+            let mut small = [0u8; 4];
+            let mut big = [0u8; 16];
+            recv(&*b, &mut small, 21, None).unwrap();
+            recv(&*b, &mut big, 22, None).unwrap();
+            send(&*a, &[5; 8], to_b, 100, None).unwrap();
+            send(&*a, &[6; 8], to_b, 100, None).unwrap();
+            assert_eq!(read(1, &mut raw[..48], &mut src[..1]), Err(Error(FI_EAVAIL)));
+            let (e, _) = cqb.readerr(None, fi_version(1, 17)).unwrap();
+            assert_eq!((e.base.op_context, e.err), (21, FI_ETRUNC));
+            assert_eq!(read(1, &mut raw[..48], &mut src[..1]), Ok(1));
+            assert_eq!(ctx_of(&raw, 0), 22);
+
+            // A read that could not hold an entry leaves it for the next.
+            recv(&*b, &mut big, 31, None).unwrap();
+            send(&*a, &[7; 8], to_b, 100, None).unwrap();
+            assert!(cqb.read(&mut raw[..47], 1, None).is_err());
+            assert!(cqb.read(&mut raw[..48], 1, Some(&mut [])).is_err());
+            assert_eq!(read(1, &mut raw[..48], &mut src[..1]), Ok(1));
+            assert_eq!(ctx_of(&raw, 0), 31);
+            assert_eq!(cqb.read(&mut raw[..48], 1, None), Err(EAGAIN));
+            drop((a, b));
+        }
     }
 
     #[test]
