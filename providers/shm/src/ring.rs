@@ -146,19 +146,8 @@ impl Ring {
         Err(EAGAIN)
     }
 
-    /// Hands the cell at `pos` to the consumer, and pushes its first line
-    /// (the one the consumer polls) out of this core's private caches, so
-    /// that the consumer's next read finds it in the shared cache instead
-    /// of asking this core for it (`cldemote`: a hint, executed as a no-op
-    /// by processors without it).
     pub fn publish(&self, pos: u64) {
         self.seq(pos).store(pos.wrapping_add(1), Ordering::Release);
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: cldemote reads nothing and changes no memory or flags; the
-        // address is the start of a cell inside the ring.
-        unsafe {
-            std::arch::asm!("cldemote [{0}]", in(reg) self.cell(pos), options(nostack, preserves_flags, readonly));
-        }
     }
 
     /// Hint: start loading the first line of the cell for `pos` into this
