@@ -131,8 +131,8 @@ class Ports:
 # A server that could not bind its port (a race with another program):
 # the case is run again on another port rather than failing the series.
 PORT_RETRIES = 3
-# Any other failure: the case is tried once more before its series is
-# given up (a peer's program failed once in a while, e.g. Debian's
+# Any other failure: the case is tried once more before that run of it is
+# counted as failed (a peer's program fails once in a while, e.g. Debian's
 # fi_pingpong with "ctrl/read: no data or remote connection closed").
 CASE_TRIES = 2
 
@@ -310,21 +310,28 @@ def ucx_case(test, size, ports):
         return None, str(e)
 
 
+# A series whose cases failed this many times (each after CASE_TRIES tries)
+# is not run again: its program is broken, not unlucky.
+GIVE_UP_AFTER = 3
+
+
 def measure(sizes, reps, libdirs, binary, log, series=SERIES):
     """Runs every case `reps` times. The three series alternate size by size
     and run by run, so a change in the machine's load touches all of them
     alike. Returns lat {series: {size: [usec]}}, stream {series: {size:
-    [(GB/s, Mmsg/s)]}} and {series: first error}; a series that failed is
-    not run again."""
+    [(GB/s, Mmsg/s)]}} and a list of error lines. A case that fails leaves
+    out that run of that case only (its size is reported from the other
+    runs); a series with GIVE_UP_AFTER failed cases is not run again."""
     ports = Ports()
     lat = {k: {s: [] for s in sizes} for k in SERIES}
     stream = {k: {s: [] for s in sizes} for k in SERIES}
-    lat_err, stream_err = {}, {}
+    lat_fail = {k: [] for k in SERIES}
+    stream_fail = {k: [] for k in SERIES}
     for rep in range(reps):
         log("run %d/%d: latency" % (rep + 1, reps))
         for s in sizes:
             for k in series:
-                if k in lat_err:
+                if len(lat_fail[k]) >= GIVE_UP_AFTER:
                     continue
                 if k == "ucx":
                     r, e = ucx_case("tag_lat", s, ports)
@@ -332,27 +339,29 @@ def measure(sizes, reps, libdirs, binary, log, series=SERIES):
                 else:
                     v, e = pingpong_case(libdirs[k], s, ports)
                 if e:
-                    lat_err[k] = e
+                    lat_fail[k].append(e)
                 else:
                     lat[k][s].append(v)
             log(".")
         log(" streaming")
         for k in series:
-            if k in stream_err:
+            if len(stream_fail[k]) >= GIVE_UP_AFTER:
                 continue
             if k == "ucx":
                 for s in sizes:
+                    if len(stream_fail[k]) >= GIVE_UP_AFTER:
+                        break
                     r, e = ucx_case("tag_bw", s, ports)
                     if e:
-                        stream_err[k] = e
-                        break
-                    stream[k][s].append((r["overall_bw"] * (1 << 20) / 1e9, r["overall_mr"] / 1e6))
+                        stream_fail[k].append(e)
+                    else:
+                        stream[k][s].append((r["overall_bw"] * (1 << 20) / 1e9, r["overall_mr"] / 1e6))
             elif binary is None:
-                stream_err[k] = "fi_stream was not built"
+                stream_fail[k] += ["fi_stream was not built"] * GIVE_UP_AFTER
             else:
                 rows, e = stream_case(binary, libdirs[k], sizes, ports)
                 if e:
-                    stream_err[k] = e
+                    stream_fail[k].append(e)
                 else:
                     for s in sizes:
                         stream[k][s].append(rows[s])
@@ -360,12 +369,11 @@ def measure(sizes, reps, libdirs, binary, log, series=SERIES):
         log("\n")
     errors = []
     for k in SERIES:
-        if k in lat_err:
-            errors.append("%s latency: %s" % (k, lat_err[k]))
-            lat[k] = {}
-        if k in stream_err:
-            errors.append("%s streaming: %s" % (k, stream_err[k]))
-            stream[k] = {}
+        for what, fails in (("latency", lat_fail[k]), ("streaming", stream_fail[k])):
+            if fails:
+                errors.append("%s %s: %d failed case%s%s; first: %s" % (
+                    k, what, len(fails), "" if len(fails) == 1 else "s",
+                    " (series given up)" if len(fails) >= GIVE_UP_AFTER else "", fails[0]))
     return lat, stream, errors
 
 
@@ -434,7 +442,7 @@ def markdown(rows, errors, meta):
             fmt(r["mr_ratio"], 2)))
     if errors:
         out.append("")
-        out.append("Not measured:")
+        out.append("Failed runs (left out of the medians above):")
         out.append("")
         for e in errors:
             out.append("- " + e)

@@ -85,6 +85,39 @@ class Report(unittest.TestCase):
         self.assertIn("| 8 B | n/a | 2.00 | 4.00 | n/a |", text)
         self.assertIn("- ours: not built", text)
 
+    def test_failed_case_leaves_out_one_run(self):
+        """A case that fails costs that run of that size only; a series
+        that keeps failing is given up."""
+        calls = {"debian": 0}
+
+        def pingpong(libdir, size, ports):
+            if libdir == "deb":
+                calls["debian"] += 1
+                if size == 16 and calls["debian"] == 2:
+                    return None, "fi_pingpong 16 B: ctrl/read: no data"
+            return (1.0 if libdir == "ours" else 2.0), None
+
+        def ucx(test, size, ports):
+            return None, "ucx_perftest %s: not installed" % test
+
+        def stream(binary, libdir, sizes, ports):
+            return {s: (float(s), 1.0) for s in sizes}, None
+
+        saved = bench.pingpong_case, bench.ucx_case, bench.stream_case
+        bench.pingpong_case, bench.ucx_case, bench.stream_case = pingpong, ucx, stream
+        try:
+            lat, st, errors = bench.measure([8, 16], 3, {"ours": "ours", "debian": "deb"}, "fi_stream", lambda _: None)
+        finally:
+            bench.pingpong_case, bench.ucx_case, bench.stream_case = saved
+        self.assertEqual(lat["ours"], {8: [1.0] * 3, 16: [1.0] * 3})
+        self.assertEqual(lat["debian"], {8: [2.0] * 3, 16: [2.0] * 2})
+        self.assertEqual(st["debian"][16], [(16.0, 1.0)] * 3)
+        self.assertEqual(lat["ucx"], {8: [], 16: []})
+        self.assertEqual(len(errors), 3)
+        self.assertIn("debian latency: 1 failed case; first: fi_pingpong 16 B", errors[0])
+        self.assertIn("ucx latency: 3 failed cases (series given up)", errors[1])
+        self.assertIn("ucx streaming: 3 failed cases (series given up)", errors[2])
+
     def test_svg_and_csv_written(self):
         lat = {"ours": {8: [1.0], 16: [1.5]}, "debian": {8: [2.0], 16: [2.5]}, "ucx": {}}
         stream = {"ours": {8: [(0.1, 5.0)], 16: [(0.2, 5.0)]}, "debian": {}, "ucx": {}}
