@@ -350,20 +350,20 @@ impl ShmCq {
     /// first receive completion of that endpoint, returned here, instead
     /// of finding it in the ring (see [`Handoff`]).
     #[inline]
-    fn progress(&self, handoff: bool) -> Option<Completion> {
+    fn progress(&self, handoff: Option<usize>) -> Option<Completion> {
         let eps = self.eps.lock();
         match eps.as_slice() {
             [] => None,
             [one] => {
                 let mut st = one.st.lock();
-                if !handoff || !st.rx_cq.as_ref().is_some_and(|c| std::ptr::eq(Arc::as_ptr(c), self)) {
+                let Some(count) = handoff.filter(|_| st.rx_cq.as_ref().is_some_and(|c| std::ptr::eq(Arc::as_ptr(c), self))) else {
                     st.progress();
                     return None;
-                }
-                st.handoff = Handoff::Wanted;
+                };
+                st.handoff = Handoff::Wanted { only: count == 1 };
                 st.progress();
                 match std::mem::take(&mut st.handoff) {
-                    Handoff::Got(c) => Some(c),
+                    Handoff::Got { c, .. } => Some(c),
                     _ => None,
                 }
             }
@@ -419,7 +419,7 @@ impl CompletionQueue for ShmCq {
         // A handed-off completion must fit the caller's arrays: checked
         // first, as it leaves the ring behind.
         let fits = count > 0 && count.checked_mul(self.esize).is_some_and(|n| n <= out.len()) && src.as_ref().is_none_or(|s| s.len() >= count);
-        if let Some(c) = self.progress(fits) {
+        if let Some(c) = self.progress(fits.then_some(count)) {
             rfabric_core::objects::cq::encode(self.format, &c, &mut out[..self.esize])?;
             let mut n = 1;
             if let Some(s) = src.as_deref_mut() {
@@ -450,7 +450,7 @@ impl CompletionQueue for ShmCq {
     fn sread(&self, out: &mut [u8], count: usize, mut src: Option<&mut [u64]>, timeout: i32) -> Result<usize> {
         let w = self.wait.as_ref().ok_or(ENOSYS)?;
         rfabric_core::objects::wait::block_until(w, rfabric_core::objects::wait::timeout_ms(timeout), EAGAIN, || {
-            self.progress(false);
+            self.progress(None);
             match self.try_read(out, count, src.as_deref_mut()) {
                 Ok(n) => Ok(Some(n)),
                 Err(e) if e.0 == FI_EAGAIN => Ok(None),
@@ -469,7 +469,7 @@ impl CompletionQueue for ShmCq {
         self.wait.as_ref().and_then(|w| w.fd())
     }
     fn trywait(&self) -> Result<()> {
-        self.progress(false);
+        self.progress(None);
         let mut r = self.ring.lock();
         r.refill();
         r.sync();
@@ -914,8 +914,11 @@ struct EpState {
 enum Handoff {
     #[default]
     Off,
-    Wanted,
-    Got(Completion),
+    /// `only`: the reader takes one entry, so progress stops once it has
+    /// it (the rest of the ring waits for the next read, and the reply the
+    /// application is about to send does not wait for it).
+    Wanted { only: bool },
+    Got { c: Completion, only: bool },
 }
 
 /// An eager FI_DELIVERY_COMPLETE send waiting for the receiver's ack.
@@ -1211,8 +1214,8 @@ impl EpState {
                 ..ErrCompletion::default()
             }),
             Ok(_) if r.complete => {
-                if matches!(self.handoff, Handoff::Wanted) && cq.hints.ready.load(std::sync::atomic::Ordering::Relaxed) == 0 {
-                    self.handoff = Handoff::Got(base);
+                if let (Handoff::Wanted { only }, 0) = (self.handoff, cq.hints.ready.load(std::sync::atomic::Ordering::Relaxed)) {
+                    self.handoff = Handoff::Got { c: base, only };
                 } else {
                     cq.write(base);
                 }
@@ -1616,7 +1619,7 @@ impl EpState {
                 Some(ev) => {
                     done += 1;
                     self.handle(ev);
-                    if self.stalled.is_some() {
+                    if self.stalled.is_some() || matches!(self.handoff, Handoff::Got { only: true, .. }) {
                         break;
                     }
                 }
@@ -2432,11 +2435,15 @@ mod tests {
             for i in 0..3u8 {
                 send(&*a, &[i + 1; 8], to_b, 100, None).unwrap();
             }
+            let ring_len = || cqb.clone().as_any_arc().downcast::<ShmCq>().unwrap().hints.ready.load(std::sync::atomic::Ordering::Relaxed);
             for i in 0..3 {
                 src[0] = 0;
                 assert_eq!(read(1, &mut raw[..48], &mut src[..1]), Ok(1));
                 assert_eq!((ctx_of(&raw, 0), src[0]), (1 + i as u64, to_a), "threading {threading}");
                 assert_eq!(bufs[i][..8], [i as u8 + 1; 8]);
+                // A one-entry read stops progress at its entry: the other
+                // messages wait in the transport ring, not in the CQ.
+                assert_eq!(ring_len(), 0);
             }
             // The same, read all at once.
             for (i, buf) in bufs.iter_mut().enumerate() {
@@ -2447,6 +2454,7 @@ mod tests {
             }
             src = [0; 4];
             assert_eq!(read(4, &mut raw, &mut src), Ok(3));
+            assert_eq!(ring_len(), 0);
             assert_eq!([ctx_of(&raw, 0), ctx_of(&raw, 1), ctx_of(&raw, 2)], [11, 12, 13]);
             assert_eq!(src, [to_a, to_a, to_a, 0]);
 
