@@ -904,6 +904,15 @@ struct EpState {
     /// A receive completion on its way straight to the CQ read that is
     /// progressing this endpoint (see `ShmCq::progress`).
     handoff: Handoff,
+    /// Whether a read of several entries goes on polling the ring after
+    /// its handed-off entry. Polling an empty ring there costs the reply
+    /// that the application is about to send a line transfer (the sender
+    /// has just fetched the next cell); so after a read that found nothing
+    /// behind its entry (a ping-pong) reads stop at the entry, until one
+    /// finds the next message already waiting (a stream).
+    drain_after_handoff: bool,
+    /// The last progress stopped at a handed-off entry.
+    after_handoff: bool,
 }
 
 /// While a `fi_cq_read` on the receive CQ progresses the endpoint, the
@@ -1039,6 +1048,8 @@ impl ShmEp {
             deferred: VecDeque::with_capacity(MAX_PENDING),
             min_multi_recv: DEFAULT_MIN_MULTI_RECV,
             handoff: Handoff::Off,
+            drain_after_handoff: true,
+            after_handoff: false,
             unexp_count: 0,
             stalled: None,
             rma: rma::RmaState::default(),
@@ -1614,16 +1625,31 @@ impl EpState {
             }
             done += 1;
         }
+        let mut first = true;
         for _ in 0..budget {
-            match self.tp.poll() {
-                Some(ev) => {
-                    done += 1;
-                    self.handle(ev);
-                    if self.stalled.is_some() || matches!(self.handoff, Handoff::Got { only: true, .. }) {
-                        break;
-                    }
+            let ev = self.tp.poll();
+            if std::mem::take(&mut first) && std::mem::take(&mut self.after_handoff) && ev.is_some() {
+                // The ring held more right after a read stopped at its
+                // handed-off entry: a stream, so reads drain again.
+                self.drain_after_handoff = true;
+            }
+            let Some(ev) = ev else {
+                if matches!(self.handoff, Handoff::Got { .. }) {
+                    // Nothing behind the handed-off entry: a ping-pong.
+                    self.drain_after_handoff = false;
                 }
-                None => break,
+                break;
+            };
+            done += 1;
+            self.handle(ev);
+            if self.stalled.is_some() {
+                break;
+            }
+            if let Handoff::Got { only, .. } = self.handoff {
+                if only || !self.drain_after_handoff {
+                    self.after_handoff = true;
+                    break;
+                }
             }
         }
         done
@@ -2457,6 +2483,21 @@ mod tests {
             assert_eq!(ring_len(), 0);
             assert_eq!([ctx_of(&raw, 0), ctx_of(&raw, 1), ctx_of(&raw, 2)], [11, 12, 13]);
             assert_eq!(src, [to_a, to_a, to_a, 0]);
+
+            // That read found nothing behind its entries (as in a
+            // ping-pong), so the next one stops at its entry even with more
+            // waiting; the one after finds the next message already there
+            // (a stream) and drains the ring again.
+            for (i, buf) in bufs.iter_mut().enumerate() {
+                recv(&*b, buf, 41 + i, None).unwrap();
+            }
+            for _ in 0..3 {
+                send(&*a, &[2; 8], to_b, 100, None).unwrap();
+            }
+            assert_eq!(read(4, &mut raw, &mut src), Ok(1));
+            assert_eq!(ctx_of(&raw, 0), 41);
+            assert_eq!(read(4, &mut raw, &mut src), Ok(2));
+            assert_eq!([ctx_of(&raw, 0), ctx_of(&raw, 1)], [42, 43]);
 
             // A truncated message, then a good one: the error comes first.
             let mut small = [0u8; 4];
