@@ -42,10 +42,11 @@ pub const OP_HELP: u8 = 7;
 pub const SHARED_COPY_MIN: u64 = 256 * 1024;
 
 /// Smallest shared copy while more messages wait in our ring (streaming):
-/// below it, one process copying a chunk's worth of lines it copied last
-/// time, from its own cache, beats two processes splitting it (measured
-/// with bench/fi_stream: 256 KiB at 31-32 GB/s alone, 25-28 shared).
-pub const SHARED_COPY_QUEUED_MIN: u64 = 512 * 1024;
+/// below it, one process copying lines it copied last time, from its own
+/// cache, beats two processes splitting it. bench/fi_stream, window 64,
+/// 5 alternating runs, medians: 256 KiB 30.0 GB/s alone, 25.9 shared;
+/// 320, 384 and 448 KiB 29.8-30.1 alone, 34.4-34.8 shared.
+pub const SHARED_COPY_QUEUED_MIN: u64 = 320 * 1024;
 
 /// Chunk size of a shared copy of `n` bytes: about 8 chunks, whole pages,
 /// between 64 KiB and 1 MiB (small enough that the second process joins
