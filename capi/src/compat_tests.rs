@@ -401,7 +401,7 @@ fn nic_goes_with_the_shape_that_has_it() {
 
 #[test]
 fn bad_arguments_are_refused() {
-    let mut out: *mut c_void = 1 as *mut c_void;
+    let mut out: *mut c_void = ptr::dangling_mut();
     // SAFETY: NULL `info` must be refused without a write.
     let rc = unsafe { rf_compat_fi_getinfo_1_3(0x10003, ptr::null(), ptr::null(), 0, ptr::null(), ptr::null_mut()) };
     assert_eq!(rc, -libc::EINVAL);

@@ -362,7 +362,7 @@ mod tests {
         assert_eq!(apply(Kind::Write, FI_SUM, 42, 1, &mut t, &b(&[1u32]), &[], None), Err(Error(FI_EOPNOTSUPP)));
         assert_eq!(t, b(&[1u32, 2]));
         // Unaligned target.
-        let mut raw = vec![0u8; 9];
+        let mut raw = [0u8; 9];
         raw[1..9].copy_from_slice(&41u64.to_ne_bytes());
         apply(Kind::Write, FI_SUM, FI_UINT64, 1, &mut raw[1..], &b(&[1u64]), &[], None).unwrap();
         assert_eq!(u64::from_ne_bytes(raw[1..9].try_into().unwrap()), 42);

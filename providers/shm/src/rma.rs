@@ -949,6 +949,7 @@ mod tests {
         panic!("no completion");
     }
 
+    #[allow(clippy::too_many_arguments)] // one argument per field of the operation
     fn rma(ep: &dyn Endpoint, write: bool, buf: &mut [u8], dest: u64, addr: u64, key: u64, ctx: usize, flags: u64, data: u64) -> Result<()> {
         let iov = [Iov { base: buf.as_mut_ptr() as usize, len: buf.len() }];
         let r = [RmaIov { addr, len: buf.len(), key }];
