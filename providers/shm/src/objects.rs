@@ -295,6 +295,13 @@ impl CqState {
     fn spill_ok(&mut self, c: Box<Completion>) {
         self.spill.push_back(Spill::Ok(*c));
     }
+    /// Queues an error completion (behind anything spilled).
+    fn push_err(&mut self, e: ErrCompletion) {
+        if !self.spill.is_empty() || self.cq.write_err(e.clone()).is_err() {
+            self.spill.push_back(Spill::Err(e));
+        }
+        self.sync();
+    }
     fn space(&self) -> usize {
         if self.spill.is_empty() {
             self.cq.space()
@@ -382,11 +389,7 @@ impl ShmCq {
         r.push(c);
     }
     fn write_err(&self, e: ErrCompletion) {
-        let mut r = self.ring.lock();
-        if !r.spill.is_empty() || r.cq.write_err(e.clone()).is_err() {
-            r.spill.push_back(Spill::Err(e));
-        }
-        r.sync();
+        self.ring.lock().push_err(e);
     }
     fn attach(&self, ep: &Arc<EpShared>) {
         let mut v = self.eps.lock();
