@@ -102,6 +102,13 @@ enum fi_hmem_iface {
 	FI_HMEM_SYNAPSEAI,
 };
 
+/* fi_hmem_attr.device.ze for device device_index of driver driver_index:
+ * the driver in the upper 16 bits, the device in the lower. */
+static inline int fi_hmem_ze_device(int driver_index, int device_index)
+{
+	return driver_index << 16 | device_index;
+}
+
 /* A dma-buf region, used in fi_mr_attr when FI_MR_DMABUF is passed. */
 struct fi_mr_dmabuf {
 	int	fd;
@@ -540,6 +547,12 @@ static inline fi_addr_t fi_rx_addr(fi_addr_t fi_addr, int rx_index,
 {
 	return (fi_addr_t) (((uint64_t) rx_index << (64 - rx_ctx_bits)) |
 			    fi_addr);
+}
+
+/* Address of group group_id of a peer: the group in the upper 32 bits. */
+static inline fi_addr_t fi_group_addr(fi_addr_t fi_addr, uint32_t group_id)
+{
+	return (fi_addr_t) (((uint64_t) group_id << 32) | fi_addr);
 }
 
 #ifdef __cplusplus

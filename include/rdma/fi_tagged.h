@@ -47,6 +47,13 @@ struct fi_ops_tagged {
 			fi_addr_t, uint64_t);
 };
 
+/* An MPI tag in the low 32 bits and a payload id in the next 8: the tag
+ * layout that FI_TAG_MPI-style matching expects. */
+static inline uint64_t fi_tag_mpi(int tag, uint8_t payload_id)
+{
+	return ((uint64_t) payload_id << 32) | (uint64_t) (uint32_t) tag;
+}
+
 static inline ssize_t fi_trecv(struct fid_ep *ep, void *buf, size_t len,
 			       void *desc, fi_addr_t src_addr, uint64_t tag,
 			       uint64_t ignore, void *context)
