@@ -292,6 +292,17 @@ pub fn narrow(offer: &Info, hints: &Info) -> Info {
         if hints.caps & (FI_LOCAL_COMM | FI_REMOTE_COMM) == 0 {
             out.caps |= offer.caps & (FI_LOCAL_COMM | FI_REMOTE_COMM);
         }
+        // No direction modifier asked for means every direction
+        // (fi_getinfo(3)): the answer names them, so that an application
+        // can pass `info->caps & FI_REMOTE_WRITE` on as bind flags.
+        const MSG_DIRS: u64 = FI_SEND | FI_RECV;
+        const RMA_DIRS: u64 = FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
+        if out.caps & (FI_MSG | FI_TAGGED) != 0 && hints.caps & MSG_DIRS == 0 {
+            out.caps |= offer.caps & MSG_DIRS;
+        }
+        if out.caps & (FI_RMA | FI_ATOMIC) != 0 && hints.caps & RMA_DIRS == 0 {
+            out.caps |= offer.caps & RMA_DIRS;
+        }
     }
     if hints.mode != 0 {
         out.mode = offer.mode & hints.mode;

@@ -150,3 +150,24 @@ fn unspec_av_type_serves_any() {
     o.domain_attr.as_mut().unwrap().av_type = FI_AV_MAP;
     assert!(check("p", &o, &h, V).is_err());
 }
+
+#[test]
+fn unrequested_directions_are_all_named() {
+    let mut o = offer();
+    o.caps |= FI_RMA | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
+    // No modifier asked for: every direction the offer has.
+    let mut h = hints();
+    h.caps = FI_MSG | FI_RMA;
+    let n = narrow(&o, &h);
+    assert_eq!(n.caps & (FI_SEND | FI_RECV), FI_SEND | FI_RECV);
+    assert_eq!(n.caps & (FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE), FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE);
+    // A modifier asked for restricts its class to what was asked.
+    h.caps = FI_MSG | FI_RECV | FI_RMA | FI_REMOTE_WRITE;
+    let n = narrow(&o, &h);
+    assert_eq!(n.caps & (FI_SEND | FI_RECV), FI_RECV);
+    assert_eq!(n.caps & (FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE), FI_REMOTE_WRITE);
+    // No class, no directions.
+    h.caps = FI_TAGGED;
+    let n = narrow(&o, &h);
+    assert_eq!(n.caps & (FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE), 0);
+}
