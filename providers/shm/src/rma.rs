@@ -7,7 +7,8 @@
 //! request and one reply:
 //! - request payload: an 80-byte header (kind, mode, key, remote address,
 //!   length, the initiator's buffer address and 32-byte transport address,
-//!   atomic op/datatype/count) followed by inline data (write data, atomic
+//!   atomic op/datatype/count, or on the last piece of a write with CQ data
+//!   the whole write's length) followed by inline data (write data, atomic
 //!   operand and compare values);
 //! - the target checks key, range and access with `MrRegistry::verify`
 //!   (unknown key `FI_EKEYREJECTED`, missing access `FI_EACCES`, out of
@@ -485,6 +486,10 @@ impl EpState {
         buf[3] = if op.remote_data { RF_DATA } else { 0 } | if p.last { RF_LAST } else { 0 };
         buf[4..8].copy_from_slice(&op.aop.to_ne_bytes());
         buf[8..12].copy_from_slice(&op.adt.to_ne_bytes());
+        if kind == K_WRITE && p.last && op.remote_data {
+            // The whole write's length, for the target's CQ data completion.
+            put64(buf, 4, op.pieces.iter().map(|x| x.len as u64).sum());
+        }
         let size = atomic::type_size(op.adt).unwrap_or(1);
         buf[12..16].copy_from_slice(&((p.len / size) as u32).to_ne_bytes());
         put64(buf, 16, p.key);
@@ -761,11 +766,13 @@ impl EpState {
         if remote_data {
             let src = self.src_of(inc.src_key);
             let class = if req[0] == K_ATOMIC { FI_ATOMIC } else { FI_RMA };
+            // fi_cq(3): len is the length written for a write with remote CQ data.
+            let len = if req[0] == K_WRITE { get64(req, 4) as usize } else { 0 };
             if let Some(cq) = self.rx_cq.as_ref() {
                 cq.write(Completion {
                     op_context: 0,
                     flags: FI_REMOTE_CQ_DATA | class | FI_REMOTE_WRITE,
-                    len: 0,
+                    len,
                     buf: 0,
                     data: inc.hdr.cq_data,
                     tag: 0,
