@@ -107,7 +107,7 @@ pub fn addr_from_str(raw: &[u8]) -> Result<Address> {
 
 /// A printable address as `fi_setname` and `fi_av_insert` take it: our own
 /// form ([`addr_to_str`]) or `fi_shm://<name>` with a name chosen by the
-/// application (`segment::valid_ep_name`: 1..=40 of `[A-Za-z0-9._-]`).
+/// application (`segment::valid_ep_name`: 1..=40 of `[A-Za-z0-9._:-]`).
 /// The two never meet: our form has exactly 43 characters after the prefix.
 enum StrAddr {
     Addr(Address),
@@ -186,6 +186,19 @@ impl Domain for ShmDomain {
             let mut st = ep.shared.st.lock();
             st.source_err = info.caps & FI_SOURCE_ERR != 0;
             st.rma = rma::RmaState::new(self.mr.clone());
+            // A named source address (fi_getinfo's node/service with
+            // FI_SOURCE, or the application's own) names the endpoint as
+            // fi_setname would; `fi_shm://` alone asks for an address of
+            // its own.
+            if let Some(src) = info.src_addr.as_deref() {
+                let end = src.iter().position(|&c| c == 0).unwrap_or(src.len());
+                if &src[..end] != ADDR_PREFIX.as_bytes() {
+                    st.set_name(src, false).map_err(|(e, why)| {
+                        rfabric_core::fi_warn!("shm", FI_LOG_EP_CTRL, "source address refused ({}): {}", e, why);
+                        e
+                    })?;
+                }
+            }
         }
         Ok(Box::new(ep))
     }
@@ -1123,12 +1136,12 @@ impl EpState {
     /// endpoint's segment under `segment::named_shm_name`; our own address
     /// form is accepted only for this endpoint's own address and removes a
     /// name given before. The error carries the reason for the log line.
-    fn set_name(&mut self, raw: &[u8]) -> std::result::Result<(), (Error, &'static str)> {
+    fn set_name(&mut self, raw: &[u8], need_nul: bool) -> std::result::Result<(), (Error, &'static str)> {
         if self.enabled {
             return Err((Error(FI_EBUSY), "the endpoint is already enabled"));
         }
-        let parsed = parse_str_addr(raw, true)
-            .map_err(|e| (e, "expected a NUL-terminated fi_shm:// address or fi_shm://<1-40 of A-Za-z0-9._->"))?;
+        let parsed = parse_str_addr(raw, need_nul)
+            .map_err(|e| (e, "expected a NUL-terminated fi_shm:// address or fi_shm://<1-40 of A-Za-z0-9._:->"))?;
         match parsed {
             StrAddr::Addr(a) => {
                 let own = self.tp.address();
@@ -1744,7 +1757,7 @@ impl Endpoint for ShmEp {
     }
 
     fn setname(&self, addr: &[u8]) -> Result<()> {
-        let r = self.shared.st.lock().set_name(addr);
+        let r = self.shared.st.lock().set_name(addr, true);
         r.map_err(|(e, why)| {
             rfabric_core::fi_warn!("shm", FI_LOG_EP_CTRL, "fi_setname refused ({}): {}", e, why);
             e

@@ -40,8 +40,10 @@ pub struct ShmProvider;
 
 impl ShmProvider {
     fn offer(&self, progress: fi_progress) -> Info {
+        // Transmit and receive attributes carry only the capabilities of
+        // their side; FI_LOCAL_COMM is a domain-wide capability.
         let tx = fi_tx_attr {
-            caps: CAPS & !(FI_RECV | FI_REMOTE_READ | FI_REMOTE_WRITE | FI_MULTI_RECV | FI_DIRECTED_RECV | FI_SOURCE | FI_SOURCE_ERR),
+            caps: CAPS & !(FI_RECV | FI_REMOTE_READ | FI_REMOTE_WRITE | FI_MULTI_RECV | FI_DIRECTED_RECV | FI_SOURCE | FI_SOURCE_ERR | FI_RMA_EVENT | FI_LOCAL_COMM),
             mode: 0,
             op_flags: 0,
             msg_order: MSG_ORDER | ATOMIC_ORDER,
@@ -53,7 +55,7 @@ impl ShmProvider {
             tclass: 0,
         };
         let rx = fi_rx_attr {
-            caps: CAPS & !(FI_SEND | FI_READ | FI_WRITE),
+            caps: CAPS & !(FI_SEND | FI_READ | FI_WRITE | FI_LOCAL_COMM),
             mode: 0,
             op_flags: 0,
             msg_order: MSG_ORDER,
@@ -146,6 +148,7 @@ impl Provider for ShmProvider {
             return Err(rfabric_core::error::ENODATA);
         }
         crate::xpu::resolve(&mut offer, req);
+        resolve_addrs(&mut offer, req)?;
         // FI_SOURCE_ERR turns receives from senders outside the AV into error
         // completions: only when the application asked for it.
         if req.hints.map_or(0, |h| h.caps) & FI_SOURCE_ERR == 0 {
@@ -176,6 +179,62 @@ impl Provider for ShmProvider {
     fn fabric(&self, _attr: &FabricAttr) -> Result<Box<dyn Fabric>> {
         Ok(Box::new(ShmFabric))
     }
+}
+
+/// Addresses of a `fi_getinfo` answer, as fi_getinfo(3) gives them:
+/// addresses from the hints are kept; `node`/`service` name the
+/// destination, or the source with `FI_SOURCE`. A named shm endpoint is
+/// `fi_shm://<node>:<service>` (or `<node>` or `<service>` alone), the name
+/// an endpoint opened with that source address takes; a node that is a
+/// `fi_shm://` address is used as it is. Without a named source, the source
+/// is `fi_shm://` alone: the endpoint gets an address of its own when it is
+/// opened.
+fn resolve_addrs(offer: &mut Info, req: &Request<'_>) -> Result<()> {
+    let hints = req.hints;
+    offer.src_addr = hints.and_then(|h| h.src_addr.clone());
+    offer.dest_addr = hints.and_then(|h| h.dest_addr.clone());
+    let source = req.flags & FI_SOURCE != 0;
+    let prefix = crate::objects::ADDR_PREFIX;
+    let as_addr = |name: &str| format!("{prefix}{name}\0").into_bytes();
+    // A node that is a shm address already is taken as it is.
+    if let Some(addr) = req.node.filter(|n| n.starts_with(prefix)) {
+        let slot = if source { &mut offer.src_addr } else { &mut offer.dest_addr };
+        slot.get_or_insert_with(|| format!("{addr}\0").into_bytes());
+        offer.src_addr.get_or_insert_with(|| as_addr(""));
+        return Ok(());
+    }
+    let named = match (req.node, req.service) {
+        (None, None) => None,
+        // A source node alone is this host, not an endpoint on it (as an
+        // IP address without a port): the endpoint gets its own address.
+        (Some(_), None) if source => None,
+        (Some(n), None) => Some(n.to_string()),
+        (None, Some(s)) => Some(s.to_string()),
+        (Some(n), Some(s)) => Some(format!("{n}:{s}")),
+    };
+    if let Some(name) = &named {
+        if !crate::segment::valid_ep_name(name) {
+            rfabric_core::fi_info!(
+                NAME,
+                FI_LOG_CORE,
+                "node/service {:?} cannot name a shm endpoint (1-{} of A-Za-z0-9._:-)",
+                name,
+                crate::segment::EP_NAME_MAX
+            );
+            return Err(rfabric_core::error::ENODATA);
+        }
+    }
+    match named {
+        Some(name) if source => {
+            offer.src_addr.get_or_insert_with(|| as_addr(&name));
+        }
+        Some(name) => {
+            offer.dest_addr.get_or_insert_with(|| as_addr(&name));
+        }
+        None => {}
+    }
+    offer.src_addr.get_or_insert_with(|| as_addr(""));
+    Ok(())
 }
 
 pub struct ShmFabric;

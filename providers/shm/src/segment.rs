@@ -530,10 +530,11 @@ fn read_start_time(name: &str) -> Option<u64> {
 /// Longest endpoint name accepted by `fi_setname` (the part after `fi_shm://`).
 pub const EP_NAME_MAX: usize = 40;
 
-/// True for 1..=[`EP_NAME_MAX`] characters of `[A-Za-z0-9._-]`.
+/// True for 1..=[`EP_NAME_MAX`] characters of `[A-Za-z0-9._:-]` (`:` for
+/// the `<node>:<service>` names of `fi_getinfo`).
 pub fn valid_ep_name(name: &str) -> bool {
     (1..=EP_NAME_MAX).contains(&name.len())
-        && name.bytes().all(|c| c.is_ascii_alphanumeric() || matches!(c, b'.' | b'_' | b'-'))
+        && name.bytes().all(|c| c.is_ascii_alphanumeric() || matches!(c, b'.' | b'_' | b'-' | b':'))
 }
 
 /// Shared-memory object name under which an endpoint named `name` is
