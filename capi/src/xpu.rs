@@ -147,6 +147,13 @@ pub(crate) unsafe fn attr_ctx(p: *const *mut fid_xpu_ctx, api_version: u32) -> R
     unsafe { ctx_of(c) }
 }
 
+/// The context of an object being opened, from its `FI_XPU` flag (in
+/// `flags`) and the context its `xpu_ctx` member named (`ctx`, as read by
+/// [`attr_ctx`] or [`info_ctx`]): see `rfabric_core::xpu::requested`.
+pub(crate) fn requested(flags: u64, ctx: Result<Option<Arc<XpuCtx>>, c_int>, what: &str) -> Result<Option<Arc<XpuCtx>>, c_int> {
+    rfabric_core::xpu::requested(flags & FI_XPU != 0, ctx?, what).map_err(|e| e.to_c())
+}
+
 /// Record a CQ opened with an XPU context (`size`: its `fi_cq_attr.size`).
 pub(crate) fn cq_opened(handle: usize, ctx: Option<Arc<XpuCtx>>, size: usize) {
     if let Some(ctx) = ctx {
