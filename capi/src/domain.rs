@@ -173,9 +173,10 @@ unsafe extern "C" fn domain_cq_open(d: *mut fid_domain, a: *mut fi_cq_attr, cq: 
         let Some(h) = (unsafe { ours::<DomainHandle>(d as *const fid, &DOMAIN_FI_OPS) }) else { return -FI_EINVAL };
         // SAFETY: a non-NULL; fields read one by one (a 1.x caller's
         // struct ends before xpu_ctx).
-        let (size, format, wait_obj, wait_set) = unsafe {
+        let (size, flags, format, wait_obj, wait_set) = unsafe {
             (
                 std::ptr::addr_of!((*a).size).read(),
+                std::ptr::addr_of!((*a).flags).read(),
                 std::ptr::addr_of!((*a).format).read(),
                 std::ptr::addr_of!((*a).wait_obj).read(),
                 std::ptr::addr_of!((*a).wait_set).read(),
@@ -184,8 +185,13 @@ unsafe extern "C" fn domain_cq_open(d: *mut fid_domain, a: *mut fi_cq_attr, cq: 
         if !wait_set.is_null() {
             return -FI_ENOSYS;
         }
+        // FI_AFFINITY: signaling_vector is valid (and unused here).
+        if flags & !(FI_AFFINITY | FI_XPU) != 0 {
+            rfabric_core::fi_warn!("shm", FI_LOG_CQ, "fi_cq_open: unknown flags {:#x} in fi_cq_attr", flags & !(FI_AFFINITY | FI_XPU));
+            return -FI_EBADFLAGS;
+        }
         // SAFETY: a is the caller's fi_cq_attr, of its API version's shape.
-        let xctx = match unsafe { crate::xpu::attr_ctx(std::ptr::addr_of!((*a).xpu_ctx), h.api_version) } {
+        let xctx = match crate::xpu::requested(flags, unsafe { crate::xpu::attr_ctx(std::ptr::addr_of!((*a).xpu_ctx), h.api_version) }, "fi_cq_open") {
             Ok(c) => c,
             Err(e) => return e,
         };
@@ -248,7 +254,22 @@ unsafe extern "C" fn domain_av_open(d: *mut fid_domain, a: *mut fi_av_attr, av: 
 }
 
 unsafe extern "C" fn domain_endpoint(d: *mut fid_domain, i: *mut fi_info, ep: *mut *mut fid_ep, ctx: *mut c_void) -> c_int {
+    // SAFETY: the same contract.
+    unsafe { open_endpoint(d, i, ep, 0, ctx) }
+}
+
+/// `fi_endpoint` (`flags` 0) and `fi_endpoint2`. The one flag known is
+/// `FI_XPU`: an XPU endpoint of the context in `info->ep_attr->xpu_ctx`
+/// (which alone asks for one too, see `rfabric_core::xpu::requested`).
+///
+/// # Safety
+/// As `fi_endpoint`: `i` a valid `fi_info`, `ep` writable.
+unsafe fn open_endpoint(d: *mut fid_domain, i: *mut fi_info, ep: *mut *mut fid_ep, flags: u64, ctx: *mut c_void) -> c_int {
     guard!(-FI_EOTHER, {
+        if flags & !FI_XPU != 0 {
+            rfabric_core::fi_warn!("shm", FI_LOG_EP_CTRL, "fi_endpoint2: unknown flags {:#x}", flags & !FI_XPU);
+            return -FI_EBADFLAGS;
+        }
         null_check!(i, ep);
         // SAFETY: checked against our ops table.
         let Some(h) = (unsafe { ours::<DomainHandle>(d as *const fid, &DOMAIN_FI_OPS) }) else { return -FI_EINVAL };
@@ -257,7 +278,7 @@ unsafe extern "C" fn domain_endpoint(d: *mut fid_domain, i: *mut fi_info, ep: *m
             Ok(x) => x,
             Err(e) => return e.to_c(),
         };
-        let xctx = match crate::xpu::info_ctx(&info) {
+        let xctx = match crate::xpu::requested(flags, crate::xpu::info_ctx(&info), "fi_endpoint2") {
             Ok(c) => c,
             Err(e) => return e,
         };
@@ -278,11 +299,8 @@ unsafe extern "C" fn domain_endpoint(d: *mut fid_domain, i: *mut fi_info, ep: *m
 }
 
 unsafe extern "C" fn domain_endpoint2(d: *mut fid_domain, i: *mut fi_info, ep: *mut *mut fid_ep, fl: u64, ctx: *mut c_void) -> c_int {
-    if fl != 0 {
-        return -FI_EBADFLAGS;
-    }
     // SAFETY: same contract as fi_endpoint.
-    unsafe { domain_endpoint(d, i, ep, ctx) }
+    unsafe { open_endpoint(d, i, ep, fl, ctx) }
 }
 
 enosys_fn!(domain_scalable_ep(*mut fid_domain, *mut fi_info, *mut *mut fid_ep, *mut c_void) -> c_int);
@@ -829,11 +847,12 @@ unsafe extern "C" fn domain_cntr_open(d: *mut fid_domain, a: *mut fi_cntr_attr, 
         if !wait_set.is_null() {
             return -FI_ENOSYS;
         }
-        if flags != 0 {
+        if flags & !FI_XPU != 0 {
+            rfabric_core::fi_warn!("shm", FI_LOG_CNTR, "fi_cntr_open: unknown flags {:#x} in fi_cntr_attr", flags & !FI_XPU);
             return -FI_EBADFLAGS;
         }
         // SAFETY: a is the caller's fi_cntr_attr, of its API version's shape.
-        let xctx = match unsafe { crate::xpu::attr_ctx(std::ptr::addr_of!((*a).xpu_ctx), h.api_version) } {
+        let xctx = match crate::xpu::requested(flags, unsafe { crate::xpu::attr_ctx(std::ptr::addr_of!((*a).xpu_ctx), h.api_version) }, "fi_cntr_open") {
             Ok(c) => c,
             Err(e) => return e,
         };

@@ -117,18 +117,48 @@ pub(crate) unsafe fn ctx_of(p: *mut fid_xpu_ctx) -> Result<Option<Arc<XpuCtx>>, 
 // ---- exported CQs and counters ------------------------------------------
 //
 // Objects opened with an XPU context are recorded here, by handle address,
-// with what their export created. Only control calls (open, export, close)
-// look at this table.
+// with their device memory. That memory is made by the first export that
+// needs it: the object's own, or that of an endpoint it is bound to, so the
+// three exports may come in any order (an endpoint's proxy and the device
+// then share one ring or one pair of counter words, whoever made it).
+// `exported` says whether the object's own export has handed out its
+// handle. Only control calls (open, export, close) look at this table.
 
 enum XpuObj {
-    Cq { ctx: Arc<XpuCtx>, entries: usize, ring: Option<Arc<CompletionRing>> },
-    Cntr { ctx: Arc<XpuCtx>, words: Option<Arc<XpuCounter>> },
+    Cq { ctx: Arc<XpuCtx>, entries: usize, ring: Option<Arc<CompletionRing>>, exported: bool },
+    Cntr { ctx: Arc<XpuCtx>, words: Option<Arc<XpuCounter>>, exported: bool },
+}
+
+impl XpuObj {
+    /// The CQ's ring, or a new one (`true`: not stored yet); `None` for a
+    /// counter.
+    fn ring(&self) -> rfabric_core::error::Result<Option<(Arc<CompletionRing>, bool)>> {
+        match self {
+            XpuObj::Cq { ring: Some(r), .. } => Ok(Some((r.clone(), false))),
+            XpuObj::Cq { ctx, entries, ring: None, .. } => Ok(Some((Arc::new(ctx.completion_ring(*entries)?), true))),
+            XpuObj::Cntr { .. } => Ok(None),
+        }
+    }
+
+    /// The counter's words, or new ones (`true`: not stored yet); `None`
+    /// for a CQ.
+    fn words(&self) -> rfabric_core::error::Result<Option<(Arc<XpuCounter>, bool)>> {
+        match self {
+            XpuObj::Cntr { words: Some(w), .. } => Ok(Some((w.clone(), false))),
+            XpuObj::Cntr { ctx, words: None, .. } => Ok(Some((Arc::new(ctx.counter()?), true))),
+            XpuObj::Cq { .. } => Ok(None),
+        }
+    }
 }
 
 static OBJS: Mutex<Vec<(usize, XpuObj)>> = Mutex::new(Vec::new());
 
 fn objs() -> std::sync::MutexGuard<'static, Vec<(usize, XpuObj)>> {
     OBJS.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn find(t: &mut [(usize, XpuObj)], handle: usize) -> Option<&mut XpuObj> {
+    t.iter_mut().find(|(h, _)| *h == handle).map(|(_, o)| o)
 }
 
 /// The `xpu_ctx` member of a CQ or counter attribute struct, read only from
@@ -147,18 +177,25 @@ pub(crate) unsafe fn attr_ctx(p: *const *mut fid_xpu_ctx, api_version: u32) -> R
     unsafe { ctx_of(c) }
 }
 
+/// The context of an object being opened, from its `FI_XPU` flag (in
+/// `flags`) and the context its `xpu_ctx` member named (`ctx`, as read by
+/// [`attr_ctx`] or [`info_ctx`]): see `rfabric_core::xpu::requested`.
+pub(crate) fn requested(flags: u64, ctx: Result<Option<Arc<XpuCtx>>, c_int>, what: &str) -> Result<Option<Arc<XpuCtx>>, c_int> {
+    rfabric_core::xpu::requested(flags & FI_XPU != 0, ctx?, what).map_err(|e| e.to_c())
+}
+
 /// Record a CQ opened with an XPU context (`size`: its `fi_cq_attr.size`).
 pub(crate) fn cq_opened(handle: usize, ctx: Option<Arc<XpuCtx>>, size: usize) {
     if let Some(ctx) = ctx {
         let entries = if size == 0 { 1024 } else { size.clamp(2, 1 << 20).next_power_of_two() };
-        objs().push((handle, XpuObj::Cq { ctx, entries, ring: None }));
+        objs().push((handle, XpuObj::Cq { ctx, entries, ring: None, exported: false }));
     }
 }
 
 /// Record a counter opened with an XPU context.
 pub(crate) fn cntr_opened(handle: usize, ctx: Option<Arc<XpuCtx>>) {
     if let Some(ctx) = ctx {
-        objs().push((handle, XpuObj::Cntr { ctx, words: None }));
+        objs().push((handle, XpuObj::Cntr { ctx, words: None, exported: false }));
     }
 }
 
@@ -168,45 +205,37 @@ pub(crate) fn closed(handle: usize) {
     objs().retain(|(h, _)| *h != handle);
 }
 
+/// The export of a CQ or counter: its device memory (made now unless an
+/// endpoint's export made it first) and the handle to it.
 fn export_common(handle: usize, flags: u64) -> Result<fid_xpu, c_int> {
     if flags != 0 {
         return Err(-FI_EBADFLAGS);
     }
     let mut t = objs();
-    let Some((_, obj)) = t.iter_mut().find(|(h, _)| *h == handle) else {
+    let Some(obj) = find(&mut t, handle) else {
         rfabric_core::fi_warn!("shm", FI_LOG_DOMAIN, "export: object was opened without an XPU context");
         return Err(-FI_EINVAL);
     };
-    let made = match obj {
-        XpuObj::Cq { ring: Some(_), .. } | XpuObj::Cntr { words: Some(_), .. } => return Err(-FI_EALREADY),
-        XpuObj::Cq { ctx, entries, ring } => ctx.completion_ring(*entries).map(|r| {
-            let h = r.handle();
-            *ring = Some(Arc::new(r));
-            h
-        }),
-        XpuObj::Cntr { ctx, words } => ctx.counter().map(|c| {
-            let h = c.handle();
-            *words = Some(Arc::new(c));
-            h
-        }),
+    let h = match obj {
+        XpuObj::Cq { exported: true, .. } | XpuObj::Cntr { exported: true, .. } => return Err(-FI_EALREADY),
+        XpuObj::Cq { ctx, entries, ring, exported } => {
+            let r = match ring.take() {
+                Some(r) => r,
+                None => Arc::new(ctx.completion_ring(*entries).map_err(|e| e.to_c())?),
+            };
+            *exported = true;
+            ring.insert(r).handle()
+        }
+        XpuObj::Cntr { ctx, words, exported } => {
+            let w = match words.take() {
+                Some(w) => w,
+                None => Arc::new(ctx.counter().map_err(|e| e.to_c())?),
+            };
+            *exported = true;
+            words.insert(w).handle()
+        }
     };
-    made.map_err(|e| e.to_c())
-}
-
-/// The exported ring of a CQ, for an endpoint's proxy.
-pub(crate) fn cq_ring(handle: usize) -> Option<Arc<CompletionRing>> {
-    objs().iter().find_map(|(h, o)| match o {
-        XpuObj::Cq { ring, .. } if *h == handle => ring.clone(),
-        _ => None,
-    })
-}
-
-/// The exported words of a counter, for an endpoint's proxy.
-pub(crate) fn cntr_words(handle: usize) -> Option<Arc<XpuCounter>> {
-    objs().iter().find_map(|(h, o)| match o {
-        XpuObj::Cntr { words, .. } if *h == handle => words.clone(),
-        _ => None,
-    })
+    Ok(h)
 }
 
 /// `fi_cq_export_xpu`.
@@ -386,8 +415,9 @@ impl XpuTarget for EpTarget {
     }
 }
 
-/// `fi_ep_export_xpu`. The CQ and counter bound to the endpoint, when
-/// opened with the context, must be exported first.
+/// `fi_ep_export_xpu`. The XPU CQ and counter bound to the endpoint may be
+/// exported before or after it: whichever export comes first makes their
+/// device memory, which is stored only once this export has succeeded.
 pub(crate) unsafe extern "C" fn ep_export_xpu(e: *mut fid_ep, flags: u64, out: *mut fid_xpu_ep) -> c_int {
     guard!(-FI_EOTHER, {
         null_check!(out);
@@ -407,31 +437,27 @@ pub(crate) unsafe extern "C" fn ep_export_xpu(e: *mut fid_ep, flags: u64, out: *
         if !x.enabled {
             return -FI_EOPBADSTATE;
         }
-        let ring = match x.cq.as_ref() {
-            None => None,
-            Some((k, _)) => match cq_ring(*k) {
-                Some(r) => Some(r),
-                None if objs().iter().any(|(o, _)| o == k) => return -FI_EOPBADSTATE,
-                None => None, // a host CQ: its owner reads it
-            },
-        };
-        let words = match x.cntr.as_ref() {
-            None => None,
-            Some((k, _)) => match cntr_words(*k) {
-                Some(w) => Some(w),
-                None if objs().iter().any(|(o, _)| o == k) => return -FI_EOPBADSTATE,
-                None => None,
-            },
-        };
         let wq = match x.ctx.work_queue(256) {
             Ok(q) => Arc::new(q),
             Err(err) => return err.to_c(),
         };
+        let mut o = objs();
+        // A bound host CQ or counter (not in the table) stays its owner's.
+        let ring = match x.cq.as_ref().and_then(|(k, _)| find(&mut o, *k)).map(|c| c.ring()) {
+            None | Some(Ok(None)) => None,
+            Some(Ok(Some(r))) => Some(r),
+            Some(Err(err)) => return err.to_c(),
+        };
+        let words = match x.cntr.as_ref().and_then(|(k, _)| find(&mut o, *k)).map(|c| c.words()) {
+            None | Some(Ok(None)) => None,
+            Some(Ok(Some(w))) => Some(w),
+            Some(Err(err)) => return err.to_c(),
+        };
         let target = EpTarget {
             ep: h,
             cq: if ring.is_some() { x.cq.as_ref().map(|c| c.1.clone()) } else { None },
-            cntr: match (x.cntr.as_ref(), words) {
-                (Some((_, host)), Some(w)) => Some((host.clone(), w)),
+            cntr: match (x.cntr.as_ref(), words.as_ref()) {
+                (Some((_, host)), Some((w, _))) => Some((host.clone(), w.clone())),
                 _ => None,
             },
             seen: Mutex::new((0, 0)),
@@ -441,9 +467,21 @@ pub(crate) unsafe extern "C" fn ep_export_xpu(e: *mut fid_ep, flags: u64, out: *
             *target.seen.lock().unwrap_or_else(|e| e.into_inner()) = (host.read(), host.readerr());
         }
         let handle = wq.handle();
-        match Proxy::spawn(wq, Arc::new(target), ring, None) {
+        match Proxy::spawn(wq, Arc::new(target), ring.as_ref().map(|r| r.0.clone()), None) {
             Ok(p) => x.proxy = Some(p),
             Err(err) => return err.to_c(),
+        }
+        // Memory made here is the objects' own from now on: their exports
+        // hand it out.
+        if let (Some((r, true)), Some((k, _))) = (ring, x.cq.as_ref()) {
+            if let Some(XpuObj::Cq { ring, .. }) = find(&mut o, *k) {
+                *ring = Some(r);
+            }
+        }
+        if let (Some((w, true)), Some((k, _))) = (words, x.cntr.as_ref()) {
+            if let Some(XpuObj::Cntr { words, .. }) = find(&mut o, *k) {
+                *words = Some(w);
+            }
         }
         // SAFETY: out non-NULL, a fid_xpu_ep.
         unsafe { out.write(fid_xpu_ep { fid: handle }) };

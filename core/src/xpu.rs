@@ -320,6 +320,20 @@ impl std::fmt::Debug for Doorbell {
     }
 }
 
+/// The object an open call asks for, from its `FI_XPU` flag (`flag`) and
+/// the context named by its `xpu_ctx` member (`ctx`). `fi_xpu(3)` spells an
+/// XPU object two ways: the flag together with a context, and (in its
+/// EXAMPLE) the context alone; both give an XPU object of that context
+/// (`Some`). With neither it is a host object (`None`). The flag without a
+/// context names no device: `EINVAL`. `what` names the call in the log line.
+pub fn requested<T>(flag: bool, ctx: Option<T>, what: &str) -> Result<Option<T>> {
+    if flag && ctx.is_none() {
+        crate::fi_warn!("shm", FI_LOG_DOMAIN, "{}: FI_XPU is set but xpu_ctx is NULL (or the caller's API version has no xpu_ctx)", what);
+        return Err(EINVAL);
+    }
+    Ok(ctx)
+}
+
 /// Raw address and descriptor sizes device code uses (`fi_addr_t` and MR key).
 pub const AV_ADDR_SIZE: usize = 8;
 pub const MR_DESC_SIZE: usize = 8;

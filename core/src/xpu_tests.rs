@@ -360,3 +360,13 @@ fn layout_matches_the_device_header() {
     assert_eq!((offset_of!(CntrWords, value), size_of::<CntrWords>()), (64, 80));
     assert_eq!((offset_of!(Cqe, err), offset_of!(Wqe, desc)), (56, 72));
 }
+
+#[test]
+fn both_spellings_of_an_xpu_object() {
+    // FI_XPU with a context, or the context alone: an XPU object.
+    assert_eq!(requested(true, Some(7), "cq"), Ok(Some(7)));
+    assert_eq!(requested(false, Some(7), "cq"), Ok(Some(7)));
+    // Neither: a host object. The flag alone names no device.
+    assert_eq!(requested::<u32>(false, None, "cq"), Ok(None));
+    assert_eq!(requested::<u32>(true, None, "cq"), Err(EINVAL));
+}

@@ -3,9 +3,12 @@
 #   tests/xpu/run.sh LIBDIR
 # 1. the device functions of <rdma/fi_xpu_device.h> (C, -Werror, strict
 #    C11) against the Rust host side: cargo test -p rfabric-xpu-harness;
-# 2. fi_xpu_ctx (xpu_ctx.c) and two processes exchanging tagged messages
-#    from XPU kernels (xpu_shm.c) through the library in LIBDIR, built against
-#    our headers with -Wall -Wextra -Werror under ASan and UBSan.
+# 2. fi_xpu_ctx (xpu_ctx.c), two processes exchanging tagged messages from
+#    XPU kernels (xpu_shm.c), and the EXAMPLE of fi_xpu(3) call for call on
+#    two endpoints sending both ways, in every export order and with both
+#    spellings of an XPU object (xpu_example.c), through the library in
+#    LIBDIR, built against our headers with -Wall -Wextra -Werror under ASan
+#    and UBSan.
 set -eu
 lib=$(cd "${1:?usage: run.sh LIBDIR}" && pwd)
 cd "$(dirname "$0")/../.."
@@ -18,3 +21,6 @@ ASAN_OPTIONS=detect_leaks=1 timeout 120 "$tmp/xpu_ctx"
 cc -std=c11 -Wall -Wextra -Werror -Iinclude -pthread -fsanitize=address,undefined -fno-sanitize-recover=all \
 	-o "$tmp/xpu_shm" tests/xpu/xpu_shm.c -L"$lib" -l:libfabric.so.1 -Wl,-rpath,"$lib"
 ASAN_OPTIONS=detect_leaks=1 timeout 120 "$tmp/xpu_shm"
+cc -std=c11 -Wall -Wextra -Werror -Iinclude -pthread -fsanitize=address,undefined -fno-sanitize-recover=all \
+	-o "$tmp/xpu_example" tests/xpu/xpu_example.c -L"$lib" -l:libfabric.so.1 -Wl,-rpath,"$lib"
+ASAN_OPTIONS=detect_leaks=1 timeout 120 "$tmp/xpu_example"
