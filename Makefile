@@ -42,6 +42,7 @@ install: build
 	    pkgconfig/libfabric.pc.in > $(LIBDIR)/pkgconfig/libfabric.pc
 	install -m 755 target/release/fi_info $(PREFIX)/bin/fi_info
 	install -d $(PREFIX)/share/man/man3 && install -m 644 man/*.3 $(PREFIX)/share/man/man3/
+	install -d $(PREFIX)/share/man/man7 && install -m 644 man/*.7 $(PREFIX)/share/man/man7/
 	if [ -d man/man1 ]; then install -d $(PREFIX)/share/man/man1 && install -m 644 man/man1/* $(PREFIX)/share/man/man1/; fi
 	if [ -d man/man7 ]; then install -d $(PREFIX)/share/man/man7 && install -m 644 man/man7/* $(PREFIX)/share/man/man7/; fi
 
