@@ -14,8 +14,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-/// How many empty progress rounds a blocking call spins before it sleeps.
+/// How many empty progress rounds a blocking call spins before it yields.
 pub const BUSY_POLL_ROUNDS: u32 = 64;
+/// How long a blocking call then polls with `sched_yield` between rounds
+/// before it sleeps.
+pub const YIELD_POLL: Duration = Duration::from_millis(2);
+/// First and longest sleep of a blocking call between progress rounds.
+const MIN_SLEEP_SLICE: Duration = Duration::from_micros(50);
+const MAX_SLEEP_SLICE: Duration = Duration::from_millis(10);
 
 enum Kind {
     /// Mutex + condition variable (`FI_WAIT_UNSPEC`, `FI_WAIT_MUTEX_COND`,
@@ -181,7 +187,8 @@ pub fn timeout_ms(ms: i32) -> Option<Duration> {
 
 /// The blocking loop: runs `attempt` (which should drive progress and try the
 /// non-blocking operation) until it yields a value, spinning
-/// [`BUSY_POLL_ROUNDS`] times before sleeping on `wait`. Returns
+/// [`BUSY_POLL_ROUNDS`] times, then polling with yields for [`YIELD_POLL`],
+/// then sleeping on `wait` in slices from 50 us doubling up to 10 ms. Returns
 /// `Err(on_timeout)` when the timeout passes or a `signal` arrives with
 /// nothing to return.
 pub fn block_until<T>(
@@ -192,6 +199,8 @@ pub fn block_until<T>(
 ) -> Result<T> {
     let deadline = timeout.map(|t| Instant::now() + t);
     let mut spins = 0u32;
+    let mut yielding_since: Option<Instant> = None;
+    let mut slice = MIN_SLEEP_SLICE;
     loop {
         if let Some(v) = attempt()? {
             return Ok(v);
@@ -214,6 +223,15 @@ pub fn block_until<T>(
             std::hint::spin_loop();
             continue;
         }
+        // A peer that answers within a scheduling slice (a ping-pong, or a
+        // peer sharing our core) is caught here: poll, giving the core away
+        // between polls, before any sleep.
+        let now = Instant::now();
+        let yield_until = *yielding_since.get_or_insert(now) + YIELD_POLL;
+        if now < yield_until {
+            std::thread::yield_now();
+            continue;
+        }
         wait.arm();
         // Re-check after arming so a producer that ran between the attempt
         // and the arm is not missed.
@@ -225,9 +243,10 @@ pub fn block_until<T>(
             return Err(on_timeout);
         }
         // Sleep in slices so progress that needs driving (no other thread
-        // producing) still advances.
-        let slice = Duration::from_millis(10);
+        // producing) still advances; short at first, longer the longer
+        // nothing comes.
         wait.block(Some(left.map_or(slice, |l| l.min(slice))));
+        slice = (slice * 2).min(MAX_SLEEP_SLICE);
     }
 }
 
