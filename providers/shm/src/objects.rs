@@ -7,9 +7,11 @@
 //!
 //! Locking: one [`Lk`] per endpoint state, per CQ ring and per CQ endpoint
 //! list, each a real mutex or a no-op chosen at open time from the domain's
-//! threading model (`lock::needs_lock`: no lock under `FI_THREAD_DOMAIN` and
+//! threading model (`lock::Locking`: no lock under `FI_THREAD_DOMAIN` and
 //! `FI_THREAD_COMPLETION` with manual progress, where the application
-//! serializes every call that reaches them). Order: a CQ's endpoint list,
+//! serializes every call that reaches them; only the `unsafe`
+//! [`ShmDomain::with_app_threading`] makes that choice, so a domain built by
+//! safe code always locks). Order: a CQ's endpoint list,
 //! then an endpoint, then a CQ ring; nothing holding an endpoint or a ring
 //! takes an endpoint list. The endpoint holds its CQs and AV through `Arc`s
 //! taken once at bind time, so an eager send costs the endpoint lock plus
@@ -26,7 +28,7 @@ use rfabric_core::objects::cntr::Cntr;
 use rfabric_core::objects::cq::{Completion, Cq, CqAttr, CqErrInfo, ErrCompletion, ErrDataLoc};
 use rfabric_core::objects::matching::{Matcher, RecvSpec, Search, Unexp};
 use rfabric_core::objects::mr::{MrRegion, MrRegistry};
-use crate::lock::Lk;
+use crate::lock::{Lk, Locking};
 use rfabric_core::objects::wait::Locked;
 use rfabric_core::provider::{AddressVector, AvAttr, Bind, CompletionQueue, Counter, Domain, Endpoint, Iov, MrReq, RxOp, TxOp};
 use std::any::Any;
@@ -147,13 +149,34 @@ pub struct ShmDomain {
     mr: Arc<Locked<MrRegistry>>,
     /// `FI_PROGRESS_AUTO` was asked for: every endpoint gets a progress thread.
     auto_progress: bool,
-    /// Endpoint states, CQ rings and CQ endpoint lists get real mutexes
-    /// (`lock::needs_lock`: from the domain's threading and progress).
-    real_locks: bool,
+    /// Whether endpoint states, CQ rings and CQ endpoint lists get real
+    /// locks (from the domain's threading and progress, or always).
+    locking: Locking,
 }
 
 impl ShmDomain {
+    /// A domain whose objects always take their locks, whatever threading
+    /// model `info` names.
     pub fn new(info: &Info) -> Result<ShmDomain> {
+        ShmDomain::build(info, |_, _| Locking::REAL)
+    }
+
+    /// A domain whose objects take no lock when `info` asks for
+    /// `FI_THREAD_DOMAIN` or `FI_THREAD_COMPLETION` with manual progress and
+    /// no fi_xpu (`lock::needs_lock`).
+    ///
+    /// # Safety
+    /// The caller keeps the promise of that threading model for every
+    /// object opened under this domain (`Locking::for_threading`): under
+    /// `FI_THREAD_DOMAIN` no two calls on the domain's objects overlap;
+    /// under `FI_THREAD_COMPLETION` no two calls on objects bound together
+    /// (endpoints and the CQs and counters they share) overlap.
+    pub unsafe fn with_app_threading(info: &Info) -> Result<ShmDomain> {
+        // SAFETY: forwarded contract.
+        ShmDomain::build(info, |t, h| unsafe { Locking::for_threading(t, h) })
+    }
+
+    fn build(info: &Info, choose: impl FnOnce(u32, bool) -> Locking) -> Result<ShmDomain> {
         let d = info.domain_attr.as_ref();
         let mode = rfabric_core::getinfo::mr_mode_bits(d.map_or(0, |d| d.mr_mode), fi_version(1, 5));
         let key_size = d.map_or(8, |d| if d.mr_key_size == 0 { 8 } else { d.mr_key_size });
@@ -162,15 +185,15 @@ impl ShmDomain {
         // application, like the progress thread of FI_PROGRESS_AUTO.
         let helper_threads = auto_progress || info.caps & FI_XPU != 0;
         let threading = d.map_or(FI_THREAD_UNSPEC, |d| d.threading);
-        let real_locks = crate::lock::needs_lock(threading, helper_threads);
+        let locking = choose(threading, helper_threads);
         rfabric_core::fi_info!(
             "shm",
             FI_LOG_DOMAIN,
             "shm: domain threading {}, {} on endpoints and CQs",
             threading,
-            if real_locks { "mutexes" } else { "no locks" }
+            if locking.is_real() { "mutexes" } else { "no locks" }
         );
-        Ok(ShmDomain { mr: Arc::new(Locked::new(MrRegistry::new(mode, key_size)?)), auto_progress, real_locks })
+        Ok(ShmDomain { mr: Arc::new(Locked::new(MrRegistry::new(mode, key_size)?)), auto_progress, locking })
     }
 }
 
@@ -180,7 +203,7 @@ impl Domain for ShmDomain {
             return Err(EINVAL);
         }
         let directed = info.caps & FI_DIRECTED_RECV != 0;
-        let mut ep = ShmEp::new(directed, self.real_locks)?;
+        let mut ep = ShmEp::new(directed, self.locking)?;
         ep.auto_progress = self.auto_progress;
         {
             let mut st = ep.shared.st.lock();
@@ -190,7 +213,7 @@ impl Domain for ShmDomain {
         Ok(Box::new(ep))
     }
     fn cq_open(&self, attr: &CqAttr) -> Result<Arc<dyn CompletionQueue>> {
-        Ok(Arc::new(ShmCq::new(attr, self.real_locks)?))
+        Ok(Arc::new(ShmCq::new(attr, self.locking)?))
     }
     fn av_open(&self, attr: &AvAttr) -> Result<Arc<dyn AddressVector>> {
         if attr.flags & !(FI_EVENT | FI_READ | FI_SYMMETRIC) != 0 || attr.flags & FI_EVENT != 0 {
@@ -335,8 +358,8 @@ pub struct ShmCq {
 }
 
 impl ShmCq {
-    /// `real_locks`: from the domain (`lock::needs_lock`).
-    pub fn new(attr: &CqAttr, real_locks: bool) -> Result<ShmCq> {
+    /// `locking`: the domain's.
+    pub fn new(attr: &CqAttr, locking: Locking) -> Result<ShmCq> {
         let cq = Cq::new(attr)?;
         let (format, esize) = (cq.format(), cq.entry_size());
         let wait = cq.wait_obj().cloned();
@@ -345,11 +368,11 @@ impl ShmCq {
         st.sync();
         Ok(ShmCq {
             hints,
-            ring: Lk::new(st, real_locks),
+            ring: Lk::with(st, locking),
             format,
             esize,
             wait,
-            eps: Lk::new(Vec::new(), real_locks),
+            eps: Lk::with(Vec::new(), locking),
         })
     }
     /// Progresses the endpoints bound to this CQ. One bound endpoint (the
@@ -1027,8 +1050,8 @@ impl Drop for ShmEp {
 }
 
 impl ShmEp {
-    /// `real_locks`: from the domain (`lock::needs_lock`).
-    pub fn new(directed: bool, real_locks: bool) -> Result<ShmEp> {
+    /// `locking`: the domain's.
+    pub fn new(directed: bool, locking: Locking) -> Result<ShmEp> {
         let tp = crate::Endpoint::new(Config::default())?;
         let st = EpState {
             tp,
@@ -1060,7 +1083,7 @@ impl ShmEp {
             name: None,
             dc: DcState::default(),
         };
-        Ok(ShmEp { shared: Arc::new(EpShared { st: Lk::new(st, real_locks) }), auto_progress: false, progressor: Mutex::new(None) })
+        Ok(ShmEp { shared: Arc::new(EpShared { st: Lk::with(st, locking) }), auto_progress: false, progressor: Mutex::new(None) })
     }
 }
 
@@ -2102,7 +2125,9 @@ mod tests {
     fn pair_with(directed: bool, threading: u32) -> Pair {
         let mut info = Info { caps: FI_MSG | FI_TAGGED | if directed { FI_DIRECTED_RECV } else { 0 }, ..Info::default() };
         info.domain_attr = Some(DomainAttr { mr_key_size: 8, threading, ..DomainAttr::default() });
-        let d = ShmDomain::new(&info).unwrap();
+        // SAFETY: the tests that ask for FI_THREAD_DOMAIN or
+        // FI_THREAD_COMPLETION use the pair from one thread.
+        let d = unsafe { ShmDomain::with_app_threading(&info) }.unwrap();
         let cq = d.cq_open(&CqAttr { size: 64, format: FI_CQ_FORMAT_TAGGED, wait_obj: FI_WAIT_NONE }).unwrap();
         let av = d.av_open(&AvAttr { kind: FI_AV_TABLE, count: 4, flags: 0 }).unwrap();
         let a = d.endpoint(&info).unwrap();
@@ -2217,11 +2242,14 @@ mod tests {
         // A progress thread runs beside the application: real locks.
         let mut info = Info { caps: FI_MSG, ..Info::default() };
         info.domain_attr = Some(DomainAttr { threading: FI_THREAD_DOMAIN, data_progress: FI_PROGRESS_AUTO, ..DomainAttr::default() });
-        assert!(ShmDomain::new(&info).unwrap().real_locks);
+        // SAFETY (each domain below): opened, looked at and dropped here.
+        assert!(unsafe { ShmDomain::with_app_threading(&info) }.unwrap().locking.is_real());
         info.domain_attr = Some(DomainAttr { threading: FI_THREAD_DOMAIN, ..DomainAttr::default() });
-        assert!(!ShmDomain::new(&info).unwrap().real_locks);
+        assert!(!unsafe { ShmDomain::with_app_threading(&info) }.unwrap().locking.is_real());
+        // Safe code gets locks whatever the threading model says.
+        assert!(ShmDomain::new(&info).unwrap().locking.is_real());
         info.caps |= FI_XPU;
-        assert!(ShmDomain::new(&info).unwrap().real_locks);
+        assert!(unsafe { ShmDomain::with_app_threading(&info) }.unwrap().locking.is_real());
     }
 
     #[test]
@@ -2428,7 +2456,8 @@ mod tests {
         for threading in [FI_THREAD_SAFE, FI_THREAD_DOMAIN] {
             let mut info = Info { caps: FI_MSG | FI_TAGGED | FI_SOURCE, ..Info::default() };
             info.domain_attr = Some(DomainAttr { mr_key_size: 8, threading, ..DomainAttr::default() });
-            let d = ShmDomain::new(&info).unwrap();
+            // SAFETY: this test uses the domain from one thread.
+            let d = unsafe { ShmDomain::with_app_threading(&info) }.unwrap();
             let av = d.av_open(&AvAttr { kind: FI_AV_TABLE, count: 4, flags: 0 }).unwrap();
             let attr = CqAttr { size: 64, format: FI_CQ_FORMAT_TAGGED, wait_obj: FI_WAIT_NONE };
             let (cqa, cqb) = (d.cq_open(&attr).unwrap(), d.cq_open(&attr).unwrap());
