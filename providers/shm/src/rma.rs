@@ -14,7 +14,9 @@
 //!   range `FI_EINVAL`, the codes `MrRegistry::verify` documents), then moves
 //!   the data: inline data is copied, a CMA piece is pulled with
 //!   `cma::read_from` (write) or pushed with `cma::write_to` (read); atomics
-//!   run under the target endpoint's lock with `core::objects::atomic`;
+//!   run with `core::objects::atomic::apply_shared`, atomic per element
+//!   whichever endpoint or thread serves them (hardware atomics for aligned
+//!   1/2/4/8-byte elements, address-striped locks for the rest);
 //! - reply: `tag` = the initiator's token, `cq_data` = status (0 or a
 //!   positive error code), payload = read data or fetched values.
 //!
@@ -876,12 +878,14 @@ impl EpState {
                     return (libc::EINVAL as u64, 0, None);
                 }
                 let (operand, compare) = body.split_at(len);
-                // SAFETY: verify() placed the range inside a registered
-                // region; atomics run under this endpoint's lock (held by
-                // progress), which serializes every shm initiator.
-                let tgt = unsafe { std::slice::from_raw_parts_mut(target as *mut u8, len) };
                 let fetch = k != AKind::Write;
-                let r = atomic::apply(k, op, dt, count, tgt, operand, compare, if fetch { Some(&mut out[..len]) } else { None });
+                // SAFETY: verify() placed the range inside a registered
+                // region, valid while registered. Other endpoints (of this
+                // or another domain, served by other threads) may run
+                // atomics on the same bytes now: apply_shared makes each
+                // element one hardware atomic or takes the element's
+                // address lock, never a plain read-modify-write.
+                let r = unsafe { atomic::apply_shared(k, op, dt, count, target as *mut u8, operand, compare, if fetch { Some(&mut out[..len]) } else { None }) };
                 match r {
                     Ok(()) => (0, if fetch { len } else { 0 }, event),
                     Err(e) => (e.0 as u64, 0, None),
