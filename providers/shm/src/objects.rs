@@ -197,13 +197,15 @@ impl ShmDomain {
     }
 }
 
-impl Domain for ShmDomain {
-    fn endpoint(&self, info: &Info) -> Result<Box<dyn Endpoint>> {
+impl ShmDomain {
+    /// `fi_endpoint` with an unexpected-message queue of `unexp_cap`
+    /// messages (`MAX_UNEXPECTED` from `fi_endpoint`; tests make it small).
+    pub(crate) fn endpoint_with(&self, info: &Info, unexp_cap: usize) -> Result<Box<dyn Endpoint>> {
         if info.ep_type() != FI_EP_RDM && info.ep_type() != FI_EP_UNSPEC {
             return Err(EINVAL);
         }
         let directed = info.caps & FI_DIRECTED_RECV != 0;
-        let mut ep = ShmEp::new(directed, self.locking)?;
+        let mut ep = ShmEp::with_unexpected_cap(directed, self.locking, unexp_cap)?;
         ep.auto_progress = self.auto_progress;
         {
             let mut st = ep.shared.st.lock();
@@ -211,6 +213,12 @@ impl Domain for ShmDomain {
             st.rma = rma::RmaState::new(self.mr.clone());
         }
         Ok(Box::new(ep))
+    }
+}
+
+impl Domain for ShmDomain {
+    fn endpoint(&self, info: &Info) -> Result<Box<dyn Endpoint>> {
+        self.endpoint_with(info, MAX_UNEXPECTED)
     }
     fn cq_open(&self, attr: &CqAttr) -> Result<Arc<dyn CompletionQueue>> {
         Ok(Arc::new(ShmCq::new(attr, self.locking)?))
@@ -916,10 +924,9 @@ struct EpState {
     deferred: VecDeque<(Incoming, RxInfo)>,
     /// FI_OPT_MIN_MULTI_RECV.
     min_multi_recv: usize,
-    /// Messages in the unexpected queue.
-    unexp_count: usize,
     /// An arrival that found no receive and no room in the unexpected
-    /// queue: it is matched again before the ring is read further.
+    /// queue (or no memory for its copy): it stays in the ring and is
+    /// matched again before the ring is read further.
     stalled: Option<Incoming>,
     /// RMA and atomics (`rma.rs`).
     rma: rma::RmaState,
@@ -1052,10 +1059,15 @@ impl Drop for ShmEp {
 impl ShmEp {
     /// `locking`: the domain's.
     pub fn new(directed: bool, locking: Locking) -> Result<ShmEp> {
+        ShmEp::with_unexpected_cap(directed, locking, MAX_UNEXPECTED)
+    }
+
+    /// With room for `unexp_cap` unexpected messages (not `MAX_UNEXPECTED`).
+    fn with_unexpected_cap(directed: bool, locking: Locking, unexp_cap: usize) -> Result<ShmEp> {
         let tp = crate::Endpoint::new(Config::default())?;
         let st = EpState {
             tp,
-            matcher: Matcher::new(MAX_POSTED, MAX_UNEXPECTED, directed, directed, DEFAULT_MIN_MULTI_RECV)?,
+            matcher: Matcher::new(MAX_POSTED, unexp_cap, directed, directed, DEFAULT_MIN_MULTI_RECV)?,
             source_err: false,
             tx_cq: None,
             rx_cq: None,
@@ -1077,7 +1089,6 @@ impl ShmEp {
             handoff: Handoff::Off,
             drain_after_handoff: true,
             after_handoff: false,
-            unexp_count: 0,
             stalled: None,
             rma: rma::RmaState::default(),
             name: None,
@@ -1333,32 +1344,38 @@ impl EpState {
                 self.deliver(&inc, r);
             }
             None => {
-                if self.unexp_count >= MAX_UNEXPECTED {
-                    // Back-pressure: keep the message (an inline one stays
-                    // in its ring cell) until a receive or room appears.
-                    self.stalled = Some(inc);
-                    return;
-                }
-                let stash = match inc.kind {
-                    Kind::Inline { .. } => {
-                        let mut v = vec![0u8; inc.len as usize];
-                        if self.tp.recv_inline(&inc, &mut v).is_err() {
-                            return;
+                // The message is taken out of the ring only once the queue
+                // holds a place for it and its copy has memory; otherwise it
+                // stays in its ring cell (back-pressure: the sender sees
+                // -FI_EAGAIN once the ring is full) until a receive or room
+                // appears. Nothing is dropped for want of resources.
+                let tp = &mut self.tp;
+                let r: std::result::Result<(), Option<Option<Error>>> = self.matcher.push_unexpected_with(|| {
+                    let stash = match inc.kind {
+                        Kind::Inline { .. } => {
+                            let n = inc.len as usize;
+                            let mut v = Vec::new();
+                            v.try_reserve_exact(n).map_err(|_| None)?;
+                            v.resize(n, 0);
+                            tp.recv_inline(&inc, &mut v).map_err(Some)?;
+                            Stash::Data(v, inc.src_key)
                         }
-                        Stash::Data(v, inc.src_key)
-                    }
-                    Kind::Rndv { .. } => Stash::Rndv(inc),
-                };
-                let mut u = Unexp::new(tagged, src, inc.hdr.tag, inc.len as usize, stash);
-                u.data = if remote_data { inc.hdr.cq_data } else { 0 };
-                u.flags = if remote_data { FI_REMOTE_CQ_DATA } else { 0 };
-                match self.matcher.push_unexpected(u) {
-                    Ok(()) => self.unexp_count += 1,
-                    Err(u) => {
-                        rfabric_core::log::warn_core("shm: unexpected-message queue full; message dropped");
-                        if let Stash::Rndv(inc) = u.payload {
-                            self.tp.discard(&inc);
-                        }
+                        Kind::Rndv { .. } => Stash::Rndv(inc),
+                    };
+                    let mut u = Unexp::new(tagged, src, inc.hdr.tag, inc.len as usize, stash);
+                    u.data = if remote_data { inc.hdr.cq_data } else { 0 };
+                    u.flags = if remote_data { FI_REMOTE_CQ_DATA } else { 0 };
+                    Ok(u)
+                });
+                match r {
+                    Ok(()) => {}
+                    // Queue full, or no memory for the copy.
+                    Err(None) | Err(Some(None)) => self.stalled = Some(inc),
+                    // The ring entry changed under us (recv_inline checks
+                    // it again): a misbehaving sender, like a malformed
+                    // entry.
+                    Err(Some(Some(e))) => {
+                        rfabric_core::fi_warn!("shm", FI_LOG_EP_DATA, "shm: unreadable unexpected message dropped ({})", e);
                     }
                 }
             }
@@ -1400,7 +1417,6 @@ impl EpState {
                 report(self, Ok(c));
             }
             Ok(Search::Taken(u)) => {
-                self.unexp_count -= 1;
                 let r = RxInfo {
                     ctx: op.context,
                     buf,
@@ -1417,7 +1433,6 @@ impl EpState {
                 self.deliver_unexp(u, r);
             }
             Ok(Search::Discarded(u)) => {
-                self.unexp_count -= 1;
                 if let Stash::Rndv(inc) = u.payload {
                     self.tp.discard(&inc);
                 }
@@ -1954,13 +1969,9 @@ impl Endpoint for ShmEp {
             // at a time (the matcher cuts the slices and says when the
             // buffer is released).
             st.matcher.post(spec, None)?;
-            while let Some(u) = st.matcher.take_unexpected(&spec) {
-                let Some(m) = st.matcher.match_arrival(u.tagged, u.src, u.tag, u.len) else {
-                    // Cannot happen (the buffer was just posted); keep the message.
-                    let _ = st.matcher.push_unexpected(u);
-                    break;
-                };
-                st.unexp_count -= 1;
+            // A message leaves the queue only with the receive that takes
+            // it (the buffer just posted, or an older one that matches).
+            while let Some((u, m)) = st.matcher.take_unexpected_matched(&spec) {
                 let released = m.flags & FI_MULTI_RECV != 0;
                 let r = RxInfo {
                     ctx: m.ctx,
@@ -1983,7 +1994,6 @@ impl Endpoint for ShmEp {
             return Ok(());
         }
         if let Some(u) = st.matcher.take_unexpected(&spec) {
-            st.unexp_count -= 1;
             let r = RxInfo {
                 ctx: op.context,
                 buf,
@@ -2179,6 +2189,76 @@ mod tests {
         let op = RxOp { iov: &iov, src: FI_ADDR_UNSPEC, context: ctx, tag: tag.unwrap_or(0), ignore: 0, flags: 0, tagged: tag.is_some() };
         // SAFETY: buf outlives the receive's completion.
         unsafe { ep.recv(&op) }
+    }
+
+    /// A receiver whose unexpected queue is full leaves further messages
+    /// in its ring (back-pressure: the sender sees `-FI_EAGAIN` once that
+    /// is full too) and loses none: once receives are posted, every
+    /// message arrives, in order, with its data.
+    #[test]
+    fn full_unexpected_queue_pushes_back() {
+        let info = Info { caps: FI_MSG | FI_TAGGED, ..Info::default() };
+        let d = ShmDomain::new(&info).unwrap();
+        let cq = d.cq_open(&CqAttr { size: 64, format: FI_CQ_FORMAT_TAGGED, wait_obj: FI_WAIT_NONE }).unwrap();
+        let av = d.av_open(&AvAttr { kind: FI_AV_TABLE, count: 4, flags: 0 }).unwrap();
+        let a = d.endpoint(&info).unwrap();
+        let b = d.endpoint_with(&info, 2).unwrap();
+        for ep in [&a, &b] {
+            ep.bind(Bind::Av(&av), 0).unwrap();
+            ep.bind(Bind::Cq(&cq), FI_TRANSMIT | FI_RECV).unwrap();
+            ep.enable().unwrap();
+        }
+        let mut nb = [0u8; 64];
+        let lb = b.getname(&mut nb).unwrap();
+        let mut out = [0u64; 1];
+        av.insert(&[&nb[..lb]], Some(&mut out), 0).unwrap();
+        let to_b = out[0];
+        // Eager, rendezvous and tagged messages; the queue holds two.
+        let sizes = [8usize, 100, 5000, 40, 70_000, 3000, 9, 1];
+        let msgs: Vec<Vec<u8>> = sizes.iter().enumerate().map(|(i, &n)| (0..n).map(|j| (j * 7 + i * 31) as u8).collect()).collect();
+        let tagged = |i: usize| (i % 3 == 1).then_some(0x40 + i as u64);
+        for (i, m) in msgs.iter().enumerate() {
+            send(&*a, m, to_b, 100 + i, tagged(i)).unwrap();
+        }
+        // Progress with no receive posted: every eager send completes (its
+        // bytes are in b's ring); b holds two messages, the rest wait.
+        let eager = sizes.iter().filter(|&&n| n <= 4096).count();
+        let mut sent = 0;
+        for _ in 0..eager {
+            let c = next(&cq).unwrap();
+            assert_eq!(c[1] & FI_SEND, FI_SEND, "only send completions before receives are posted");
+            sent += 1;
+        }
+        for _ in 0..100 {
+            assert_eq!(next_now(&cq), None, "nothing else completes yet");
+        }
+        let mut bufs: Vec<Vec<u8>> = sizes.iter().map(|&n| vec![0u8; n + 16]).collect();
+        for (i, buf) in bufs.iter_mut().enumerate() {
+            recv(&*b, buf, 200 + i, tagged(i)).unwrap();
+        }
+        let mut got = Vec::new();
+        while got.len() < msgs.len() || sent < msgs.len() {
+            let c = next(&cq).expect("a completion for every message");
+            if c[1] & FI_RECV != 0 {
+                got.push((c[0] as usize - 200, c[2] as usize));
+            } else {
+                sent += 1;
+            }
+        }
+        got.sort_unstable();
+        assert_eq!(got, sizes.iter().copied().enumerate().collect::<Vec<_>>(), "every receive completed with its length");
+        for (i, m) in msgs.iter().enumerate() {
+            assert_eq!(&bufs[i][..m.len()], &m[..], "message {i}");
+        }
+    }
+
+    /// A completion already queued, without waiting.
+    fn next_now(cq: &Arc<dyn CompletionQueue>) -> Option<[u64; 6]> {
+        let mut raw = [0u8; 48];
+        match cq.read(&mut raw, 1, None) {
+            Ok(1) => Some(std::array::from_fn(|i| u64::from_ne_bytes(raw[i * 8..i * 8 + 8].try_into().unwrap()))),
+            _ => None,
+        }
     }
 
     #[test]
