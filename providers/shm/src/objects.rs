@@ -200,7 +200,7 @@ impl ShmDomain {
 impl ShmDomain {
     /// `fi_endpoint` with an unexpected-message queue of `unexp_cap`
     /// messages (`MAX_UNEXPECTED` from `fi_endpoint`; tests make it small).
-    pub(crate) fn endpoint_with(&self, info: &Info, unexp_cap: usize) -> Result<Box<dyn Endpoint>> {
+    pub(crate) fn endpoint_with(&self, info: &Info, unexp_cap: usize) -> Result<ShmEp> {
         if info.ep_type() != FI_EP_RDM && info.ep_type() != FI_EP_UNSPEC {
             return Err(EINVAL);
         }
@@ -212,13 +212,13 @@ impl ShmDomain {
             st.source_err = info.caps & FI_SOURCE_ERR != 0;
             st.rma = rma::RmaState::new(self.mr.clone());
         }
-        Ok(Box::new(ep))
+        Ok(ep)
     }
 }
 
 impl Domain for ShmDomain {
     fn endpoint(&self, info: &Info) -> Result<Box<dyn Endpoint>> {
-        self.endpoint_with(info, MAX_UNEXPECTED)
+        Ok(Box::new(self.endpoint_with(info, MAX_UNEXPECTED)?))
     }
     fn cq_open(&self, attr: &CqAttr) -> Result<Arc<dyn CompletionQueue>> {
         Ok(Arc::new(ShmCq::new(attr, self.locking)?))
@@ -1527,11 +1527,11 @@ impl EpState {
             return;
         };
         let hdr = MsgHeader { flags: UF_ACK, tag: seq, cq_data: 0 };
-        match self.tp.send_inline(peer, &hdr, &[]) {
-            // The sender's ring is full: sent from progress, in order with
-            // RMA replies (acks are cumulative, so order does not matter).
-            Err(e) if e == EAGAIN => self.rma.queue_reply(peer, hdr),
-            _ => {}
+        // The sender's ring is full: sent from progress, in order with
+        // RMA replies (acks are cumulative, so order does not matter).
+        // Another failure is logged there (a sender that is gone needs none).
+        if let Some((hdr, _)) = self.post_reply(peer, hdr, &[]) {
+            self.rma.queue_reply(peer, hdr);
         }
     }
 
@@ -2202,7 +2202,7 @@ mod tests {
         let cq = d.cq_open(&CqAttr { size: 64, format: FI_CQ_FORMAT_TAGGED, wait_obj: FI_WAIT_NONE }).unwrap();
         let av = d.av_open(&AvAttr { kind: FI_AV_TABLE, count: 4, flags: 0 }).unwrap();
         let a = d.endpoint(&info).unwrap();
-        let b = d.endpoint_with(&info, 2).unwrap();
+        let b: Box<dyn Endpoint> = Box::new(d.endpoint_with(&info, 2).unwrap());
         for ep in [&a, &b] {
             ep.bind(Bind::Av(&av), 0).unwrap();
             ep.bind(Bind::Cq(&cq), FI_TRANSMIT | FI_RECV).unwrap();
