@@ -1343,41 +1343,47 @@ impl EpState {
                 };
                 self.deliver(&inc, r);
             }
-            None => {
-                // The message is taken out of the ring only once the queue
-                // holds a place for it and its copy has memory; otherwise it
-                // stays in its ring cell (back-pressure: the sender sees
-                // -FI_EAGAIN once the ring is full) until a receive or room
-                // appears. Nothing is dropped for want of resources.
-                let tp = &mut self.tp;
-                let r: std::result::Result<(), Option<Option<Error>>> = self.matcher.push_unexpected_with(|| {
-                    let stash = match inc.kind {
-                        Kind::Inline { .. } => {
-                            let n = inc.len as usize;
-                            let mut v = Vec::new();
-                            v.try_reserve_exact(n).map_err(|_| None)?;
-                            v.resize(n, 0);
-                            tp.recv_inline(&inc, &mut v).map_err(Some)?;
-                            Stash::Data(v, inc.src_key)
-                        }
-                        Kind::Rndv { .. } => Stash::Rndv(inc),
-                    };
-                    let mut u = Unexp::new(tagged, src, inc.hdr.tag, inc.len as usize, stash);
-                    u.data = if remote_data { inc.hdr.cq_data } else { 0 };
-                    u.flags = if remote_data { FI_REMOTE_CQ_DATA } else { 0 };
-                    Ok(u)
-                });
-                match r {
-                    Ok(()) => {}
-                    // Queue full, or no memory for the copy.
-                    Err(None) | Err(Some(None)) => self.stalled = Some(inc),
-                    // The ring entry changed under us (recv_inline checks
-                    // it again): a misbehaving sender, like a malformed
-                    // entry.
-                    Err(Some(Some(e))) => {
-                        rfabric_core::fi_warn!("shm", FI_LOG_EP_DATA, "shm: unreadable unexpected message dropped ({})", e);
-                    }
+            None => self.queue_unexpected(inc, tagged, src, remote_data),
+        }
+    }
+
+    /// An arrival that matched no receive. Out of line: the matched path
+    /// of `on_arrival` (every message that meets a posted receive) stays
+    /// small.
+    #[inline(never)]
+    fn queue_unexpected(&mut self, inc: Incoming, tagged: bool, src: u64, remote_data: bool) {
+        // The message is taken out of the ring only once the queue
+        // holds a place for it and its copy has memory; otherwise it
+        // stays in its ring cell (back-pressure: the sender sees
+        // -FI_EAGAIN once the ring is full) until a receive or room
+        // appears. Nothing is dropped for want of resources.
+        let tp = &mut self.tp;
+        let r: std::result::Result<(), Option<Option<Error>>> = self.matcher.push_unexpected_with(|| {
+            let stash = match inc.kind {
+                Kind::Inline { .. } => {
+                    let n = inc.len as usize;
+                    let mut v = Vec::new();
+                    v.try_reserve_exact(n).map_err(|_| None)?;
+                    v.resize(n, 0);
+                    tp.recv_inline(&inc, &mut v).map_err(Some)?;
+                    Stash::Data(v, inc.src_key)
                 }
+                Kind::Rndv { .. } => Stash::Rndv(inc),
+            };
+            let mut u = Unexp::new(tagged, src, inc.hdr.tag, inc.len as usize, stash);
+            u.data = if remote_data { inc.hdr.cq_data } else { 0 };
+            u.flags = if remote_data { FI_REMOTE_CQ_DATA } else { 0 };
+            Ok(u)
+        });
+        match r {
+            Ok(()) => {}
+            // Queue full, or no memory for the copy.
+            Err(None) | Err(Some(None)) => self.stalled = Some(inc),
+            // The ring entry changed under us (recv_inline checks
+            // it again): a misbehaving sender, like a malformed
+            // entry.
+            Err(Some(Some(e))) => {
+                rfabric_core::fi_warn!("shm", FI_LOG_EP_DATA, "shm: unreadable unexpected message dropped ({})", e);
             }
         }
     }
