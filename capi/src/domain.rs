@@ -443,7 +443,12 @@ unsafe extern "C" fn mr_close(f: *mut fid) -> c_int {
         let Some(h) = (unsafe { ours::<MrHandle>(f, &MR_FI_OPS) }) else { return -FI_EINVAL };
         // SAFETY: the domain outlives its MRs (refcount).
         let d = unsafe { &*h.domain };
-        let _ = d.obj.mr_close(h.fid.key);
+        if let Err(e) = d.obj.mr_close(h.fid.key) {
+            // As upstream: the MR stays open (its handle valid, the domain
+            // busy), so the application sees the failure and may retry.
+            rfabric_core::fi_warn!("core", FI_LOG_MR, "fi_close: MR with key {:#x} not released by the provider: {}", h.fid.key, e);
+            return e.to_c();
+        }
         if h.dmabuf.is_some() {
             d.dmabuf_regs.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
         }
@@ -1321,4 +1326,60 @@ pub(crate) unsafe fn eq_open(fabric: &FabricHandle, a: &fi_eq_attr, out: *mut *m
     // SAFETY: caller's out pointer.
     unsafe { *out = Box::into_raw(h) as *mut fid_eq };
     0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rfabric_core::provider::Domain;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// A domain whose MR close fails until `fail` runs out.
+    struct FailingMr {
+        fail: AtomicUsize,
+    }
+
+    impl Domain for FailingMr {
+        fn mr_reg(&self, _req: &MrReq) -> Result<u64, Error> {
+            Ok(0x77)
+        }
+        fn mr_close(&self, _key: u64) -> Result<(), Error> {
+            if self.fail.load(Ordering::Relaxed) > 0 {
+                self.fail.fetch_sub(1, Ordering::Relaxed);
+                return Err(Error(FI_ENOKEY));
+            }
+            Ok(())
+        }
+    }
+
+    /// fi_close of an MR reports the provider's failure and keeps the MR
+    /// (and the domain's count of it); a later close that succeeds frees it.
+    #[test]
+    fn mr_close_reports_provider_failure() {
+        let d = DomainHandle {
+            // SAFETY: fid_domain is plain pointers and integers; all zero is
+            // a valid (unused here) value.
+            fid: unsafe { std::mem::zeroed() },
+            obj: Box::new(FailingMr { fail: AtomicUsize::new(1) }),
+            fabric: std::ptr::null(),
+            children: RefCount(AtomicUsize::new(0)),
+            api_version: fi_version(1, 17),
+            mr_mode: 0,
+            dmabuf_regs: AtomicUsize::new(0),
+        };
+        let buf = [0u8; 64];
+        let req = MrReq { addr: buf.as_ptr() as usize, len: buf.len(), access: FI_REMOTE_READ, ..MrReq::default() };
+        let mut mr: *mut fid_mr = std::ptr::null_mut();
+        // SAFETY: `d` outlives the MR; `mr` is writable.
+        assert_eq!(unsafe { mr_publish(&d, &req, None, std::ptr::null_mut(), &mut mr) }, 0);
+        assert!(!mr.is_null() && d.children.busy());
+        // SAFETY: `mr` is the handle just published (still open after a failed close).
+        unsafe {
+            assert_eq!(mr_close(mr as *mut fid), -FI_ENOKEY);
+            assert!(d.children.busy(), "the MR is still open");
+            assert_eq!((*mr).key, 0x77, "its handle is still valid");
+            assert_eq!(mr_close(mr as *mut fid), 0);
+        }
+        assert!(!d.children.busy());
+    }
 }

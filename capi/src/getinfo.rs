@@ -614,7 +614,18 @@ pub(crate) unsafe fn fabric_current(attr: *mut fi_fabric_attr, fabric: *mut *mut
             rfabric_core::fi_warn!("core", FI_LOG_FABRIC, "fi_fabric: attr->prov_name is NULL; pass a fabric_attr returned by fi_getinfo");
             return EINVAL.to_c();
         }
-        Err(e) => return e.to_c(),
+        Err(e) => {
+            rfabric_core::fi_warn!("core", FI_LOG_FABRIC, "fi_fabric: attr->prov_name is not a terminated UTF-8 string of under {} bytes", MAX_STR);
+            return e.to_c();
+        }
+    };
+    // SAFETY: a.name is NULL or the caller's string (bounded read).
+    let name = match unsafe { opt_str(a.name) } {
+        Ok(n) => n,
+        Err(e) => {
+            rfabric_core::fi_warn!("core", FI_LOG_FABRIC, "fi_fabric: attr->name is not a terminated UTF-8 string of under {} bytes", MAX_STR);
+            return e.to_c();
+        }
     };
     // A layered name (`tcp;ofi_rxm`) is opened by its top provider.
     let top = prov_name.rsplit(';').next().unwrap_or(&prov_name).to_string();
@@ -624,10 +635,9 @@ pub(crate) unsafe fn fabric_current(attr: *mut fi_fabric_attr, fabric: *mut *mut
         }
         return match entry {
             Entry::Builtin(p) => {
-                // SAFETY: attr fields are caller's strings.
                 let fa = FabricAttr {
                     fabric: 0,
-                    name: unsafe { opt_str(a.name) }.ok().flatten(),
+                    name: name.clone(),
                     prov_name: Some(prov_name.clone()),
                     prov_version: a.prov_version,
                     api_version: a.api_version,
@@ -667,7 +677,13 @@ pub unsafe extern "C" fn fi_open(
             return e.to_c();
         }
         // SAFETY: name is non-NULL; bounded read.
-        let n = unsafe { opt_str(name) }.ok().flatten().unwrap_or_default();
+        let n = match unsafe { opt_str(name) } {
+            Ok(n) => n.unwrap_or_default(),
+            Err(e) => {
+                rfabric_core::fi_warn!("core", FI_LOG_CORE, "fi_open: name is not a terminated UTF-8 string of under {} bytes", MAX_STR);
+                return e.to_c();
+            }
+        };
         rfabric_core::fi_info!("core", FI_LOG_CORE, "fi_open: no object named {:?} is offered", n);
         ENOSYS.to_c()
     })

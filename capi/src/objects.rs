@@ -90,7 +90,11 @@ unsafe extern "C" fn fabric_domain(f: *mut fid_fabric, i: *mut fi_info, d: *mut 
             Ok(x) => x,
             Err(e) => return e.to_c(),
         };
-        match fh.obj.domain(&info) {
+        // SAFETY: the threading model in `info` is the application's own
+        // promise for the objects of this domain (fi_domain(3)): the
+        // library passes it on, and only this entry point opens domains of
+        // built-in providers.
+        match unsafe { fh.obj.domain(&info) } {
             // SAFETY: d non-NULL; fh outlives the domain (refcount).
             Ok(obj) => unsafe { crate::domain::publish_domain(obj, fh, info.domain_attr.as_ref().map_or(0, |a| a.mr_mode as u64), c, d) },
             Err(e) => e.to_c(),

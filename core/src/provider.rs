@@ -24,7 +24,14 @@ pub struct Request<'a> {
 pub trait Fabric: Send + Sync + std::any::Any {
     fn as_any(&self) -> &dyn std::any::Any;
     /// `fi_domain`: open a domain for an `Info` this provider returned.
-    fn domain(&self, _info: &Info) -> Result<Box<dyn Domain>> {
+    ///
+    /// # Safety
+    /// `info.domain_attr.threading` is a promise about how the domain's
+    /// objects will be called (fi_domain(3)), which a provider may rely on
+    /// for memory safety (shm takes no locks under `FI_THREAD_DOMAIN` and
+    /// `FI_THREAD_COMPLETION`): the caller keeps it for every object opened
+    /// under the domain. `capi`'s `fi_domain` passes on the application's.
+    unsafe fn domain(&self, _info: &Info) -> Result<Box<dyn Domain>> {
         Err(ENOSYS)
     }
 }

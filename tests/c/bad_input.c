@@ -77,6 +77,20 @@ int main(void)
 	RC(fi_fabric(hints->fabric_attr, &fabric, NULL), -FI_EINVAL);
 	RC(fi_fabric2(NULL, &fabric, 0, NULL), -FI_EINVAL);
 	hints->fabric_attr->prov_name = strdup("shm");
+	{
+		/* An unterminated name is refused (and logged), not read as NULL. */
+		char *unterminated = malloc(4096);
+		int rc_fab;
+		memset(unterminated, 'a', 4096);
+		hints->fabric_attr->name = unterminated;
+		RC(rc_fab = fi_fabric(hints->fabric_attr, &fabric, NULL), -FI_EINVAL);
+		if (rc_fab == 0)
+			fi_close(&fabric->fid);
+		hints->fabric_attr->name = NULL;
+		RC(fi_open(FI_VERSION(2, 8), unterminated, NULL, 0, 0, &fid, NULL), -FI_EINVAL);
+		free(unterminated);
+		fabric = NULL;
+	}
 	RC(fi_fabric2(hints, &fabric, 1, NULL), -FI_EINVAL);
 	RC(fi_fabric2(hints, &fabric, 0, NULL), 0);
 	if (fabric) {

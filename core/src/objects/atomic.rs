@@ -4,6 +4,13 @@
 //! Buffers are byte slices in native byte order; elements need not be
 //! aligned. [`apply`] updates `count` elements of the target in place and
 //! hands back the values they had before (for fetch and compare calls).
+//! [`apply_shared`] does the same on memory that other threads update at
+//! the same time (the target of remote atomics, which any endpoint of any
+//! domain may serve): each element is updated atomically, with a hardware
+//! atomic instruction where one exists for the element (naturally aligned
+//! 1, 2, 4 and 8-byte types: integers, floats and `FI_FLOAT_COMPLEX`), and
+//! otherwise under one of a fixed set of process-wide locks picked by the
+//! element's address (`FI_DOUBLE_COMPLEX`, unaligned elements).
 //! [`valid`] is the one answer to `fi_atomicvalid`, `fi_fetch_atomicvalid`,
 //! `fi_compare_atomicvalid` and `fi_query_atomic`.
 //!
@@ -228,6 +235,174 @@ pub fn apply(kind: Kind, op: u32, dt: u32, count: usize, target: &mut [u8], oper
     Ok(())
 }
 
+/// Like [`apply`], on `count` elements at `target` that other threads may
+/// update at the same time: every element is read, changed and written
+/// atomically with respect to every other `apply_shared` on it with the
+/// same datatype (fi_atomic(3): atomicity per datatype across initiators),
+/// in this process.
+///
+/// How: a naturally aligned element of 1, 2, 4 or 8 bytes is one hardware
+/// atomic operation (`fetch_add`, `fetch_and`/`or`/`xor`, `swap`,
+/// `compare_exchange`, `fetch_min`/`max` for integers; a compare-exchange
+/// loop around the value computed by [`apply`] for everything else, floats
+/// and `FI_FLOAT_COMPLEX` included), so it is also atomic with respect to
+/// the application's own atomic instructions on that word. Other elements
+/// (16-byte `FI_DOUBLE_COMPLEX`, unaligned ones) are updated under one of
+/// [`STRIPES`] locks chosen by the element's address: the same datatype at
+/// the same address always takes the same path and the same lock.
+///
+/// Errors as [`apply`] (nothing is modified then).
+///
+/// # Safety
+/// `target` is valid for reads and writes of `count` elements of `dt`
+/// during the call. Other threads touch those bytes only through this
+/// function or through atomic instructions; plain loads and stores that
+/// the application makes into its registered memory at the same time are
+/// its own choice, as fi_atomic(3) promises nothing about them.
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn apply_shared(kind: Kind, op: u32, dt: u32, count: usize, target: *mut u8, operand: &[u8], compare: &[u8], mut result: Option<&mut [u8]>) -> Result<()> {
+    if !supported(kind, op, dt) {
+        return Err(Error(FI_EOPNOTSUPP));
+    }
+    let size = type_size(dt).ok_or(EINVAL)?;
+    let bytes = size.checked_mul(count).ok_or(EINVAL)?;
+    if op != FI_ATOMIC_READ && operand.len() < bytes {
+        return Err(EINVAL);
+    }
+    if kind == Kind::Compare && compare.len() < bytes {
+        return Err(EINVAL);
+    }
+    if result.as_ref().is_some_and(|r| r.len() < bytes) {
+        return Err(EINVAL);
+    }
+    for i in 0..count {
+        let at = i * size;
+        let e = Elem {
+            kind,
+            op,
+            dt,
+            operand: if op == FI_ATOMIC_READ { &[] } else { &operand[at..at + size] },
+            compare: if kind == Kind::Compare { &compare[at..at + size] } else { &[] },
+        };
+        // SAFETY: element i lies inside the caller's range (`bytes`).
+        let p = unsafe { target.add(at) };
+        let mut old = [0u8; 16];
+        // SAFETY: p is valid for `size` bytes, shared only atomically (caller).
+        unsafe { e.run(p, size, &mut old[..size]) };
+        if let Some(r) = result.as_deref_mut() {
+            r[at..at + size].copy_from_slice(&old[..size]);
+        }
+    }
+    Ok(())
+}
+
+/// Number of locks for elements without a hardware atomic.
+pub const STRIPES: usize = 64;
+
+static STRIPE_LOCKS: [std::sync::Mutex<()>; STRIPES] = [const { std::sync::Mutex::new(()) }; STRIPES];
+
+/// One element of an [`apply_shared`] call.
+struct Elem<'a> {
+    kind: Kind,
+    op: u32,
+    dt: u32,
+    operand: &'a [u8],
+    compare: &'a [u8],
+}
+
+macro_rules! hw_elem {
+    ($name:ident, $au:ty, $u:ty, $as:ty, $s:ty) => {
+        /// # Safety
+        /// `p` is aligned for the type and valid for reads and writes,
+        /// shared with other threads only through atomic operations.
+        unsafe fn $name(&self, p: *mut u8, old: &mut [u8]) {
+            use std::sync::atomic::Ordering::SeqCst;
+            const N: usize = std::mem::size_of::<$u>();
+            let word = |b: &[u8]| if b.len() == N { <$u>::from_ne_bytes(b.try_into().unwrap_or([0; N])) } else { 0 };
+            let (b, c) = (word(self.operand), word(self.compare));
+            // SAFETY: aligned, valid, accessed atomically by everyone (caller).
+            let a = unsafe { <$au>::from_ptr(p as *mut $u) };
+            let int = is_int(self.dt);
+            let signed = int && self.dt.is_multiple_of(2);
+            let v: $u = match self.op {
+                FI_ATOMIC_READ => a.load(SeqCst),
+                FI_ATOMIC_WRITE => a.swap(b, SeqCst),
+                FI_SUM if int => a.fetch_add(b, SeqCst),
+                FI_BOR => a.fetch_or(b, SeqCst),
+                FI_BAND => a.fetch_and(b, SeqCst),
+                FI_BXOR => a.fetch_xor(b, SeqCst),
+                FI_CSWAP if int => a.compare_exchange(c, b, SeqCst, SeqCst).unwrap_or_else(|x| x),
+                FI_MIN | FI_MAX if signed => {
+                    // SAFETY: as above; the same bytes seen as the signed type.
+                    let s = unsafe { <$as>::from_ptr(p as *mut $s) };
+                    let r = if self.op == FI_MIN { s.fetch_min(b as $s, SeqCst) } else { s.fetch_max(b as $s, SeqCst) };
+                    r as $u
+                }
+                FI_MIN if int => a.fetch_min(b, SeqCst),
+                FI_MAX if int => a.fetch_max(b, SeqCst),
+                _ => {
+                    // Everything else: compute the new value from the one
+                    // read, store it only if nobody changed it meanwhile.
+                    let mut cur = a.load(SeqCst);
+                    loop {
+                        let mut new = cur.to_ne_bytes();
+                        if apply(self.kind, self.op, self.dt, 1, &mut new, self.operand, self.compare, None).is_err() {
+                            break cur;
+                        }
+                        let new = <$u>::from_ne_bytes(new);
+                        if new == cur {
+                            break cur;
+                        }
+                        match a.compare_exchange_weak(cur, new, SeqCst, SeqCst) {
+                            Ok(_) => break cur,
+                            Err(x) => cur = x,
+                        }
+                    }
+                }
+            };
+            old.copy_from_slice(&v.to_ne_bytes());
+        }
+    };
+}
+
+impl Elem<'_> {
+    hw_elem!(run8, std::sync::atomic::AtomicU8, u8, std::sync::atomic::AtomicI8, i8);
+    hw_elem!(run16, std::sync::atomic::AtomicU16, u16, std::sync::atomic::AtomicI16, i16);
+    hw_elem!(run32, std::sync::atomic::AtomicU32, u32, std::sync::atomic::AtomicI32, i32);
+    hw_elem!(run64, std::sync::atomic::AtomicU64, u64, std::sync::atomic::AtomicI64, i64);
+
+    /// Updates the `size`-byte element at `p`; its previous value goes to `old`.
+    ///
+    /// # Safety
+    /// As [`apply_shared`], for this one element.
+    unsafe fn run(&self, p: *mut u8, size: usize, old: &mut [u8]) {
+        if (p as usize).is_multiple_of(size) {
+            // SAFETY (each arm): p is aligned for the width (just checked)
+            // and valid, shared only atomically (caller).
+            match size {
+                1 => return unsafe { self.run8(p, old) },
+                2 => return unsafe { self.run16(p, old) },
+                4 => return unsafe { self.run32(p, old) },
+                8 => return unsafe { self.run64(p, old) },
+                _ => {}
+            }
+        }
+        // No hardware atomic for this element: a lock picked by its address.
+        let stripe = (p as usize >> 4 ^ p as usize >> 12) % STRIPES;
+        let _g = STRIPE_LOCKS[stripe].lock().unwrap_or_else(|e| e.into_inner());
+        let mut v = [0u8; 16];
+        let v = &mut v[..size];
+        // SAFETY: p is valid for `size` bytes; every other update of this
+        // element (same datatype, same address) holds the same lock.
+        unsafe { std::ptr::copy_nonoverlapping(p, v.as_mut_ptr(), size) };
+        old.copy_from_slice(v);
+        if apply(self.kind, self.op, self.dt, 1, v, self.operand, self.compare, None).is_ok() && *v != *old {
+            // SAFETY: as above.
+            unsafe { std::ptr::copy_nonoverlapping(v.as_ptr(), p, size) };
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -348,6 +523,116 @@ mod tests {
         // write: 8 int x 11 + 2 float x 8 + 2 complex x 3; fetch: + read on all 12;
         // compare: 8 int x 7 + 2 float x 6 + 2 complex x 2.
         assert_eq!(n, (88 + 16 + 6) + (88 + 16 + 6 + 12) + (56 + 12 + 4));
+    }
+
+    /// `apply_shared` computes what `apply` computes, for every supported
+    /// combination, on aligned and unaligned elements.
+    #[test]
+    fn shared_agrees_with_plain() {
+        let mut n = 0;
+        for k in [Kind::Write, Kind::Fetch, Kind::Compare] {
+            for op in 0..FI_ATOMIC_OP_LAST {
+                for dt in 0..FI_DATATYPE_LAST {
+                    if !supported(k, op, dt) {
+                        continue;
+                    }
+                    let size = type_size(dt).unwrap();
+                    for seed in 0..6u8 {
+                        // Small values, so floats stay ordinary numbers; some
+                        // compares equal, some not.
+                        let val = |s: u8| -> Vec<u8> {
+                            let mut v = vec![0u8; 3 * size];
+                            for (i, x) in v.iter_mut().enumerate() {
+                                *x = if i % size == size - 1 || i % 4 == 3 { 0x40 } else { (s.wrapping_mul(37) ^ i as u8) & 0x0f };
+                            }
+                            v
+                        };
+                        let (t0, o, c) = (val(seed), val(seed / 2 + 1), if seed % 2 == 0 { val(seed) } else { val(seed + 9) });
+                        let mut want = t0.clone();
+                        let mut want_old = vec![0u8; t0.len()];
+                        apply(k, op, dt, 3, &mut want, &o, &c, Some(&mut want_old)).unwrap();
+                        for shift in [0usize, 1] {
+                            // 16-byte aligned storage, element at +shift.
+                            let mut store = vec![0u128; 4];
+                            // SAFETY: the u128 vector is 64 bytes of plain memory.
+                            let raw = unsafe { std::slice::from_raw_parts_mut(store.as_mut_ptr() as *mut u8, 64) };
+                            raw[shift..shift + t0.len()].copy_from_slice(&t0);
+                            let mut old = vec![0u8; t0.len()];
+                            // SAFETY: raw holds the elements; this thread only.
+                            unsafe { apply_shared(k, op, dt, 3, raw[shift..].as_mut_ptr(), &o, &c, Some(&mut old)) }.unwrap();
+                            assert_eq!(&raw[shift..shift + t0.len()], &want[..], "{k:?} op {op} dt {dt} seed {seed} shift {shift}");
+                            assert_eq!(old, want_old, "old values: {k:?} op {op} dt {dt} seed {seed} shift {shift}");
+                        }
+                    }
+                    n += 1;
+                }
+            }
+        }
+        assert_eq!(n, (88 + 16 + 6) + (88 + 16 + 6 + 12) + (56 + 12 + 4));
+        let mut t = [0u8; 8];
+        // SAFETY: rejected before the target is touched.
+        assert_eq!(unsafe { apply_shared(Kind::Write, FI_SUM, FI_UINT64, 1, t.as_mut_ptr(), &[0; 4], &[], None) }, Err(EINVAL));
+    }
+
+    /// Threads updating the same elements at once lose nothing: aligned
+    /// words (hardware atomics), an unaligned word and 16-byte complex
+    /// values (address locks).
+    #[test]
+    fn shared_is_atomic_across_threads() {
+        const THREADS: usize = 4;
+        const ROUNDS: u64 = 20_000;
+        let mut mem = vec![0u128; 8];
+        let base = mem.as_mut_ptr() as usize;
+        let ts: Vec<_> = (0..THREADS)
+            .map(|_| {
+                std::thread::spawn(move || {
+                    let p = base as *mut u8;
+                    let mut olds = Vec::with_capacity(ROUNDS as usize);
+                    for _ in 0..ROUNDS {
+                        let mut old = [0u8; 8];
+                        // SAFETY (every call): offsets inside the 128-byte
+                        // buffer, which outlives the threads and is only
+                        // touched through apply_shared while they run.
+                        unsafe {
+                            apply_shared(Kind::Fetch, FI_SUM, FI_UINT64, 1, p, &1u64.to_ne_bytes(), &[], Some(&mut old)).unwrap();
+                            olds.push(u64::from_ne_bytes(old));
+                            // Compare-swap increment of the word at 8.
+                            let mut seen = [0u8; 8];
+                            apply_shared(Kind::Fetch, FI_ATOMIC_READ, FI_UINT64, 1, p.add(8), &[], &[], Some(&mut seen)).unwrap();
+                            loop {
+                                let cur = u64::from_ne_bytes(seen);
+                                let expect = seen;
+                                apply_shared(Kind::Compare, FI_CSWAP, FI_UINT64, 1, p.add(8), &(cur + 1).to_ne_bytes(), &expect, Some(&mut seen)).unwrap();
+                                if u64::from_ne_bytes(seen) == cur {
+                                    break;
+                                }
+                            }
+                            apply_shared(Kind::Write, FI_SUM, FI_UINT64, 1, p.add(17), &1u64.to_ne_bytes(), &[], None).unwrap();
+                            apply_shared(Kind::Write, FI_SUM, FI_INT32, 1, p.add(28), &(-1i32).to_ne_bytes(), &[], None).unwrap();
+                            let one = [1.0f64.to_ne_bytes(), 2.0f64.to_ne_bytes()].concat();
+                            apply_shared(Kind::Write, FI_SUM, FI_DOUBLE_COMPLEX, 1, p.add(32), &one, &[], None).unwrap();
+                            apply_shared(Kind::Write, FI_SUM, FI_DOUBLE, 1, p.add(48), &0.5f64.to_ne_bytes(), &[], None).unwrap();
+                        }
+                    }
+                    olds
+                })
+            })
+            .collect();
+        let mut all: Vec<u64> = ts.into_iter().flat_map(|t| t.join().unwrap()).collect();
+        all.sort_unstable();
+        let total = THREADS as u64 * ROUNDS;
+        assert!(all.iter().copied().eq(0..total), "every fetch-add saw a distinct old value");
+        // SAFETY: the threads are done; mem holds 128 bytes.
+        let raw = unsafe { std::slice::from_raw_parts(mem.as_ptr() as *const u8, 128) };
+        let u64_at = |o: usize| u64::from_ne_bytes(raw[o..o + 8].try_into().unwrap());
+        let f64_at = |o: usize| f64::from_ne_bytes(raw[o..o + 8].try_into().unwrap());
+        assert_eq!(u64_at(0), total, "fetch-add");
+        assert_eq!(u64_at(8), total, "compare-swap");
+        assert_eq!(u64_at(17), total, "unaligned sum");
+        assert_eq!(i32::from_ne_bytes(raw[28..32].try_into().unwrap()), -(total as i32), "i32 sum");
+        assert_eq!((f64_at(32), f64_at(40)), (total as f64, 2.0 * total as f64), "double complex sum");
+        assert_eq!(f64_at(48), total as f64 / 2.0, "double sum");
+        drop(mem);
     }
 
     #[test]

@@ -73,6 +73,37 @@ impl<T> Slab<T> {
         Ok(i)
     }
 
+    /// Takes a free node off the free list, to be filled by [`link_back`]
+    /// or handed back by [`release`] (`None` when the pool is exhausted).
+    ///
+    /// [`link_back`]: Self::link_back
+    /// [`release`]: Self::release
+    fn alloc(&mut self) -> Option<u32> {
+        let i = self.free;
+        if i == NIL {
+            return None;
+        }
+        self.free = self.nodes[i as usize].next;
+        Some(i)
+    }
+
+    /// Appends node `i`, taken by [`alloc`](Self::alloc), holding `v`.
+    fn link_back(&mut self, list: &mut List, i: u32, v: T) {
+        self.nodes[i as usize] = Node { val: Some(v), prev: list.tail, next: NIL };
+        if list.tail != NIL {
+            self.nodes[list.tail as usize].next = i;
+        } else {
+            list.head = i;
+        }
+        list.tail = i;
+    }
+
+    /// Returns node `i`, taken by [`alloc`](Self::alloc) and never linked.
+    fn release(&mut self, i: u32) {
+        self.nodes[i as usize] = Node { val: None, prev: NIL, next: self.free };
+        self.free = i;
+    }
+
     #[inline(always)]
     fn unlink(&mut self, list: &mut List, i: u32) -> T {
         let (prev, next) = {
@@ -336,6 +367,50 @@ impl<R, U> Matcher<R, U> {
         self.unexp.push_back(&mut self.unexpected[q], u).map(|_| ())
     }
 
+    /// Queues an unexpected message that `make` builds only once a place
+    /// in the pool is held for it, so whatever `make` consumes (a ring
+    /// cell copied out, memory) is never lost to a full pool. `Err(None)`:
+    /// the pool is full and `make` did not run (apply back-pressure);
+    /// `Err(Some(e))`: `make` declined with `e` and the queue is unchanged.
+    pub fn push_unexpected_with<E>(&mut self, make: impl FnOnce() -> std::result::Result<Unexp<U>, E>) -> std::result::Result<(), Option<E>> {
+        let Some(i) = self.unexp.alloc() else { return Err(None) };
+        match make() {
+            Ok(u) => {
+                let q = u.tagged as usize;
+                self.unexp.link_back(&mut self.unexpected[q], i, u);
+                Ok(())
+            }
+            Err(e) => {
+                self.unexp.release(i);
+                Err(Some(e))
+            }
+        }
+    }
+
+    /// After posting the multi-receive buffer `spec`: removes the oldest
+    /// unclaimed unexpected message that `spec` matches and matches it
+    /// against the posted receives in one step, so a message leaves the
+    /// queue only together with the receive that takes it (see
+    /// [`match_arrival`](Self::match_arrival)).
+    pub fn take_unexpected_matched(&mut self, spec: &RecvSpec) -> Option<(Unexp<U>, Matched<R>)> {
+        let q = spec.tagged as usize;
+        let (tagged, src, tag, ignore) = (spec.tagged, spec.src, spec.tag, spec.ignore);
+        let i = self.unexp.find(&self.unexpected[q], |u| {
+            u.claimed_by.is_none() && (!self.directed[q] || src == c::FI_ADDR_UNSPEC || src == u.src) && tag_ok(tagged, tag, ignore, u.tag)
+        })?;
+        let (usrc, utag, ulen) = {
+            let u = self.unexp.get(i)?;
+            (u.src, u.tag, u.len)
+        };
+        let m = self.match_arrival(tagged, usrc, utag, ulen)?;
+        Some((self.unexp.unlink(&mut self.unexpected[q], i), m))
+    }
+
+    /// Whether the unexpected pool has room for one more message.
+    pub fn unexpected_room(&self) -> bool {
+        self.unexp.free != NIL
+    }
+
     /// Removes the posted receive with context `ctx` (fi_cancel). The caller
     /// reports it with an `FI_ECANCELED` error completion.
     pub fn cancel(&mut self, ctx: usize) -> Option<Posted<R>> {
@@ -492,6 +567,57 @@ mod tests {
         }
         assert_eq!(x.recv.nodes.len(), 4);
         assert_eq!(x.posted_len(false), 4);
+    }
+
+    /// The payload is built only when a place is held for it; a full pool
+    /// or a declined build leaves everything as it was.
+    #[test]
+    fn push_unexpected_with_builds_only_with_room() {
+        let mut x: M = Matcher::new(4, 2, false, false, 16).unwrap();
+        let mut built = 0;
+        for (i, name) in ["a", "b"].into_iter().enumerate() {
+            assert!(x.unexpected_room());
+            let r: std::result::Result<(), Option<()>> = x.push_unexpected_with(|| {
+                built += 1;
+                Ok(Unexp::new(i == 1, 0, 5, 1, name))
+            });
+            assert_eq!(r, Ok(()));
+        }
+        assert!(!x.unexpected_room());
+        let r: std::result::Result<(), Option<()>> = x.push_unexpected_with(|| {
+            built += 1;
+            Ok(Unexp::new(false, 0, 5, 1, "c"))
+        });
+        assert_eq!((r, built), (Err(None), 2), "full: not built");
+        assert_eq!(x.take_unexpected(&RecvSpec::untagged(1, 0, 1, ANY, 0)).unwrap().payload, "a");
+        assert_eq!(x.push_unexpected_with(|| Err::<Unexp<&str>, _>(7)), Err(Some(7)));
+        assert!(x.unexpected_room(), "a declined build gives its place back");
+        x.push_unexpected_with(|| Ok::<_, ()>(Unexp::new(true, 0, 6, 1, "d"))).unwrap();
+        assert!(!x.unexpected_room());
+        let t = |ctx| RecvSpec::tagged(ctx, 0, 1, ANY, 0, !0, 0);
+        assert_eq!(x.take_unexpected(&t(2)).unwrap().payload, "b", "order kept");
+        assert_eq!(x.take_unexpected(&t(3)).unwrap().payload, "d");
+        assert_eq!(x.unexpected_len(false) + x.unexpected_len(true), 0);
+    }
+
+    /// A message leaves the unexpected queue only with the receive that
+    /// takes it.
+    #[test]
+    fn take_unexpected_matched_keeps_unmatched_messages() {
+        let mut x: M = Matcher::new(4, 4, false, false, 16).unwrap();
+        x.push_unexpected(Unexp::new(false, 0, 0, 20, "m1")).unwrap();
+        x.push_unexpected(Unexp::new(false, 0, 0, 20, "m2")).unwrap();
+        let spec = RecvSpec::untagged(1, 0x1000, 40, ANY, c::FI_MULTI_RECV);
+        // Nothing posted yet: no match, nothing removed.
+        assert!(x.take_unexpected_matched(&spec).is_none());
+        assert_eq!(x.unexpected_len(false), 2);
+        x.post(spec, 9).unwrap();
+        let (u, m) = x.take_unexpected_matched(&spec).unwrap();
+        assert_eq!((u.payload, m.buf, m.cap, m.flags & c::FI_MULTI_RECV), ("m1", 0x1000, 20, 0));
+        // Nothing left after the second message: it releases the buffer.
+        let (u, m) = x.take_unexpected_matched(&spec).unwrap();
+        assert_eq!((u.payload, m.buf, m.cap, m.flags & c::FI_MULTI_RECV), ("m2", 0x1014, 20, c::FI_MULTI_RECV));
+        assert!(x.take_unexpected_matched(&spec).is_none());
     }
 
     #[test]

@@ -18,6 +18,53 @@
 //!
 //! [`Lk::lock`] returns a guard in both cases, so the code that uses the
 //! state is the same; lock order rules are those of the real lock.
+//!
+//! The no-op form is a promise that only the application can make, so safe
+//! code cannot build it: [`Lk::new`] always makes a real lock, and the
+//! choice of the no-op one goes through a [`Locking`] value that only
+//! `unsafe` code can create ([`Locking::serialized_by_caller`],
+//! [`Locking::for_threading`]). The choice is made when the object is
+//! opened; [`Lk::lock`] is the same either way.
+//!
+//! Safe code can no longer ask for a lock that takes no lock:
+//!
+//! ```compile_fail
+//! use rfabric_shm::lock::Lk;
+//! let l = Lk::new(0u32, false); // the former safe constructor of the no-op form
+//! # drop(l);
+//! ```
+//!
+//! ```compile_fail,E0133
+//! use rfabric_shm::lock::{Lk, Locking};
+//! let l = Lk::with(0u32, Locking::serialized_by_caller()); // needs `unsafe`
+//! # drop(l);
+//! ```
+//!
+//! ```compile_fail,E0133
+//! use rfabric_shm::lock::Locking;
+//! let l = Locking::for_threading(rfabric_core::abi::FI_THREAD_DOMAIN, false); // needs `unsafe`
+//! # drop(l);
+//! ```
+//!
+//! ```compile_fail,E0451
+//! use rfabric_shm::lock::Locking;
+//! let l = Locking { real: false }; // the field is private
+//! # drop(l);
+//! ```
+//!
+//! What safe code can build always locks:
+//!
+//! ```
+//! use rfabric_shm::lock::{Lk, Locking};
+//! assert!(Lk::new(0u32).is_real());
+//! assert!(Lk::with(0u32, Locking::REAL).is_real());
+//! // SAFETY: this example touches the value from one thread only.
+//! let l = Lk::with(0u32, unsafe { Locking::serialized_by_caller() });
+//! assert!(!l.is_real());
+//! // SAFETY: as above.
+//! let how = unsafe { Locking::for_threading(rfabric_core::abi::FI_THREAD_DOMAIN, false) };
+//! assert!(!Lk::with(0u32, how).is_real());
+//! ```
 
 use std::cell::UnsafeCell;
 use std::marker::PhantomData;
@@ -94,6 +141,49 @@ pub fn needs_lock(threading: u32, helper_threads: bool) -> bool {
     helper_threads || !(threading == FI_THREAD_DOMAIN || threading == FI_THREAD_COMPLETION)
 }
 
+/// Which form of [`Lk`] the objects of a domain get. [`Locking::REAL`] is
+/// free to use; the form without a lock exists only through `unsafe`
+/// constructors whose contract is the application's threading model.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Locking {
+    real: bool,
+}
+
+impl Locking {
+    /// Every object gets a real lock.
+    pub const REAL: Locking = Locking { real: true };
+
+    /// No lock at all.
+    ///
+    /// # Safety
+    /// Every [`Lk`] built with this value is only ever locked by one thread
+    /// at a time, and never while a guard of it is alive: the caller
+    /// serializes every access, as an application does under
+    /// `FI_THREAD_DOMAIN` (every call on the domain's objects) or
+    /// `FI_THREAD_COMPLETION` (every call on the objects bound together),
+    /// with no thread of the provider's own (progress, proxies) touching
+    /// them.
+    pub const unsafe fn serialized_by_caller() -> Locking {
+        Locking { real: false }
+    }
+
+    /// The choice for a domain opened with `threading`, [`needs_lock`].
+    ///
+    /// # Safety
+    /// When [`needs_lock`] answers false for these arguments, as
+    /// [`serialized_by_caller`](Self::serialized_by_caller): the caller
+    /// (in the end the application, through `fi_domain`) keeps the promise
+    /// that `threading` makes for every object opened under the domain.
+    pub unsafe fn for_threading(threading: u32, helper_threads: bool) -> Locking {
+        Locking { real: needs_lock(threading, helper_threads) }
+    }
+
+    /// Whether objects get a real lock.
+    pub fn is_real(self) -> bool {
+        self.real
+    }
+}
+
 pub struct Lk<T> {
     /// `None`: the application serializes all access (no-op lock).
     real: Option<TicketLock>,
@@ -107,17 +197,23 @@ pub struct Lk<T> {
 // SAFETY: the value moves between threads only with the Lk (T: Send).
 unsafe impl<T: Send> Send for Lk<T> {}
 // SAFETY: with a real lock, every access to the cell goes through a guard that
-// holds it. Without one, the domain's threading model (FI_THREAD_DOMAIN or
-// FI_THREAD_COMPLETION, manual progress: see `needs_lock`) makes the
-// application serialize every call that reaches this object, so no two
-// guards ever exist at the same time.
+// holds it. The no-op form is built only from a `Locking` made by
+// `Locking::serialized_by_caller` or `Locking::for_threading`, unsafe
+// functions whose callers promise that accesses never overlap (the
+// application's FI_THREAD_DOMAIN / FI_THREAD_COMPLETION serialization), so
+// no two guards ever exist at the same time.
 unsafe impl<T: Send> Sync for Lk<T> {}
 
 impl<T> Lk<T> {
-    /// `real`: from [`needs_lock`].
-    pub fn new(v: T, real: bool) -> Lk<T> {
+    /// A real lock.
+    pub fn new(v: T) -> Lk<T> {
+        Lk::with(v, Locking::REAL)
+    }
+
+    /// The form `how` names (no lock only when unsafe code chose it).
+    pub fn with(v: T, how: Locking) -> Lk<T> {
         Lk {
-            real: real.then(TicketLock::new),
+            real: how.real.then(TicketLock::new),
             cell: UnsafeCell::new(v),
             #[cfg(debug_assertions)]
             busy: std::sync::atomic::AtomicBool::new(false),
@@ -202,9 +298,10 @@ mod tests {
 
     #[test]
     fn both_kinds_hold_the_value() {
-        for real in [true, false] {
-            let l = Lk::new(5u32, real);
-            assert_eq!(l.is_real(), real);
+        // SAFETY: `l` is used by this thread only.
+        for how in [Locking::REAL, unsafe { Locking::serialized_by_caller() }] {
+            let l = Lk::with(5u32, how);
+            assert_eq!(l.is_real(), how.is_real());
             *l.lock() += 1;
             assert_eq!(*l.lock(), 6);
         }
@@ -212,7 +309,7 @@ mod tests {
 
     #[test]
     fn real_lock_serializes_threads() {
-        let l = std::sync::Arc::new(Lk::new(0u64, true));
+        let l = std::sync::Arc::new(Lk::new(0u64));
         let ts: Vec<_> = (0..4)
             .map(|_| {
                 let l = l.clone();
@@ -232,7 +329,7 @@ mod tests {
     #[test]
     fn waiter_enters_only_after_release() {
         use std::sync::atomic::AtomicU32;
-        let l = std::sync::Arc::new(Lk::new(0u32, true));
+        let l = std::sync::Arc::new(Lk::new(0u32));
         let entered = std::sync::Arc::new(AtomicU32::new(0));
         let g = l.lock();
         let t = {
@@ -258,7 +355,7 @@ mod tests {
         // progress thread under load) queues behind a thread already
         // waiting.
         use std::sync::atomic::AtomicU32;
-        let l = std::sync::Arc::new(Lk::new((), true));
+        let l = std::sync::Arc::new(Lk::new(()));
         let entered = std::sync::Arc::new(AtomicU32::new(0));
         let g = l.lock();
         let t = {
@@ -279,7 +376,7 @@ mod tests {
 
     #[test]
     fn lock_released_by_unwinding_guard() {
-        let l = Lk::new(0u8, true);
+        let l = Lk::new(0u8);
         let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             let _g = l.lock();
             panic!("inside");
@@ -292,7 +389,9 @@ mod tests {
     #[cfg(debug_assertions)]
     #[test]
     fn nested_noop_lock_is_caught() {
-        let l = Lk::new(0u8, false);
+        // SAFETY: one thread; the nested lock below is the violation that
+        // debug builds catch before any second guard exists.
+        let l = Lk::with(0u8, unsafe { Locking::serialized_by_caller() });
         let _g = l.lock();
         let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(l.lock())));
         assert!(r.is_err());

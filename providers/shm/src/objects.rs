@@ -7,9 +7,11 @@
 //!
 //! Locking: one [`Lk`] per endpoint state, per CQ ring and per CQ endpoint
 //! list, each a real mutex or a no-op chosen at open time from the domain's
-//! threading model (`lock::needs_lock`: no lock under `FI_THREAD_DOMAIN` and
+//! threading model (`lock::Locking`: no lock under `FI_THREAD_DOMAIN` and
 //! `FI_THREAD_COMPLETION` with manual progress, where the application
-//! serializes every call that reaches them). Order: a CQ's endpoint list,
+//! serializes every call that reaches them; only the `unsafe`
+//! [`ShmDomain::with_app_threading`] makes that choice, so a domain built by
+//! safe code always locks). Order: a CQ's endpoint list,
 //! then an endpoint, then a CQ ring; nothing holding an endpoint or a ring
 //! takes an endpoint list. The endpoint holds its CQs and AV through `Arc`s
 //! taken once at bind time, so an eager send costs the endpoint lock plus
@@ -26,7 +28,7 @@ use rfabric_core::objects::cntr::Cntr;
 use rfabric_core::objects::cq::{Completion, Cq, CqAttr, CqErrInfo, ErrCompletion, ErrDataLoc};
 use rfabric_core::objects::matching::{Matcher, RecvSpec, Search, Unexp};
 use rfabric_core::objects::mr::{MrRegion, MrRegistry};
-use crate::lock::Lk;
+use crate::lock::{Lk, Locking};
 use rfabric_core::objects::wait::Locked;
 use rfabric_core::provider::{AddressVector, AvAttr, Bind, CompletionQueue, Counter, Domain, Endpoint, Iov, MrReq, RxOp, TxOp};
 use std::any::Any;
@@ -147,13 +149,34 @@ pub struct ShmDomain {
     mr: Arc<Locked<MrRegistry>>,
     /// `FI_PROGRESS_AUTO` was asked for: every endpoint gets a progress thread.
     auto_progress: bool,
-    /// Endpoint states, CQ rings and CQ endpoint lists get real mutexes
-    /// (`lock::needs_lock`: from the domain's threading and progress).
-    real_locks: bool,
+    /// Whether endpoint states, CQ rings and CQ endpoint lists get real
+    /// locks (from the domain's threading and progress, or always).
+    locking: Locking,
 }
 
 impl ShmDomain {
+    /// A domain whose objects always take their locks, whatever threading
+    /// model `info` names.
     pub fn new(info: &Info) -> Result<ShmDomain> {
+        ShmDomain::build(info, |_, _| Locking::REAL)
+    }
+
+    /// A domain whose objects take no lock when `info` asks for
+    /// `FI_THREAD_DOMAIN` or `FI_THREAD_COMPLETION` with manual progress and
+    /// no fi_xpu (`lock::needs_lock`).
+    ///
+    /// # Safety
+    /// The caller keeps the promise of that threading model for every
+    /// object opened under this domain (`Locking::for_threading`): under
+    /// `FI_THREAD_DOMAIN` no two calls on the domain's objects overlap;
+    /// under `FI_THREAD_COMPLETION` no two calls on objects bound together
+    /// (endpoints and the CQs and counters they share) overlap.
+    pub unsafe fn with_app_threading(info: &Info) -> Result<ShmDomain> {
+        // SAFETY: forwarded contract.
+        ShmDomain::build(info, |t, h| unsafe { Locking::for_threading(t, h) })
+    }
+
+    fn build(info: &Info, choose: impl FnOnce(u32, bool) -> Locking) -> Result<ShmDomain> {
         let d = info.domain_attr.as_ref();
         let mode = rfabric_core::getinfo::mr_mode_bits(d.map_or(0, |d| d.mr_mode), fi_version(1, 5));
         let key_size = d.map_or(8, |d| if d.mr_key_size == 0 { 8 } else { d.mr_key_size });
@@ -162,25 +185,27 @@ impl ShmDomain {
         // application, like the progress thread of FI_PROGRESS_AUTO.
         let helper_threads = auto_progress || info.caps & FI_XPU != 0;
         let threading = d.map_or(FI_THREAD_UNSPEC, |d| d.threading);
-        let real_locks = crate::lock::needs_lock(threading, helper_threads);
+        let locking = choose(threading, helper_threads);
         rfabric_core::fi_info!(
             "shm",
             FI_LOG_DOMAIN,
             "shm: domain threading {}, {} on endpoints and CQs",
             threading,
-            if real_locks { "mutexes" } else { "no locks" }
+            if locking.is_real() { "mutexes" } else { "no locks" }
         );
-        Ok(ShmDomain { mr: Arc::new(Locked::new(MrRegistry::new(mode, key_size)?)), auto_progress, real_locks })
+        Ok(ShmDomain { mr: Arc::new(Locked::new(MrRegistry::new(mode, key_size)?)), auto_progress, locking })
     }
 }
 
-impl Domain for ShmDomain {
-    fn endpoint(&self, info: &Info) -> Result<Box<dyn Endpoint>> {
+impl ShmDomain {
+    /// `fi_endpoint` with an unexpected-message queue of `unexp_cap`
+    /// messages (`MAX_UNEXPECTED` from `fi_endpoint`; tests make it small).
+    pub(crate) fn endpoint_with(&self, info: &Info, unexp_cap: usize) -> Result<ShmEp> {
         if info.ep_type() != FI_EP_RDM && info.ep_type() != FI_EP_UNSPEC {
             return Err(EINVAL);
         }
         let directed = info.caps & FI_DIRECTED_RECV != 0;
-        let mut ep = ShmEp::new(directed, self.real_locks)?;
+        let mut ep = ShmEp::with_unexpected_cap(directed, self.locking, unexp_cap)?;
         ep.auto_progress = self.auto_progress;
         {
             let mut st = ep.shared.st.lock();
@@ -200,10 +225,16 @@ impl Domain for ShmDomain {
                 }
             }
         }
-        Ok(Box::new(ep))
+        Ok(ep)
+    }
+}
+
+impl Domain for ShmDomain {
+    fn endpoint(&self, info: &Info) -> Result<Box<dyn Endpoint>> {
+        Ok(Box::new(self.endpoint_with(info, MAX_UNEXPECTED)?))
     }
     fn cq_open(&self, attr: &CqAttr) -> Result<Arc<dyn CompletionQueue>> {
-        Ok(Arc::new(ShmCq::new(attr, self.real_locks)?))
+        Ok(Arc::new(ShmCq::new(attr, self.locking)?))
     }
     fn av_open(&self, attr: &AvAttr) -> Result<Arc<dyn AddressVector>> {
         if attr.flags & !(FI_EVENT | FI_READ | FI_SYMMETRIC) != 0 || attr.flags & FI_EVENT != 0 {
@@ -348,8 +379,8 @@ pub struct ShmCq {
 }
 
 impl ShmCq {
-    /// `real_locks`: from the domain (`lock::needs_lock`).
-    pub fn new(attr: &CqAttr, real_locks: bool) -> Result<ShmCq> {
+    /// `locking`: the domain's.
+    pub fn new(attr: &CqAttr, locking: Locking) -> Result<ShmCq> {
         let cq = Cq::new(attr)?;
         let (format, esize) = (cq.format(), cq.entry_size());
         let wait = cq.wait_obj().cloned();
@@ -358,11 +389,11 @@ impl ShmCq {
         st.sync();
         Ok(ShmCq {
             hints,
-            ring: Lk::new(st, real_locks),
+            ring: Lk::with(st, locking),
             format,
             esize,
             wait,
-            eps: Lk::new(Vec::new(), real_locks),
+            eps: Lk::with(Vec::new(), locking),
         })
     }
     /// Progresses the endpoints bound to this CQ. One bound endpoint (the
@@ -906,10 +937,9 @@ struct EpState {
     deferred: VecDeque<(Incoming, RxInfo)>,
     /// FI_OPT_MIN_MULTI_RECV.
     min_multi_recv: usize,
-    /// Messages in the unexpected queue.
-    unexp_count: usize,
     /// An arrival that found no receive and no room in the unexpected
-    /// queue: it is matched again before the ring is read further.
+    /// queue (or no memory for its copy): it stays in the ring and is
+    /// matched again before the ring is read further.
     stalled: Option<Incoming>,
     /// RMA and atomics (`rma.rs`).
     rma: rma::RmaState,
@@ -1040,12 +1070,17 @@ impl Drop for ShmEp {
 }
 
 impl ShmEp {
-    /// `real_locks`: from the domain (`lock::needs_lock`).
-    pub fn new(directed: bool, real_locks: bool) -> Result<ShmEp> {
+    /// `locking`: the domain's.
+    pub fn new(directed: bool, locking: Locking) -> Result<ShmEp> {
+        ShmEp::with_unexpected_cap(directed, locking, MAX_UNEXPECTED)
+    }
+
+    /// With room for `unexp_cap` unexpected messages (not `MAX_UNEXPECTED`).
+    fn with_unexpected_cap(directed: bool, locking: Locking, unexp_cap: usize) -> Result<ShmEp> {
         let tp = crate::Endpoint::new(Config::default())?;
         let st = EpState {
             tp,
-            matcher: Matcher::new(MAX_POSTED, MAX_UNEXPECTED, directed, directed, DEFAULT_MIN_MULTI_RECV)?,
+            matcher: Matcher::new(MAX_POSTED, unexp_cap, directed, directed, DEFAULT_MIN_MULTI_RECV)?,
             source_err: false,
             tx_cq: None,
             rx_cq: None,
@@ -1067,13 +1102,12 @@ impl ShmEp {
             handoff: Handoff::Off,
             drain_after_handoff: true,
             after_handoff: false,
-            unexp_count: 0,
             stalled: None,
             rma: rma::RmaState::default(),
             name: None,
             dc: DcState::default(),
         };
-        Ok(ShmEp { shared: Arc::new(EpShared { st: Lk::new(st, real_locks) }), auto_progress: false, progressor: Mutex::new(None) })
+        Ok(ShmEp { shared: Arc::new(EpShared { st: Lk::with(st, locking) }), auto_progress: false, progressor: Mutex::new(None) })
     }
 }
 
@@ -1322,35 +1356,47 @@ impl EpState {
                 };
                 self.deliver(&inc, r);
             }
-            None => {
-                if self.unexp_count >= MAX_UNEXPECTED {
-                    // Back-pressure: keep the message (an inline one stays
-                    // in its ring cell) until a receive or room appears.
-                    self.stalled = Some(inc);
-                    return;
+            None => self.queue_unexpected(inc, tagged, src, remote_data),
+        }
+    }
+
+    /// An arrival that matched no receive. Out of line: the matched path
+    /// of `on_arrival` (every message that meets a posted receive) stays
+    /// small.
+    #[inline(never)]
+    fn queue_unexpected(&mut self, inc: Incoming, tagged: bool, src: u64, remote_data: bool) {
+        // The message is taken out of the ring only once the queue
+        // holds a place for it and its copy has memory; otherwise it
+        // stays in its ring cell (back-pressure: the sender sees
+        // -FI_EAGAIN once the ring is full) until a receive or room
+        // appears. Nothing is dropped for want of resources.
+        let tp = &mut self.tp;
+        let r: std::result::Result<(), Option<Option<Error>>> = self.matcher.push_unexpected_with(|| {
+            let stash = match inc.kind {
+                Kind::Inline { .. } => {
+                    let n = inc.len as usize;
+                    let mut v = Vec::new();
+                    v.try_reserve_exact(n).map_err(|_| None)?;
+                    v.resize(n, 0);
+                    tp.recv_inline(&inc, &mut v).map_err(Some)?;
+                    Stash::Data(v, inc.src_key)
                 }
-                let stash = match inc.kind {
-                    Kind::Inline { .. } => {
-                        let mut v = vec![0u8; inc.len as usize];
-                        if self.tp.recv_inline(&inc, &mut v).is_err() {
-                            return;
-                        }
-                        Stash::Data(v, inc.src_key)
-                    }
-                    Kind::Rndv { .. } => Stash::Rndv(inc),
-                };
-                let mut u = Unexp::new(tagged, src, inc.hdr.tag, inc.len as usize, stash);
-                u.data = if remote_data { inc.hdr.cq_data } else { 0 };
-                u.flags = if remote_data { FI_REMOTE_CQ_DATA } else { 0 };
-                match self.matcher.push_unexpected(u) {
-                    Ok(()) => self.unexp_count += 1,
-                    Err(u) => {
-                        rfabric_core::log::warn_core("shm: unexpected-message queue full; message dropped");
-                        if let Stash::Rndv(inc) = u.payload {
-                            self.tp.discard(&inc);
-                        }
-                    }
-                }
+                Kind::Rndv { .. } => Stash::Rndv(inc),
+            };
+            let mut u = Unexp::new(tagged, src, inc.hdr.tag, inc.len as usize, stash);
+            u.data = if remote_data { inc.hdr.cq_data } else { 0 };
+            u.flags = if remote_data { FI_REMOTE_CQ_DATA } else { 0 };
+            Ok(u)
+        });
+        match r {
+            Ok(()) => {}
+            // Queue full, or no memory for the copy.
+            Err(None) | Err(Some(None)) => self.stalled = Some(inc),
+            // The ring entry changed under us (recv_inline checks
+            // it again): a misbehaving sender, like a malformed
+            // entry.
+            Err(Some(Some(e))) => {
+                rfabric_core::fi_warn!("shm", FI_LOG_EP_DATA, "shm: unreadable unexpected message dropped ({})", e);
             }
         }
     }
@@ -1390,7 +1436,6 @@ impl EpState {
                 report(self, Ok(c));
             }
             Ok(Search::Taken(u)) => {
-                self.unexp_count -= 1;
                 let r = RxInfo {
                     ctx: op.context,
                     buf,
@@ -1407,7 +1452,6 @@ impl EpState {
                 self.deliver_unexp(u, r);
             }
             Ok(Search::Discarded(u)) => {
-                self.unexp_count -= 1;
                 if let Stash::Rndv(inc) = u.payload {
                     self.tp.discard(&inc);
                 }
@@ -1502,11 +1546,11 @@ impl EpState {
             return;
         };
         let hdr = MsgHeader { flags: UF_ACK, tag: seq, cq_data: 0 };
-        match self.tp.send_inline(peer, &hdr, &[]) {
-            // The sender's ring is full: sent from progress, in order with
-            // RMA replies (acks are cumulative, so order does not matter).
-            Err(e) if e == EAGAIN => self.rma.queue_reply(peer, hdr),
-            _ => {}
+        // The sender's ring is full: sent from progress, in order with
+        // RMA replies (acks are cumulative, so order does not matter).
+        // Another failure is logged there (a sender that is gone needs none).
+        if let Some((hdr, _)) = self.post_reply(peer, hdr, &[]) {
+            self.rma.queue_reply(peer, hdr);
         }
     }
 
@@ -1944,13 +1988,9 @@ impl Endpoint for ShmEp {
             // at a time (the matcher cuts the slices and says when the
             // buffer is released).
             st.matcher.post(spec, None)?;
-            while let Some(u) = st.matcher.take_unexpected(&spec) {
-                let Some(m) = st.matcher.match_arrival(u.tagged, u.src, u.tag, u.len) else {
-                    // Cannot happen (the buffer was just posted); keep the message.
-                    let _ = st.matcher.push_unexpected(u);
-                    break;
-                };
-                st.unexp_count -= 1;
+            // A message leaves the queue only with the receive that takes
+            // it (the buffer just posted, or an older one that matches).
+            while let Some((u, m)) = st.matcher.take_unexpected_matched(&spec) {
                 let released = m.flags & FI_MULTI_RECV != 0;
                 let r = RxInfo {
                     ctx: m.ctx,
@@ -1973,7 +2013,6 @@ impl Endpoint for ShmEp {
             return Ok(());
         }
         if let Some(u) = st.matcher.take_unexpected(&spec) {
-            st.unexp_count -= 1;
             let r = RxInfo {
                 ctx: op.context,
                 buf,
@@ -2115,7 +2154,9 @@ mod tests {
     fn pair_with(directed: bool, threading: u32) -> Pair {
         let mut info = Info { caps: FI_MSG | FI_TAGGED | if directed { FI_DIRECTED_RECV } else { 0 }, ..Info::default() };
         info.domain_attr = Some(DomainAttr { mr_key_size: 8, threading, ..DomainAttr::default() });
-        let d = ShmDomain::new(&info).unwrap();
+        // SAFETY: the tests that ask for FI_THREAD_DOMAIN or
+        // FI_THREAD_COMPLETION use the pair from one thread.
+        let d = unsafe { ShmDomain::with_app_threading(&info) }.unwrap();
         let cq = d.cq_open(&CqAttr { size: 64, format: FI_CQ_FORMAT_TAGGED, wait_obj: FI_WAIT_NONE }).unwrap();
         let av = d.av_open(&AvAttr { kind: FI_AV_TABLE, count: 4, flags: 0 }).unwrap();
         let a = d.endpoint(&info).unwrap();
@@ -2167,6 +2208,76 @@ mod tests {
         let op = RxOp { iov: &iov, src: FI_ADDR_UNSPEC, context: ctx, tag: tag.unwrap_or(0), ignore: 0, flags: 0, tagged: tag.is_some() };
         // SAFETY: buf outlives the receive's completion.
         unsafe { ep.recv(&op) }
+    }
+
+    /// A receiver whose unexpected queue is full leaves further messages
+    /// in its ring (back-pressure: the sender sees `-FI_EAGAIN` once that
+    /// is full too) and loses none: once receives are posted, every
+    /// message arrives, in order, with its data.
+    #[test]
+    fn full_unexpected_queue_pushes_back() {
+        let info = Info { caps: FI_MSG | FI_TAGGED, ..Info::default() };
+        let d = ShmDomain::new(&info).unwrap();
+        let cq = d.cq_open(&CqAttr { size: 64, format: FI_CQ_FORMAT_TAGGED, wait_obj: FI_WAIT_NONE }).unwrap();
+        let av = d.av_open(&AvAttr { kind: FI_AV_TABLE, count: 4, flags: 0 }).unwrap();
+        let a = d.endpoint(&info).unwrap();
+        let b: Box<dyn Endpoint> = Box::new(d.endpoint_with(&info, 2).unwrap());
+        for ep in [&a, &b] {
+            ep.bind(Bind::Av(&av), 0).unwrap();
+            ep.bind(Bind::Cq(&cq), FI_TRANSMIT | FI_RECV).unwrap();
+            ep.enable().unwrap();
+        }
+        let mut nb = [0u8; 64];
+        let lb = b.getname(&mut nb).unwrap();
+        let mut out = [0u64; 1];
+        av.insert(&[&nb[..lb]], Some(&mut out), 0).unwrap();
+        let to_b = out[0];
+        // Eager, rendezvous and tagged messages; the queue holds two.
+        let sizes = [8usize, 100, 5000, 40, 70_000, 3000, 9, 1];
+        let msgs: Vec<Vec<u8>> = sizes.iter().enumerate().map(|(i, &n)| (0..n).map(|j| (j * 7 + i * 31) as u8).collect()).collect();
+        let tagged = |i: usize| (i % 3 == 1).then_some(0x40 + i as u64);
+        for (i, m) in msgs.iter().enumerate() {
+            send(&*a, m, to_b, 100 + i, tagged(i)).unwrap();
+        }
+        // Progress with no receive posted: every eager send completes (its
+        // bytes are in b's ring); b holds two messages, the rest wait.
+        let eager = sizes.iter().filter(|&&n| n <= 4096).count();
+        let mut sent = 0;
+        for _ in 0..eager {
+            let c = next(&cq).unwrap();
+            assert_eq!(c[1] & FI_SEND, FI_SEND, "only send completions before receives are posted");
+            sent += 1;
+        }
+        for _ in 0..100 {
+            assert_eq!(next_now(&cq), None, "nothing else completes yet");
+        }
+        let mut bufs: Vec<Vec<u8>> = sizes.iter().map(|&n| vec![0u8; n + 16]).collect();
+        for (i, buf) in bufs.iter_mut().enumerate() {
+            recv(&*b, buf, 200 + i, tagged(i)).unwrap();
+        }
+        let mut got = Vec::new();
+        while got.len() < msgs.len() || sent < msgs.len() {
+            let c = next(&cq).expect("a completion for every message");
+            if c[1] & FI_RECV != 0 {
+                got.push((c[0] as usize - 200, c[2] as usize));
+            } else {
+                sent += 1;
+            }
+        }
+        got.sort_unstable();
+        assert_eq!(got, sizes.iter().copied().enumerate().collect::<Vec<_>>(), "every receive completed with its length");
+        for (i, m) in msgs.iter().enumerate() {
+            assert_eq!(&bufs[i][..m.len()], &m[..], "message {i}");
+        }
+    }
+
+    /// A completion already queued, without waiting.
+    fn next_now(cq: &Arc<dyn CompletionQueue>) -> Option<[u64; 6]> {
+        let mut raw = [0u8; 48];
+        match cq.read(&mut raw, 1, None) {
+            Ok(1) => Some(std::array::from_fn(|i| u64::from_ne_bytes(raw[i * 8..i * 8 + 8].try_into().unwrap()))),
+            _ => None,
+        }
     }
 
     #[test]
@@ -2230,11 +2341,14 @@ mod tests {
         // A progress thread runs beside the application: real locks.
         let mut info = Info { caps: FI_MSG, ..Info::default() };
         info.domain_attr = Some(DomainAttr { threading: FI_THREAD_DOMAIN, data_progress: FI_PROGRESS_AUTO, ..DomainAttr::default() });
-        assert!(ShmDomain::new(&info).unwrap().real_locks);
+        // SAFETY (each domain below): opened, looked at and dropped here.
+        assert!(unsafe { ShmDomain::with_app_threading(&info) }.unwrap().locking.is_real());
         info.domain_attr = Some(DomainAttr { threading: FI_THREAD_DOMAIN, ..DomainAttr::default() });
-        assert!(!ShmDomain::new(&info).unwrap().real_locks);
+        assert!(!unsafe { ShmDomain::with_app_threading(&info) }.unwrap().locking.is_real());
+        // Safe code gets locks whatever the threading model says.
+        assert!(ShmDomain::new(&info).unwrap().locking.is_real());
         info.caps |= FI_XPU;
-        assert!(ShmDomain::new(&info).unwrap().real_locks);
+        assert!(unsafe { ShmDomain::with_app_threading(&info) }.unwrap().locking.is_real());
     }
 
     #[test]
@@ -2441,7 +2555,8 @@ mod tests {
         for threading in [FI_THREAD_SAFE, FI_THREAD_DOMAIN] {
             let mut info = Info { caps: FI_MSG | FI_TAGGED | FI_SOURCE, ..Info::default() };
             info.domain_attr = Some(DomainAttr { mr_key_size: 8, threading, ..DomainAttr::default() });
-            let d = ShmDomain::new(&info).unwrap();
+            // SAFETY: this test uses the domain from one thread.
+            let d = unsafe { ShmDomain::with_app_threading(&info) }.unwrap();
             let av = d.av_open(&AvAttr { kind: FI_AV_TABLE, count: 4, flags: 0 }).unwrap();
             let attr = CqAttr { size: 64, format: FI_CQ_FORMAT_TAGGED, wait_obj: FI_WAIT_NONE };
             let (cqa, cqb) = (d.cq_open(&attr).unwrap(), d.cq_open(&attr).unwrap());

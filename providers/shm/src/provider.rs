@@ -243,8 +243,10 @@ impl Fabric for ShmFabric {
     fn as_any(&self) -> &dyn std::any::Any {
         self
     }
-    fn domain(&self, info: &Info) -> Result<Box<dyn rfabric_core::provider::Domain>> {
-        Ok(Box::new(crate::objects::ShmDomain::new(info)?))
+    unsafe fn domain(&self, info: &Info) -> Result<Box<dyn rfabric_core::provider::Domain>> {
+        // SAFETY: the caller keeps the threading model of `info`
+        // (`Fabric::domain` contract), which is what this constructor asks.
+        Ok(Box::new(unsafe { crate::objects::ShmDomain::with_app_threading(info) }?))
     }
 }
 

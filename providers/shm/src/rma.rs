@@ -15,9 +15,14 @@
 //!   range `FI_EINVAL`, the codes `MrRegistry::verify` documents), then moves
 //!   the data: inline data is copied, a CMA piece is pulled with
 //!   `cma::read_from` (write) or pushed with `cma::write_to` (read); atomics
-//!   run under the target endpoint's lock with `core::objects::atomic`;
+//!   run with `core::objects::atomic::apply_shared`, atomic per element
+//!   whichever endpoint or thread serves them (hardware atomics for aligned
+//!   1/2/4/8-byte elements, address-striped locks for the rest);
 //! - reply: `tag` = the initiator's token, `cq_data` = status (0 or a
-//!   positive error code), payload = read data or fetched values.
+//!   positive error code), payload = read data or fetched values. Every
+//!   request is answered ([`EpState::post_reply`]): queued while the
+//!   initiator's ring is full, its status alone if the full reply is
+//!   refused, dropped only when the initiator's process is gone.
 //!
 //! Without CMA (`FI_SHM_CMA=0`, or after the target reported that the
 //! kernel refused it) a piece is at most one inline payload (4016 bytes),
@@ -118,6 +123,9 @@ pub(super) struct RmaState {
     read_cntr: Option<Arc<ShmCntr>>,
     rwrite_cntr: Option<Arc<ShmCntr>>,
     rread_cntr: Option<Arc<ShmCntr>>,
+    /// Tests: errors the next reply sends meet instead of being sent.
+    #[cfg(test)]
+    pub(super) fail_replies: VecDeque<Error>,
 }
 
 impl RmaState {
@@ -538,13 +546,13 @@ impl EpState {
         if self.rma.replies.is_empty() && self.rma.queue.is_empty() {
             return;
         }
-        while let Some((peer, hdr, data)) = self.rma.replies.pop_front() {
-            match self.tp.send_inline(peer, &hdr, &data) {
-                Err(e) if e == EAGAIN => {
-                    self.rma.replies.push_front((peer, hdr, data));
-                    break;
+        while let Some((peer, hdr, mut data)) = self.rma.replies.pop_front() {
+            if let Some((hdr, keep)) = self.post_reply(peer, hdr, &data) {
+                if !keep {
+                    data = Vec::new();
                 }
-                _ => {}
+                self.rma.replies.push_front((peer, hdr, data));
+                break;
             }
         }
         let mut buf = [0u8; 8192];
@@ -712,6 +720,52 @@ impl EpState {
         self.rma_pump();
     }
 
+    /// Sends a reply (or a delivery-complete ack queued with them) now.
+    /// `None`: sent, or nobody is left to receive it. `Some((hdr, keep))`:
+    /// the initiator's ring is full; send `hdr` later, with the payload if
+    /// `keep`. A reply refused for another reason (its payload no longer
+    /// fits what the initiator's ring takes, say) is not lost: its status
+    /// goes alone (the error code when the status was success), so the
+    /// initiator's operation ends with an error completion instead of
+    /// waiting forever.
+    pub(super) fn post_reply(&mut self, peer: PeerId, hdr: MsgHeader, data: &[u8]) -> Option<(MsgHeader, bool)> {
+        let e = match self.reply_send(peer, &hdr, data) {
+            Ok(()) => return None,
+            Err(e) if e == EAGAIN => return Some((hdr, true)),
+            Err(e) => e,
+        };
+        if e.0 == libc::ECONNRESET {
+            rfabric_core::fi_warn!("shm", FI_LOG_EP_DATA, "shm: RMA reply or ack not sent: the initiator's process is gone");
+            return None;
+        }
+        if hdr.flags & UF_REPLY == 0 {
+            // A delivery-complete ack: it has no payload to leave out.
+            rfabric_core::fi_warn!("shm", FI_LOG_EP_DATA, "shm: delivery-complete ack not sent ({})", e);
+            return None;
+        }
+        let bare = MsgHeader { cq_data: if hdr.cq_data != 0 { hdr.cq_data } else { e.0.max(1) as u64 }, ..hdr };
+        rfabric_core::fi_warn!("shm", FI_LOG_EP_DATA, "shm: RMA reply not sent ({}); sending its status {} alone", e, bare.cq_data);
+        match self.reply_send(peer, &bare, &[]) {
+            Ok(()) => None,
+            Err(e) if e == EAGAIN => Some((bare, false)),
+            Err(e) => {
+                rfabric_core::fi_warn!("shm", FI_LOG_EP_DATA, "shm: RMA reply status not sent either ({}); the initiator's operation is left to its target check", e);
+                None
+            }
+        }
+    }
+
+    /// Sends a reply or a queued ack (tests can make it fail first).
+    fn reply_send(&mut self, peer: PeerId, hdr: &MsgHeader, data: &[u8]) -> Result<()> {
+        #[cfg(test)]
+        if hdr.flags & UF_REPLY != 0 {
+            if let Some(e) = self.rma.fail_replies.pop_front() {
+                return Err(e);
+            }
+        }
+        self.tp.send_inline(peer, hdr, data)
+    }
+
     /// The peer to answer a request from, attaching on first contact.
     fn reply_peer(&mut self, inc: &Incoming, addr_bytes: &[u8]) -> Option<PeerId> {
         if let Some(&p) = self.rma.by_key.get(&inc.src_key) {
@@ -750,10 +804,8 @@ impl EpState {
             self.rma.replies.push_back((peer, hdr, payload.to_vec()));
             return;
         }
-        if let Err(e) = self.tp.send_inline(peer, &hdr, payload) {
-            if e == EAGAIN {
-                self.rma.replies.push_back((peer, hdr, payload.to_vec()));
-            }
+        if let Some((hdr, keep)) = self.post_reply(peer, hdr, payload) {
+            self.rma.replies.push_back((peer, hdr, if keep { payload.to_vec() } else { Vec::new() }));
         }
     }
 
@@ -883,12 +935,14 @@ impl EpState {
                     return (libc::EINVAL as u64, 0, None);
                 }
                 let (operand, compare) = body.split_at(len);
-                // SAFETY: verify() placed the range inside a registered
-                // region; atomics run under this endpoint's lock (held by
-                // progress), which serializes every shm initiator.
-                let tgt = unsafe { std::slice::from_raw_parts_mut(target as *mut u8, len) };
                 let fetch = k != AKind::Write;
-                let r = atomic::apply(k, op, dt, count, tgt, operand, compare, if fetch { Some(&mut out[..len]) } else { None });
+                // SAFETY: verify() placed the range inside a registered
+                // region, valid while registered. Other endpoints (of this
+                // or another domain, served by other threads) may run
+                // atomics on the same bytes now: apply_shared makes each
+                // element one hardware atomic or takes the element's
+                // address lock, never a plain read-modify-write.
+                let r = unsafe { atomic::apply_shared(k, op, dt, count, target as *mut u8, operand, compare, if fetch { Some(&mut out[..len]) } else { None }) };
                 match r {
                     Ok(()) => (0, if fetch { len } else { 0 }, event),
                     Err(e) => (e.0 as u64, 0, None),
@@ -969,6 +1023,67 @@ mod tests {
                 ep.rma_read(&op)
             }
         }
+    }
+
+    /// A reply that cannot be sent (for a reason other than a full ring)
+    /// still ends the initiator's operation: its status goes alone, and the
+    /// initiator gets an error completion instead of waiting forever.
+    #[test]
+    fn failed_reply_sends_still_complete() {
+        let mut info = Info { caps: FI_MSG | FI_RMA | FI_ATOMIC, ..Info::default() };
+        info.domain_attr = Some(DomainAttr { mr_key_size: 8, mr_mode: (FI_MR_VIRT_ADDR | FI_MR_PROV_KEY) as i32, ..DomainAttr::default() });
+        let d = ShmDomain::new(&info).unwrap();
+        let cq = d.cq_open(&CqAttr { size: 64, format: FI_CQ_FORMAT_DATA, wait_obj: FI_WAIT_NONE }).unwrap();
+        let av = d.av_open(&AvAttr { kind: FI_AV_TABLE, count: 4, flags: 0 }).unwrap();
+        let a = d.endpoint(&info).unwrap();
+        let b = d.endpoint_with(&info, 16).unwrap();
+        for ep in [&*a, &b as &dyn Endpoint] {
+            ep.bind(Bind::Av(&av), 0).unwrap();
+            ep.bind(Bind::Cq(&cq), FI_TRANSMIT | FI_RECV).unwrap();
+            ep.enable().unwrap();
+        }
+        let mut nb = [0u8; 64];
+        let lb = b.getname(&mut nb).unwrap();
+        let mut out = [0u64; 1];
+        av.insert(&[&nb[..lb]], Some(&mut out), 0).unwrap();
+        let to_b = out[0];
+        let mut target = vec![7u8; 4096];
+        let req = rfabric_core::provider::MrReq { addr: target.as_mut_ptr() as usize, len: target.len(), access: FI_REMOTE_READ | FI_REMOTE_WRITE, ..Default::default() };
+        let key = d.mr_reg(&req).unwrap();
+        let base = target.as_ptr() as u64;
+        let fail = |errs: &[i32]| b.shared.st.lock().rma.fail_replies.extend(errs.iter().map(|&e| Error(e)));
+        let mut buf = [0u8; 100];
+        // Sent at once: the refused reply goes again as its status alone.
+        fail(&[libc::EINVAL]);
+        rma(&*a, false, &mut buf, to_b, base, key, 21, 0, 0).unwrap();
+        assert_eq!(next(&cq), Err(libc::EINVAL));
+        // Queued behind a full ring, then refused.
+        fail(&[libc::EAGAIN, libc::EINVAL]);
+        rma(&*a, false, &mut buf, to_b, base, key, 22, 0, 0).unwrap();
+        assert_eq!(next(&cq), Err(libc::EINVAL));
+        // Refused, and the status alone meets a full ring: queued, then sent.
+        fail(&[libc::EINVAL, libc::EAGAIN]);
+        rma(&*a, true, &mut buf, to_b, base, key, 23, 0, 0).unwrap();
+        assert_eq!(next(&cq), Err(libc::EINVAL));
+        // An atomic's fetched value cannot come back: an error too.
+        fail(&[libc::EINVAL]);
+        let opd = 1u64.to_ne_bytes();
+        let mut res = [0u8; 8];
+        let iov = [Iov { base: opd.as_ptr() as usize, len: 8 }];
+        let riov = [Iov { base: res.as_mut_ptr() as usize, len: 8 }];
+        let r = [RmaIov { addr: base, len: 1, key }];
+        let op = AtomicOp { kind: AtomicKind::Fetch, op: FI_SUM, datatype: FI_UINT64, iov: &iov, compare: &[], result: &riov, rma: &r, dest: to_b, context: 24, data: 0, flags: 0, no_completion: false };
+        // SAFETY: buffers live on this frame until the completion.
+        unsafe { a.atomic(&op) }.unwrap();
+        assert_eq!(next(&cq), Err(libc::EINVAL));
+        // And the endpoint goes on working.
+        rma(&*a, false, &mut buf, to_b, base + 200, key, 25, 0, 0).unwrap();
+        assert_eq!(next(&cq).unwrap().0, 25);
+        assert!(buf.iter().all(|&x| x == 7));
+        // The write whose reply failed was applied; only its answer was lost.
+        assert!(target[8..100].iter().all(|&x| x == 0));
+        assert!(b.shared.st.lock().rma.fail_replies.is_empty());
+        drop(target);
     }
 
     #[test]
