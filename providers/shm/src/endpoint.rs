@@ -474,7 +474,7 @@ unsafe impl Send for Endpoint {}
 
 static RECLAIM: std::sync::Once = std::sync::Once::new();
 
-fn coarse_ns() -> u64 {
+pub(crate) fn coarse_ns() -> u64 {
     let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     // SAFETY: ts is a valid out-parameter.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC_COARSE, &mut ts) };
@@ -486,8 +486,9 @@ fn eager_max_from_env() -> Option<usize> {
     std::env::var("FI_SHM_EAGER_MAX").ok().and_then(|v| v.trim().parse().ok())
 }
 
-/// Interval between liveness checks of peers with work in flight.
-const CHECK_NS: u64 = 2_000_000;
+/// Interval between liveness checks of peers with work in flight (each
+/// check reads `/proc`: several system calls).
+pub(crate) const CHECK_NS: u64 = 2_000_000;
 
 impl Endpoint {
     pub fn new(cfg: Config) -> Result<Endpoint> {

@@ -1003,8 +1003,8 @@ struct DcState {
     /// Sender key -> transport peer the acks go to.
     ack_peers: HashMap<u64, PeerId>,
     wait: VecDeque<DcWait>,
-    /// Progress calls since the last liveness check of waited-on targets.
-    polls: u32,
+    /// When targets were last checked for liveness (`coarse_ns`).
+    last_check_ns: u64,
 }
 
 pub struct EpShared {
@@ -1584,13 +1584,15 @@ impl EpState {
         }
     }
 
-    /// Every 256 progress calls while acks are awaited: sends to a target
-    /// whose process is gone fail with ECONNRESET instead of waiting forever.
+    /// At most every `CHECK_NS` of progress while acks are awaited: sends
+    /// to a target whose process is gone fail with ECONNRESET instead of
+    /// waiting forever.
     fn check_dc_targets(&mut self) {
-        self.dc.polls = self.dc.polls.wrapping_add(1);
-        if self.dc.polls & 255 != 0 {
+        let now = crate::endpoint::coarse_ns();
+        if now.saturating_sub(self.dc.last_check_ns) <= crate::endpoint::CHECK_NS {
             return;
         }
+        self.dc.last_check_ns = now;
         let mut i = 0;
         while i < self.dc.wait.len() {
             let w = self.dc.wait[i];

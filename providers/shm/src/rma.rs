@@ -117,8 +117,8 @@ pub(super) struct RmaState {
     no_cma: Vec<PeerId>,
     /// `FI_SHM_CMA=0`, read once.
     cma_off: bool,
-    /// Pumps since the last liveness check of targets.
-    polls: u32,
+    /// When targets were last checked for liveness (`coarse_ns`).
+    last_check_ns: u64,
     write_cntr: Option<Arc<ShmCntr>>,
     read_cntr: Option<Arc<ShmCntr>>,
     rwrite_cntr: Option<Arc<ShmCntr>>,
@@ -317,13 +317,15 @@ impl EpState {
         self.av.as_ref().and_then(|av| av.addr(dest)).map_or((0, 0), |a| (a.pid, a.start_time))
     }
 
-    /// Every 256 pumps with requests outstanding: operations whose target
-    /// process is gone fail with ECONNRESET instead of waiting forever.
+    /// At most every `CHECK_NS` of pumping with requests outstanding:
+    /// operations whose target process is gone fail with ECONNRESET
+    /// instead of waiting forever.
     fn check_targets(&mut self) {
-        self.rma.polls = self.rma.polls.wrapping_add(1);
-        if self.rma.polls & 255 != 0 {
+        let now = crate::endpoint::coarse_ns();
+        if now.saturating_sub(self.rma.last_check_ns) <= crate::endpoint::CHECK_NS {
             return;
         }
+        self.rma.last_check_ns = now;
         for idx in 0..self.rma.ops.len() {
             let dead = match self.rma.ops[idx].as_ref() {
                 Some(op) if op.acked < op.next && op.peer_proc.0 != 0 => !crate::segment::pid_alive(op.peer_proc.0, op.peer_proc.1),
