@@ -1,6 +1,7 @@
 #!/bin/bash
 # MPICH (the PyPI wheel, ch4 device, ofi netmod) over the shm provider:
-# tests/mpi/p2p_coll_rma.c on 4 ranks, twice.
+# tests/mpi/p2p_coll_rma.c on 4 ranks, twice; then tests/mpi/mcs_lock.c (an
+# MCS lock on one-sided atomics) on 3 ranks of ours beside busy processes.
 #   control  the wheel's own bundled libfabric (nothing changed)
 #   ours     LIBDIR/libfabric.so.1, put first through LD_LIBRARY_PATH
 #
@@ -144,4 +145,28 @@ for name in control ours; do
 		bad "ours: truncation over the inline size $res"
 	fi
 done
+# An MCS lock on MPI one-sided atomics (tests/mpi/mcs_lock.c), 3 ranks on
+# our library, with one busy process per core beside them: the ranks spin
+# on their own window memory while their predecessor hands the lock over.
+# Mutual exclusion is checked by a counter; a hang shows as the time limit.
+mcs=$out/mcs_lock
+if "$venv/bin/mpicc" -O2 -Wall -Wextra -Werror -o "$mcs" "$root/tests/mpi/mcs_lock.c" 2>"$tmp/cc"; then
+	busy=""
+	for _ in $(seq "$(nproc)"); do
+		timeout "$limit" sh -c 'while :; do :; done' & busy="$busy $!"
+	done
+	log=$logs/mpich-mcs-lock.log
+	LD_LIBRARY_PATH=$lib MPIR_CVAR_CH4_NETMOD=ofi MPIR_CVAR_NOLOCAL=1 FI_PROVIDER=shm FI_LOG_LEVEL=warn \
+		timeout -k 10 "$limit" "$venv/bin/mpiexec" -n 3 "$mcs" "${MCS_ITERS:-500}" >"$log" 2>&1
+	rc=$?
+	kill $busy 2>/dev/null; wait $busy 2>/dev/null
+	summary=$(grep -E '^mcs_lock: [0-9]+ passed, [0-9]+ failed$' "$log" | tail -1)
+	if [ $rc -eq 0 ] && [ "$summary" = "mcs_lock: 1 passed, 0 failed" ]; then
+		ok "ours: MCS lock on one-sided atomics, 3 ranks beside $(nproc) busy processes: $(grep -m1 acquisitions "$log")"
+	else
+		bad "ours: MCS lock under load: exit status $rc; ${summary:-no summary} (full output: $log)"
+	fi
+else
+	bad "mcs_lock.c does not build:"; sed 's/^/  /' "$tmp/cc"
+fi
 finish
