@@ -504,6 +504,29 @@ static void healthy_child(int rfd, int wfd)
 	close_res(&c);
 }
 
+/* (d) takes a delivery-complete message (and, with CMA, a 16 MiB
+ * rendezvous message) and exits at once: its ack and its FIN are in the
+ * parent's ring before the parent looks. */
+static void answer_exit_child(int rfd, int wfd)
+{
+	struct res c;
+	char parent[128], small[8] = { 0 };
+	char *buf = malloc(BIG);
+	struct fi_cq_tagged_entry e;
+	if (!buf || open_res(&c, FI_MSG, 0))
+		_exit(3);
+	send_name(wfd, &c);
+	recv_name(rfd, parent);
+	CHECK(fi_recv(c.ep, small, sizeof(small), NULL, FI_ADDR_UNSPEC, small) == 0, "post small");
+	if (!bounce_mode())
+		CHECK(fi_recv(c.ep, buf, BIG, NULL, FI_ADDR_UNSPEC, buf) == 0, "post 16 MiB");
+	put(wfd, 'R');
+	for (int n = bounce_mode() ? 1 : 2; n > 0; n--)
+		CHECK(wait_cq(c.rxcq, &e) == 1, "message %d taken", n);
+	free(buf);
+	close_res(&c);
+}
+
 static fi_addr_t meet(struct res *p, struct kid *k)
 {
 	char name[128];
@@ -578,6 +601,27 @@ static void peer_death(void)
 	CHECK(good, "16 MiB data intact");
 	CHECK(send_one(p.ep, "alive", 6, to, NULL) == 0 && wait_cq(p.txcq, &e) == 1, "send to the new peer");
 	reap(&k, 0);
+
+	/* (d) a peer that answers and exits before we look: its answers count,
+	 * the sends complete without error. */
+	k = spawn(answer_exit_child);
+	to = meet(&p, &k);
+	expect(k.from, 'R');
+	CHECK(send_flags(p.ep, "dc", 3, to, buf + 2, FI_DELIVERY_COMPLETE) == 0, "delivery-complete send");
+	if (!bounce_mode())
+		CHECK(send_one(p.ep, buf, BIG, to, buf + 3) == 0, "16 MiB send");
+	reap(&k, 0);
+	usleep(20000); /* longer than any interval between liveness checks */
+	for (int n = bounce_mode() ? 1 : 2; n > 0; n--) {
+		rc = wait_cq(p.txcq, &e);
+		CHECK(rc == 1 && (e.op_context == buf + 2 || e.op_context == buf + 3),
+		      "(d) send to a peer that answered and exited completes: %d", rc);
+		if (rc == -FI_EAVAIL) {
+			memset(&err, 0, sizeof(err));
+			fi_cq_readerr(p.txcq, &err, 0);
+			printf("  error entry: err %d\n", err.err);
+		}
+	}
 	close_res(&p);
 	free(buf);
 }

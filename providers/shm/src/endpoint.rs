@@ -1577,7 +1577,9 @@ impl Endpoint {
                 any = true;
             }
         }
-        if !any {
+        // Entries a peer wrote before it exited (a FIN, a reply) come
+        // first: its operations fail only once our ring is drained.
+        if !any || self.ring.peek(self.head).is_some() {
             return;
         }
         let is_dead = |peers: &PeerTable, id: PeerId| peers.get(id).map(|p| !p.alive).unwrap_or(true);

@@ -1584,6 +1584,17 @@ impl EpState {
         }
     }
 
+    /// With the ring drained: operations waiting on a target whose process
+    /// is gone fail. Only then, so that the last replies and acks a target
+    /// sent before it exited are taken first.
+    #[inline]
+    fn check_targets_gone(&mut self) {
+        if !self.dc.wait.is_empty() {
+            self.check_dc_targets();
+        }
+        self.check_targets();
+    }
+
     /// At most every `CHECK_NS` of progress while acks are awaited: sends
     /// to a target whose process is gone fail with ECONNRESET instead of
     /// waiting forever.
@@ -1661,9 +1672,6 @@ impl EpState {
         // Each event yields at most one completion: never take more events
         // than both CQs can hold, so no completion is ever dropped.
         self.rma_pump();
-        if !self.dc.wait.is_empty() {
-            self.check_dc_targets();
-        }
         let mut budget = match (&self.tx_cq, &self.rx_cq) {
             // One CQ for both directions (the common case): one look.
             (Some(t), Some(r)) if Arc::ptr_eq(t, r) => 64usize.min(Self::room(&self.tx_cq)),
@@ -1701,6 +1709,7 @@ impl EpState {
                     // Nothing behind the handed-off entry: a ping-pong.
                     self.drain_after_handoff = false;
                 }
+                self.check_targets_gone();
                 break;
             };
             done += 1;
@@ -2110,6 +2119,7 @@ impl Endpoint for ShmEp {
     fn close(&self) -> Result<()> {
         self.stop_progress();
         let mut st = self.shared.st.lock();
+        st.flush_replies();
         st.enabled = false;
         st.name = None;
         let tx = st.tx_cq.take();

@@ -61,6 +61,8 @@ pub(super) const ATOMIC_MAX_BYTES: usize = 1024;
 /// Local and remote iovs per operation (`rma_iov_limit`, `iov_limit`).
 const IOV_LIMIT: usize = 4;
 const MAX_OPS: usize = 64;
+/// Longest an endpoint's close waits for peers to take its queued replies.
+const CLOSE_FLUSH_NS: u64 = 1_000_000_000;
 /// Requests in flight per endpoint.
 const WINDOW: usize = 64;
 
@@ -320,7 +322,10 @@ impl EpState {
     /// At most every `CHECK_NS` of pumping with requests outstanding:
     /// operations whose target process is gone fail with ECONNRESET
     /// instead of waiting forever.
-    fn check_targets(&mut self) {
+    pub(super) fn check_targets(&mut self) {
+        if self.rma.inflight == 0 {
+            return;
+        }
         let now = crate::endpoint::coarse_ns();
         if now.saturating_sub(self.rma.last_check_ns) <= crate::endpoint::CHECK_NS {
             return;
@@ -530,6 +535,21 @@ impl EpState {
         n
     }
 
+    /// At close: posts the replies and delivery-complete acks still queued
+    /// behind full rings, so initiators and senders that are waiting for
+    /// them get them. Bounded: a peer that does not drain its ring within
+    /// `CLOSE_FLUSH_NS` keeps waiting until it sees us gone (ECONNRESET).
+    pub(super) fn flush_replies(&mut self) {
+        let end = crate::endpoint::coarse_ns() + CLOSE_FLUSH_NS;
+        while !self.rma.replies.is_empty() && crate::endpoint::coarse_ns() < end {
+            let before = self.rma.replies.len();
+            self.rma_pump_busy();
+            if self.rma.replies.len() == before {
+                std::thread::yield_now();
+            }
+        }
+    }
+
     /// Issues queued pieces while the window allows; posts queued replies.
     /// Every progress call comes here, so the test for "no RMA at all" is
     /// inlined and the work (with its 8 KiB buffer) is not.
@@ -542,9 +562,6 @@ impl EpState {
 
     #[inline(never)]
     fn rma_pump_busy(&mut self) {
-        if self.rma.inflight > 0 {
-            self.check_targets();
-        }
         if self.rma.replies.is_empty() && self.rma.queue.is_empty() {
             return;
         }
