@@ -165,6 +165,9 @@ pub enum FdSource {
     Pidfd,
     /// The owner's handover thread (`SCM_RIGHTS`).
     Handover,
+    /// None: [`Segment::gone`], private memory standing in for the segment
+    /// of a process that died.
+    Gone,
 }
 
 /// What only the owner of a segment holds.
@@ -386,6 +389,53 @@ impl Segment {
             (None, Some(e)) if handover_err.0 == libc::ENOENT => e,
             _ => handover_err,
         })
+    }
+
+    /// A stand-in for the segment of process `pid` (nonce `nonce`) that
+    /// died before we attached it, so a message it posted can still be
+    /// handed up and fail its receive with `ECONNRESET`: 16 KiB of private
+    /// anonymous memory with a valid header, an empty ring (writes to it
+    /// reach nobody) and 64 one-chunk bounce slots (any slot a sender may
+    /// name; every chunk stays free).
+    pub fn gone(pid: u32, nonce: &[u8; 16], start_time: u64) -> Result<Segment> {
+        let g = Geometry { ncells: 2, cell_size: 128, nslots: 64, nchunks: 1, chunk_size: 64 };
+        g.check()?;
+        let size = g.total_size() as usize;
+        // SAFETY: a fresh private anonymous mapping; no file involved.
+        let p = unsafe {
+            libc::mmap(std::ptr::null_mut(), size, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0)
+        };
+        if p == libc::MAP_FAILED {
+            return Err(Error(errno()));
+        }
+        let base: *mut u8 = p.cast();
+        let header = SegHeader {
+            magic: MAGIC,
+            version: LAYOUT_VERSION,
+            header_size: HEADER_SIZE as u32,
+            total_size: size as u64,
+            pid,
+            // SAFETY: geteuid cannot fail.
+            uid: unsafe { libc::geteuid() },
+            start_time,
+            generation: 0,
+            nonce: *nonce,
+            probe_addr: 0,
+            geom_ncells: g.ncells,
+            geom_cell_size: g.cell_size,
+            geom_nslots: g.nslots,
+            geom_nchunks: g.nchunks,
+            geom_chunk_size: g.chunk_size,
+            _pad: 0,
+        };
+        let seg = Segment { base, size, name: segment_name(pid, nonce), header, source: FdSource::Gone, own: None };
+        // SAFETY: the mapping holds the header page and the ring region and
+        // is ours alone.
+        unsafe {
+            std::ptr::write_volatile(base.cast::<SegHeader>(), header);
+            crate::ring::Ring::init(seg.ring_base(), g.ncells, g.cell_size as usize);
+        }
+        Ok(seg)
     }
 
     /// Validates a descriptor of a peer's memory and maps it: a regular

@@ -216,6 +216,19 @@ fn child_entry() {
                 }
             }
         }
+        "rts_then_die" => {
+            // Posts a 16 MiB send without saying hello (the parent never
+            // attaches us before we are gone), then exits.
+            let parent = Address::from_hex(&std::env::var(PEER).unwrap()).unwrap();
+            let mut ep = Endpoint::new(Config::default()).unwrap();
+            let p = ep.attach(&parent).unwrap();
+            let data = pattern(16 << 20, 2);
+            // SAFETY: data outlives the process.
+            let st = unsafe { ep.send(p, &MsgHeader::default(), data.as_ptr(), data.len(), 1) }.unwrap();
+            assert_eq!(st, SendStatus::Pending);
+            // SAFETY: plain process exit.
+            unsafe { libc::_exit(5) };
+        }
         "send_then_die" => {
             let (mut ep, p) = child_connect();
             let data = pattern(16 << 20, 1);
@@ -234,13 +247,15 @@ fn child_entry() {
 }
 
 /// Exit status of the "attach" roles: 0 through /proc, 250 pidfd_getfd,
-/// 251 handover, 252 created; an errno-style code on failure.
+/// 251 handover, 252 created, 253 a stand-in; an errno-style code on
+/// failure.
 fn attach_code(r: Result<Segment, Error>) -> i32 {
     match r.map(|s| s.fd_source()) {
         Ok(segment::FdSource::Proc) => 0,
         Ok(segment::FdSource::Pidfd) => 250,
         Ok(segment::FdSource::Handover) => 251,
         Ok(segment::FdSource::Created) => 252,
+        Ok(segment::FdSource::Gone) => 253,
         Err(e) => e.0,
     }
 }
@@ -649,6 +664,30 @@ fn sender_death_fails_receive() {
         let r = take(&mut ep, &inc, &mut sends);
         assert_eq!(r.err(), Some(Error(libc::ECONNRESET)), "mode {mode}");
         assert_eq!(child.wait().unwrap().code(), Some(4));
+        assert_eq!(ep.in_flight(), 0);
+        segment::reclaim_stale();
+    }
+}
+
+/// The sender of an RTS died (and its memory with it) before the receiver
+/// ever attached it: the message is still handed up, and its receive fails
+/// with ECONNRESET (over a stand-in segment), CMA allowed or not.
+#[test]
+fn rts_from_a_sender_gone_before_attach_fails_receive() {
+    for (cma, mode) in [(CmaMode::Auto, ""), (CmaMode::Off, "0")] {
+        let mut ep = Endpoint::new(cfg(cma)).unwrap();
+        let mut child = spawn("rts_then_die", Some(&ep.address()), "", mode, false);
+        assert_eq!(child.wait().unwrap().code(), Some(5));
+        // Its locator is left behind (it never dropped its segment).
+        let inc = match wait(&mut ep, 30) {
+            Event::Msg(m) => m,
+            e => panic!("unexpected {e:?}"),
+        };
+        assert_eq!(inc.len, 16 << 20);
+        assert!(matches!(inc.kind, Kind::Rndv { .. }));
+        let mut sends = 0;
+        let r = take(&mut ep, &inc, &mut sends);
+        assert_eq!(r.err(), Some(Error(libc::ECONNRESET)), "cma {cma:?}");
         assert_eq!(ep.in_flight(), 0);
         segment::reclaim_stale();
     }
