@@ -575,17 +575,37 @@ static void *recv_thread(void *p)
 	return NULL;
 }
 
-static int count_threads(void)
+/* Threads of this process whose name starts with `prefix` (all: ""). */
+static int count_threads_named(const char *prefix)
 {
 	DIR *d = opendir("/proc/self/task");
+	struct dirent *t;
 	int n = 0;
 	if (!d)
 		return -1;
-	while (readdir(d))
-		n++;
+	while ((t = readdir(d))) {
+		char path[300], comm[64] = "";
+		FILE *f;
+		if (t->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/self/task/%s/comm", t->d_name);
+		if ((f = fopen(path, "r"))) {
+			if (!fgets(comm, sizeof(comm), f))
+				comm[0] = 0;
+			fclose(f);
+		}
+		n += !strncmp(comm, prefix, strlen(prefix));
+	}
 	closedir(d);
 	return n;
 }
+static int count_threads(void)
+{
+	return count_threads_named("");
+}
+/* Progress threads are named rfabric-shm-progress (comm keeps 15 bytes);
+ * every endpoint also has its segment's rfabric-shm-fd thread. */
+#define PROGRESS_THREAD "rfabric-shm-pro"
 
 static void one_process(void)
 {
@@ -618,12 +638,13 @@ static void one_process(void)
 	/* FI_PROGRESS_AUTO: a rendezvous transfer completes with no CQ read
 	 * in either endpoint; poll(2) on the receive CQ fd sees it. */
 	who = "auto";
-	int before = count_threads();
+	int before = count_threads(), before_progress = count_threads_named(PROGRESS_THREAD);
 	o.progress = FI_PROGRESS_AUTO;
 	o.txwait = FI_WAIT_FD;
 	CHECK(open_res(&a, &o) == 0 && open_res(&b, &o) == 0, "open AUTO endpoints");
 	CHECK(a.info->domain_attr->data_progress == FI_PROGRESS_AUTO, "AUTO in info");
-	CHECK(count_threads() == before + 2, "one progress thread per endpoint: %d -> %d", before, count_threads());
+	CHECK(count_threads_named(PROGRESS_THREAD) == before_progress + 2, "one progress thread per endpoint: %d -> %d",
+	      before_progress, count_threads_named(PROGRESS_THREAD));
 	CHECK(fi_av_insert(a.av, b.name, 1, &to_b, 0, NULL) == 1, "insert");
 	char *src = malloc(200000), *dst = calloc(1, 200000);
 	fill(src, 200000, 5);
@@ -645,7 +666,7 @@ static void one_process(void)
 	free(dst);
 	close_res(&a);
 	close_res(&b);
-	CHECK(count_threads() == before, "progress threads end at close: %d", count_threads());
+	CHECK(count_threads() == before, "progress (and segment) threads end at close: %d -> %d", before, count_threads());
 
 	/* FI_MR_LOCAL: descriptors required; FI_AV_MAP. */
 	who = "mr-local";

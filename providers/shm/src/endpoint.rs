@@ -1269,6 +1269,9 @@ impl Endpoint {
                         break;
                     }
                 }
+                // The sender of an RTS is alive but did not hand over its
+                // segment in time: leave the entry, retry on a later poll.
+                Err(err) if err == EAGAIN => break,
                 Err(err) => {
                     self.consume(pos, 1);
                     return Some(Event::Error { src_key: w.src_key, err });
@@ -1316,8 +1319,9 @@ impl Endpoint {
                     None => match self.attach(&a) {
                         Ok(p) => p,
                         // The sender died after posting (its segment is
-                        // still there): hand the message up anyway, so the
-                        // receive that takes it fails with ECONNRESET.
+                        // still mapped somewhere): hand the message up
+                        // anyway, so the receive that takes it fails with
+                        // ECONNRESET.
                         Err(e) if e == err_connreset() => {
                             let p = self.peers.find_key(w.src_key).ok_or(e)?;
                             if let Some(x) = self.peers.get_mut(p) {
@@ -1326,6 +1330,9 @@ impl Endpoint {
                             }
                             p
                         }
+                        // Its memory went with it: the same, over a
+                        // stand-in segment.
+                        Err(_) if !crate::segment::pid_alive(a.pid, a.start_time) => self.peers.insert_gone(&a)?,
                         Err(e) => return Err(e),
                     },
                 };

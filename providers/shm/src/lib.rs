@@ -6,6 +6,7 @@
 
 pub mod cma;
 pub mod endpoint;
+pub mod fdpass;
 pub mod peer;
 pub mod ring;
 pub mod segment;

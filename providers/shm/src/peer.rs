@@ -109,6 +109,21 @@ impl PeerTable {
         self.peers.push(Peer { addr: *addr, key: addr.key(), seg, ring, alive: true, cma_ok: None, active: 0, no_help: false });
         Ok((self.peers.len() - 1) as PeerId)
     }
+    /// Enters the endpoint at `addr`, whose process died before we could
+    /// attach its segment, as a dead peer over a stand-in segment
+    /// ([`Segment::gone`]): what it posted can be handed up and fails with
+    /// `ECONNRESET` (no CMA, no live bounce slot).
+    pub fn insert_gone(&mut self, addr: &Address) -> Result<PeerId> {
+        if let Some(i) = self.peers.iter().position(|p| p.addr == *addr) {
+            return Ok(i as PeerId);
+        }
+        let seg = Segment::gone(addr.pid, &addr.nonce, addr.start_time)?;
+        let g = seg.geometry();
+        // SAFETY: Segment::gone laid out and initialised this ring.
+        let ring = unsafe { Ring::from_raw(seg.ring_base(), g.ncells, g.cell_size as usize) };
+        self.peers.push(Peer { addr: *addr, key: addr.key(), seg, ring, alive: false, cma_ok: Some(false), active: 0, no_help: true });
+        Ok((self.peers.len() - 1) as PeerId)
+    }
     pub fn find_key(&self, key: u64) -> Option<PeerId> {
         self.peers.iter().position(|p| p.key == key).map(|i| i as PeerId)
     }

@@ -1,24 +1,35 @@
 //! Per-endpoint shared-memory segment.
 //!
-//! A segment is a POSIX shared-memory object named
-//! `rfabric-shm.<pid>.<32 hex digits>`; the hex part is 128 random bits from
-//! `getrandom`, so another user can neither guess the name nor create it in
-//! advance. It is created with `O_CREAT|O_EXCL|O_NOFOLLOW`, mode 0600, and
-//! unlinked when the owner drops it. Peers attach by name (carried in the
-//! 32-byte [`Address`](crate::peer::Address)) and validate everything before
-//! trusting it: file type, owner uid, permission bits, size, magic, layout
-//! version, geometry and the identity stored in the header.
+//! A segment's memory is a sealed `memfd` (see [`crate::fdpass`]): it can
+//! never be made shorter, so no other process can make a page of our
+//! mapping lie beyond the end of the object, which would raise SIGBUS on
+//! the next access. What lives in the file system is only a small locator
+//! file, `/dev/shm/rfabric-shm.<pid>.<32 hex digits>` (the hex part is 128
+//! random bits from `getrandom`, so another user can neither guess the name
+//! nor create it in advance), created with `O_CREAT|O_EXCL|O_NOFOLLOW`,
+//! mode 0600, removed when the owner drops the segment. It tells peers the
+//! owner's descriptor number and the memory's identity; it is read with
+//! `pread`, never mapped, so truncating it can only make it unreadable.
+//!
+//! Peers attach by address (pid and nonce, from the 32-byte
+//! [`Address`](crate::peer::Address)): they obtain a descriptor of the
+//! memory (through `/proc/<pid>/fd`, `pidfd_getfd` or the owner's handover
+//! thread), require the shrink seal before mapping it, and validate
+//! everything before trusting it: file type, owner uid, permission bits,
+//! size, magic, layout version, geometry and the identity in the header.
 //!
 //! An endpoint named with `fi_setname` is also reachable through a hard
-//! link `rfabric-shm.n.<euid>.<name>` ([`Segment::link_name`],
+//! link of its locator, `rfabric-shm.n.<euid>.<name>` ([`Segment::link_name`],
 //! [`resolve_name`]).
 //!
 //! Layout (offsets from the start of the mapping):
 //! `[header page][ring control (2 lines)][cells...][bounce chunks...]`.
 
+use crate::fdpass::{self, Handover};
 use crate::{err_io, err_perm};
 use rfabric_core::error::{Error, Result, EAGAIN, EINVAL};
 use std::ffi::CString;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 pub const MAGIC: u64 = u64::from_le_bytes(*b"RFSHMSEG");
@@ -143,13 +154,42 @@ pub struct HelpDesc {
 }
 const READY_MAGIC: u32 = 0x5245_4459;
 
+/// How this process got its descriptor of a segment's memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FdSource {
+    /// We created it.
+    Created,
+    /// `open("/proc/<pid>/fd/<n>")`.
+    Proc,
+    /// `pidfd_getfd`.
+    Pidfd,
+    /// The owner's handover thread (`SCM_RIGHTS`).
+    Handover,
+    /// None: [`Segment::gone`], private memory standing in for the segment
+    /// of a process that died.
+    Gone,
+}
+
+/// What only the owner of a segment holds.
+struct Owned {
+    /// The memory; kept open so that peers can fetch it.
+    memfd: OwnedFd,
+    /// Serves `memfd` to peers that may not read our `/proc` entries.
+    /// Stopped before `memfd` is closed (`Segment::drop`).
+    handover: Option<Handover>,
+    /// The creating process: a forked child that drops an inherited
+    /// segment must not remove its parent's locator nor clear its ready flag.
+    pid: u32,
+}
+
 /// A mapped segment: ours (created, unlinked on drop) or a peer's (attached).
 pub struct Segment {
     base: *mut u8,
     size: usize,
     name: String,
-    owner: bool,
     header: SegHeader,
+    source: FdSource,
+    own: Option<Owned>,
 }
 
 // SAFETY: the mapping is process-wide memory; all shared accesses go
@@ -223,46 +263,19 @@ fn shm_path(name: &str) -> String {
 }
 
 impl Segment {
-    /// Creates and initialises a new segment owned by this process.
+    /// Creates and initialises a new segment owned by this process: the
+    /// sealed memory, its header and ring, the handover thread, and last the
+    /// locator file, so a peer that finds the name finds a ready segment.
     pub fn create(geom: Geometry) -> Result<Segment> {
         geom.check()?;
         let pid = std::process::id();
         let mut nonce = [0u8; 16];
         random_bytes(&mut nonce)?;
         let name = segment_name(pid, &nonce);
-        let cname = CString::new(format!("/{name}")).map_err(|_| EINVAL)?;
-        // SAFETY: cname is a valid NUL-terminated string.
-        let fd = unsafe {
-            libc::shm_open(
-                cname.as_ptr(),
-                libc::O_RDWR | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC,
-                0o600,
-            )
-        };
-        if fd < 0 {
-            return Err(Error(errno()));
-        }
         let size = geom.total_size();
-        let unlink = || {
-            // SAFETY: valid C string.
-            unsafe { libc::shm_unlink(cname.as_ptr()) };
-        };
-        // SAFETY: fd is ours; fchmod pins the mode regardless of umask.
-        let ok = unsafe { libc::fchmod(fd, 0o600) == 0 && libc::ftruncate(fd, size as libc::off_t) == 0 };
-        if !ok {
-            let e = errno();
-            // SAFETY: fd is ours.
-            unsafe { libc::close(fd) };
-            unlink();
-            return Err(Error(e));
-        }
-        let base = match map(fd, size as usize) {
-            Ok(b) => b,
-            Err(e) => {
-                unlink();
-                return Err(e);
-            }
-        };
+        let memfd = fdpass::create_sealed(&name, size)?;
+        let st = fstat(memfd.as_raw_fd())?;
+        let base = map(memfd.as_raw_fd(), size as usize)?;
         let header = SegHeader {
             magic: MAGIC,
             version: LAYOUT_VERSION,
@@ -282,12 +295,39 @@ impl Segment {
             geom_chunk_size: geom.chunk_size,
             _pad: 0,
         };
-        let seg = Segment { base, size: size as usize, name, owner: true, header };
+        // From here on, dropping `seg` unmaps (and, once the locator exists,
+        // removes it).
+        let mut seg = Segment { base, size: size as usize, name, header, source: FdSource::Created, own: None };
         // SAFETY: the mapping is at least HEADER_SIZE bytes and page aligned.
         unsafe { std::ptr::write_volatile(base.cast::<SegHeader>(), header) };
         // SAFETY: ring region lies within the mapping; nobody else knows the name yet.
         unsafe { crate::ring::Ring::init(seg.ring_base(), geom.ncells, geom.cell_size as usize) };
         seg.ready_flag().store(READY_MAGIC, Ordering::Release);
+        let handover = match Handover::start(&seg.name, memfd.as_raw_fd()) {
+            Ok(h) => Some(h),
+            Err(e) => {
+                rfabric_core::fi_warn!(
+                    "shm",
+                    rfabric_core::abi::FI_LOG_EP_CTRL,
+                    "segment handover thread not started ({}): peers that may not read /proc/{}/fd cannot attach",
+                    e,
+                    pid
+                );
+                None
+            }
+        };
+        let loc = Locator {
+            pid,
+            uid: header.uid,
+            start_time: header.start_time,
+            nonce,
+            fd: memfd.as_raw_fd(),
+            dev: st.st_dev,
+            ino: st.st_ino,
+            size,
+        };
+        write_locator(&seg.name, &loc)?;
+        seg.own = Some(Owned { memfd, handover, pid });
         Ok(seg)
     }
 
@@ -297,42 +337,129 @@ impl Segment {
         Self::attach_name(&segment_name(pid, nonce), Some((pid, *nonce)))
     }
 
+    /// Attaches to the segment whose locator is `/dev/shm/<name>`: a
+    /// per-process name (identity from the name, or `expect`) or a name given
+    /// with `fi_setname` (identity from the locator). The locator only
+    /// hints where the memory is: when it is missing or damaged, the
+    /// owner's handover thread, found by the segment's own name, still
+    /// answers. `ENOENT` when the segment or its owner is gone.
     pub fn attach_name(name: &str, expect: Option<(u32, [u8; 16])>) -> Result<Segment> {
         if name.contains('/') || !name.starts_with(NAME_PREFIX) {
             return Err(EINVAL);
         }
-        let cname = CString::new(format!("/{name}")).map_err(|_| EINVAL)?;
-        // SAFETY: valid C string; O_NOFOLLOW refuses symlinks.
-        let fd = unsafe { libc::shm_open(cname.as_ptr(), libc::O_RDWR | libc::O_NOFOLLOW | libc::O_CLOEXEC, 0) };
-        if fd < 0 {
+        let loc = read_locator(name);
+        let ident = match (expect.or_else(|| parse_segment_name(name)), &loc) {
+            (Some(id), _) => id,
+            (None, Ok(l)) => (l.pid, l.nonce),
+            (None, Err(e)) => return Err(*e),
+        };
+        // A locator that names another segment is no hint at all.
+        let loc = loc.ok().filter(|l| (l.pid, l.nonce) == ident);
+        if let Some(l) = &loc {
+            if !pid_alive(l.pid, l.start_time) {
+                return Err(Error(libc::ENOENT));
+            }
+        }
+        let seg_name = segment_name(ident.0, &ident.1);
+        // Errors, most telling first: a descriptor we got failed the checks;
+        // the owner did not answer in time; a live owner (per its locator)
+        // refused us everywhere; what the handover said (ENOENT: gone).
+        let mut invalid = None;
+        let mut refused = None;
+        let mut handover_err = Error(libc::ENOENT);
+        for source in [FdSource::Proc, FdSource::Pidfd, FdSource::Handover] {
+            let fd = match (source, &loc) {
+                (FdSource::Proc, Some(l)) => fdpass::from_proc(l.pid, l.fd, l.dev, l.ino),
+                (FdSource::Pidfd, Some(l)) => fdpass::from_pidfd(l.pid, l.fd),
+                (FdSource::Handover, _) => fdpass::from_handover(&seg_name, ident.0),
+                _ => continue,
+            };
+            match fd {
+                Ok(fd) => match Self::map_checked(name, fd, ident, source) {
+                    Ok(seg) => return Ok(seg),
+                    Err(e) => invalid = invalid.or(Some(e)),
+                },
+                Err(e) if source == FdSource::Handover => handover_err = e,
+                Err(e) => refused = refused.or(Some(e)),
+            }
+        }
+        Err(match (invalid, refused) {
+            (Some(e), _) => e,
+            (None, _) if handover_err == EAGAIN => EAGAIN,
+            (None, Some(e)) if handover_err.0 == libc::ENOENT => e,
+            _ => handover_err,
+        })
+    }
+
+    /// A stand-in for the segment of process `pid` (nonce `nonce`) that
+    /// died before we attached it, so a message it posted can still be
+    /// handed up and fail its receive with `ECONNRESET`: 16 KiB of private
+    /// anonymous memory with a valid header, an empty ring (writes to it
+    /// reach nobody) and 64 one-chunk bounce slots (any slot a sender may
+    /// name; every chunk stays free).
+    pub fn gone(pid: u32, nonce: &[u8; 16], start_time: u64) -> Result<Segment> {
+        let g = Geometry { ncells: 2, cell_size: 128, nslots: 64, nchunks: 1, chunk_size: 64 };
+        g.check()?;
+        let size = g.total_size() as usize;
+        // SAFETY: a fresh private anonymous mapping; no file involved.
+        let p = unsafe {
+            libc::mmap(std::ptr::null_mut(), size, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0)
+        };
+        if p == libc::MAP_FAILED {
             return Err(Error(errno()));
         }
-        // SAFETY: zeroed stat is a valid out-parameter.
-        let mut st: libc::stat = unsafe { std::mem::zeroed() };
-        // SAFETY: fd is open; st is writable.
-        if unsafe { libc::fstat(fd, &mut st) } != 0 {
-            let e = errno();
-            // SAFETY: fd is ours.
-            unsafe { libc::close(fd) };
-            return Err(Error(e));
-        }
-        let close = || {
-            // SAFETY: fd is ours.
-            unsafe { libc::close(fd) };
+        let base: *mut u8 = p.cast();
+        let header = SegHeader {
+            magic: MAGIC,
+            version: LAYOUT_VERSION,
+            header_size: HEADER_SIZE as u32,
+            total_size: size as u64,
+            pid,
+            // SAFETY: geteuid cannot fail.
+            uid: unsafe { libc::geteuid() },
+            start_time,
+            generation: 0,
+            nonce: *nonce,
+            probe_addr: 0,
+            geom_ncells: g.ncells,
+            geom_cell_size: g.cell_size,
+            geom_nslots: g.nslots,
+            geom_nchunks: g.nchunks,
+            geom_chunk_size: g.chunk_size,
+            _pad: 0,
         };
+        let seg = Segment { base, size, name: segment_name(pid, nonce), header, source: FdSource::Gone, own: None };
+        // SAFETY: the mapping holds the header page and the ring region and
+        // is ours alone.
+        unsafe {
+            std::ptr::write_volatile(base.cast::<SegHeader>(), header);
+            crate::ring::Ring::init(seg.ring_base(), g.ncells, g.cell_size as usize);
+        }
+        Ok(seg)
+    }
+
+    /// Validates a descriptor of a peer's memory and maps it: a regular
+    /// file of our uid with no group/other bits, sealed against shrinking
+    /// (checked before mapping: from then on its size cannot drop below
+    /// what we map), of a size within bounds, whose header is complete,
+    /// ready and names `ident`, with a geometry that fits the mapping.
+    fn map_checked(name: &str, fd: OwnedFd, ident: (u32, [u8; 16]), source: FdSource) -> Result<Segment> {
+        let st = fstat(fd.as_raw_fd())?;
         // SAFETY: geteuid cannot fail.
         let uid = unsafe { libc::geteuid() };
         if st.st_mode & libc::S_IFMT != libc::S_IFREG || st.st_uid != uid || st.st_mode & 0o077 != 0 {
-            close();
+            return Err(err_perm());
+        }
+        if fdpass::seals(fd.as_raw_fd()) & libc::F_SEAL_SHRINK == 0 {
             return Err(err_perm());
         }
         let size = st.st_size as u64;
         if size < HEADER_SIZE as u64 || size > MAX_SEGMENT {
-            close();
             return Err(EINVAL);
         }
-        let base = map(fd, size as usize)?;
-        let mut seg = Segment { base, size: size as usize, name: name.to_string(), owner: false, header: unsafe_zero_header() };
+        let base = map(fd.as_raw_fd(), size as usize)?;
+        drop(fd);
+        let mut seg = Segment { base, size: size as usize, name: name.to_string(), header: unsafe_zero_header(), source, own: None };
         if seg.ready_flag().load(Ordering::Acquire) != READY_MAGIC {
             return Err(EAGAIN);
         }
@@ -341,13 +468,8 @@ impl Segment {
         if h.magic != MAGIC || h.version != LAYOUT_VERSION || h.header_size != HEADER_SIZE as u32 {
             return Err(EINVAL);
         }
-        if h.total_size != size || h.uid != uid {
+        if h.total_size != size || h.uid != uid || h.pid != ident.0 || h.nonce != ident.1 {
             return Err(EINVAL);
-        }
-        if let Some((pid, nonce)) = expect {
-            if h.pid != pid || h.nonce != nonce {
-                return Err(EINVAL);
-            }
         }
         let g = geometry_of(&h);
         g.check()?;
@@ -407,7 +529,16 @@ impl Segment {
         unsafe { &*self.base.add(READY_OFF).cast::<AtomicU32>() }
     }
     pub fn is_owner(&self) -> bool {
-        self.owner
+        self.own.is_some()
+    }
+    /// How this process got its descriptor of the memory.
+    pub fn fd_source(&self) -> FdSource {
+        self.source
+    }
+    /// The owner's descriptor of the memory (`None` in peers, which close
+    /// theirs once mapped).
+    pub fn owner_fd(&self) -> Option<RawFd> {
+        self.own.as_ref().map(|o| o.memfd.as_raw_fd())
     }
 }
 
@@ -445,32 +576,181 @@ fn geometry_of(h: &SegHeader) -> Geometry {
     }
 }
 
-fn map(fd: i32, size: usize) -> Result<*mut u8> {
+fn map(fd: RawFd, size: usize) -> Result<*mut u8> {
     // SAFETY: fd is open for read/write; the kernel picks the address.
     let p = unsafe {
         libc::mmap(std::ptr::null_mut(), size, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, fd, 0)
     };
-    let e = errno();
-    // SAFETY: the mapping keeps the object alive; the fd is no longer needed.
-    unsafe { libc::close(fd) };
     if p == libc::MAP_FAILED {
-        return Err(Error(e));
+        return Err(Error(errno()));
     }
     Ok(p.cast())
 }
 
+fn fstat(fd: RawFd) -> Result<libc::stat> {
+    // SAFETY: zeroed stat is a valid out-parameter.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: fd is open; st is writable.
+    if unsafe { libc::fstat(fd, &mut st) } != 0 {
+        return Err(Error(errno()));
+    }
+    Ok(st)
+}
+
 impl Drop for Segment {
     fn drop(&mut self) {
-        if self.owner {
-            self.ready_flag().store(0, Ordering::Release);
-            if let Ok(c) = CString::new(format!("/{}", self.name)) {
-                // SAFETY: valid C string.
-                unsafe { libc::shm_unlink(c.as_ptr()) };
+        if let Some(mut own) = self.own.take() {
+            if own.pid == std::process::id() {
+                self.ready_flag().store(0, Ordering::Release);
+                unlink_shm(&self.name);
             }
+            // The handover thread uses the descriptor: stop it first.
+            drop(own.handover.take());
+            drop(own.memfd);
         }
         // SAFETY: base/size describe our own mapping.
         unsafe { libc::munmap(self.base.cast(), self.size) };
     }
+}
+
+// ------------------------------------------------------------ locator files
+
+const LOCATOR_MAGIC: u64 = u64::from_le_bytes(*b"RFSHMLOC");
+const LOCATOR_VERSION: u32 = 1;
+/// Bytes of a locator file: magic, version, length, pid, uid, start time,
+/// nonce, descriptor, device, inode, size (little endian).
+pub const LOCATOR_LEN: usize = 80;
+
+/// Contents of a locator file: who owns the segment and where a peer can
+/// find its memory. Every field is untrusted: a locator only picks which
+/// descriptor to try, and the descriptor is checked on its own.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Locator {
+    pid: u32,
+    uid: u32,
+    start_time: u64,
+    nonce: [u8; 16],
+    /// The owner's descriptor number of the memory.
+    fd: i32,
+    /// Device and inode of the memory (checked before a `/proc` open).
+    dev: u64,
+    ino: u64,
+    size: u64,
+}
+
+impl Locator {
+    fn encode(&self) -> [u8; LOCATOR_LEN] {
+        let mut b = [0u8; LOCATOR_LEN];
+        b[0..8].copy_from_slice(&LOCATOR_MAGIC.to_le_bytes());
+        b[8..12].copy_from_slice(&LOCATOR_VERSION.to_le_bytes());
+        b[12..16].copy_from_slice(&(LOCATOR_LEN as u32).to_le_bytes());
+        b[16..20].copy_from_slice(&self.pid.to_le_bytes());
+        b[20..24].copy_from_slice(&self.uid.to_le_bytes());
+        b[24..32].copy_from_slice(&self.start_time.to_le_bytes());
+        b[32..48].copy_from_slice(&self.nonce);
+        b[48..52].copy_from_slice(&self.fd.to_le_bytes());
+        b[56..64].copy_from_slice(&self.dev.to_le_bytes());
+        b[64..72].copy_from_slice(&self.ino.to_le_bytes());
+        b[72..80].copy_from_slice(&self.size.to_le_bytes());
+        b
+    }
+    fn decode(b: &[u8; LOCATOR_LEN]) -> Option<Locator> {
+        let u32_at = |o: usize| u32::from_le_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]]);
+        let u64_at = |o: usize| u64::from_le_bytes([b[o], b[o + 1], b[o + 2], b[o + 3], b[o + 4], b[o + 5], b[o + 6], b[o + 7]]);
+        if u64_at(0) != LOCATOR_MAGIC || u32_at(8) != LOCATOR_VERSION || u32_at(12) != LOCATOR_LEN as u32 {
+            return None;
+        }
+        let mut nonce = [0u8; 16];
+        nonce.copy_from_slice(&b[32..48]);
+        Some(Locator {
+            pid: u32_at(16),
+            uid: u32_at(20),
+            start_time: u64_at(24),
+            nonce,
+            fd: u32_at(48) as i32,
+            dev: u64_at(56),
+            ino: u64_at(64),
+            size: u64_at(72),
+        })
+    }
+}
+
+/// Creates the locator file `/dev/shm/<name>` (`O_EXCL`, no symlink
+/// followed, mode 0600) holding `loc`.
+fn write_locator(name: &str, loc: &Locator) -> Result<()> {
+    let path = CString::new(shm_path(name)).map_err(|_| EINVAL)?;
+    let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC;
+    // SAFETY: path is a valid C string.
+    let fd = unsafe { libc::open(path.as_ptr(), flags, 0o600 as libc::c_uint) };
+    if fd < 0 {
+        return Err(Error(errno()));
+    }
+    let b = loc.encode();
+    // SAFETY: fd is ours; b is LOCATOR_LEN readable bytes. fchmod pins the
+    // mode regardless of umask.
+    let ok = unsafe {
+        libc::fchmod(fd, 0o600) == 0 && libc::pwrite(fd, b.as_ptr().cast(), b.len(), 0) == b.len() as isize
+    };
+    let e = errno();
+    // SAFETY: fd is ours.
+    unsafe { libc::close(fd) };
+    if !ok {
+        unlink_shm(name);
+        return Err(Error(e));
+    }
+    Ok(())
+}
+
+/// Reads the locator `/dev/shm/<name>` with `pread`: a regular file (no
+/// symlink followed; opened without blocking, so a FIFO planted there
+/// cannot hold us) of our uid with no group/other bits, exactly one record
+/// long, with our magic, version and uid. `ENOENT` when missing, `EPERM`
+/// for a file we do not trust, `EINVAL` for bad contents.
+fn read_locator(name: &str) -> Result<Locator> {
+    let path = CString::new(shm_path(name)).map_err(|_| EINVAL)?;
+    let flags = libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK | libc::O_NOCTTY;
+    // SAFETY: path is a valid C string.
+    let fd = unsafe { libc::open(path.as_ptr(), flags) };
+    if fd < 0 {
+        let e = errno();
+        return Err(if e == libc::ELOOP { err_perm() } else { Error(e) });
+    }
+    // SAFETY: fd was just opened and is ours.
+    let fd: OwnedFd = unsafe { std::os::fd::FromRawFd::from_raw_fd(fd) };
+    let st = fstat(fd.as_raw_fd())?;
+    // SAFETY: geteuid cannot fail.
+    let uid = unsafe { libc::geteuid() };
+    if st.st_mode & libc::S_IFMT != libc::S_IFREG || st.st_uid != uid || st.st_mode & 0o077 != 0 {
+        return Err(err_perm());
+    }
+    if st.st_size != LOCATOR_LEN as i64 {
+        return Err(EINVAL);
+    }
+    let mut b = [0u8; LOCATOR_LEN];
+    // SAFETY: b has LOCATOR_LEN writable bytes.
+    let n = unsafe { libc::pread(fd.as_raw_fd(), b.as_mut_ptr().cast(), b.len(), 0) };
+    if n != LOCATOR_LEN as isize {
+        return Err(EINVAL);
+    }
+    match Locator::decode(&b) {
+        Some(l) if l.uid == uid => Ok(l),
+        _ => Err(EINVAL),
+    }
+}
+
+/// `(pid, nonce)` of a per-process segment name, if `name` is one.
+fn parse_segment_name(name: &str) -> Option<(u32, [u8; 16])> {
+    let rest = name.strip_prefix(NAME_PREFIX)?;
+    let (pid, hex) = rest.split_once('.')?;
+    let pid: u32 = pid.parse().ok()?;
+    if hex.len() != 32 || pid == 0 || pid > i32::MAX as u32 {
+        return None;
+    }
+    let mut nonce = [0u8; 16];
+    for (i, out) in nonce.iter_mut().enumerate() {
+        *out = u8::from_str_radix(hex.get(2 * i..2 * i + 2)?, 16).ok()?;
+    }
+    (segment_name(pid, &nonce) == name).then_some((pid, nonce))
 }
 
 /// Removes segments left behind by dead processes of our uid. Returns how
@@ -486,9 +766,9 @@ pub fn reclaim_stale() -> usize {
         let Some(name) = name.to_str() else { continue };
         let Some(rest) = name.strip_prefix(NAME_PREFIX) else { continue };
         if rest.starts_with("n.") {
-            // A name given with fi_setname: the owner is in the header.
-            if let Some(h) = peek_header(name) {
-                if !pid_alive(h.pid, h.start_time) && unlink_shm(name) {
+            // A name given with fi_setname: the owner is in the locator.
+            if let Ok(l) = read_locator(name) {
+                if !pid_alive(l.pid, l.start_time) && unlink_shm(name) {
                     n += 1;
                 }
             }
@@ -500,8 +780,8 @@ pub fn reclaim_stale() -> usize {
         if md.uid() != uid || !md.file_type().is_file() {
             continue;
         }
-        // Start time from the header when readable; 0 means "pid only".
-        let start = read_start_time(name).unwrap_or(0);
+        // Start time from the locator when readable; 0 means "pid only".
+        let start = read_locator(name).map(|l| l.start_time).unwrap_or(0);
         if pid_alive(pid, start) {
             continue;
         }
@@ -513,16 +793,6 @@ pub fn reclaim_stale() -> usize {
         }
     }
     n
-}
-
-fn read_start_time(name: &str) -> Option<u64> {
-    use std::io::Read;
-    let mut f = std::fs::File::open(shm_path(name)).ok()?;
-    let mut buf = [0u8; std::mem::size_of::<SegHeader>()];
-    f.read_exact(&mut buf).ok()?;
-    // SAFETY: buf is exactly one SegHeader of plain data.
-    let h: SegHeader = unsafe { std::ptr::read_unaligned(buf.as_ptr().cast()) };
-    (h.magic == MAGIC).then_some(h.start_time)
 }
 
 // ------------------------------------------------------------ named segments
@@ -545,26 +815,6 @@ pub fn named_shm_name(name: &str) -> String {
     // SAFETY: geteuid cannot fail.
     let uid = unsafe { libc::geteuid() };
     format!("{NAME_PREFIX}n.{uid}.{name}")
-}
-
-/// Reads the header of the object at `/dev/shm/<shm_name>` without mapping
-/// it: the file must be a regular file of our uid (symlinks are not
-/// followed) and start with a complete header carrying our magic and uid.
-fn peek_header(shm_name: &str) -> Option<SegHeader> {
-    use std::io::Read;
-    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
-    // SAFETY: geteuid cannot fail.
-    let uid = unsafe { libc::geteuid() };
-    let mut f = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW).open(shm_path(shm_name)).ok()?;
-    let md = f.metadata().ok()?;
-    if !md.file_type().is_file() || md.uid() != uid {
-        return None;
-    }
-    let mut buf = [0u8; std::mem::size_of::<SegHeader>()];
-    f.read_exact(&mut buf).ok()?;
-    // SAFETY: buf is exactly one SegHeader of plain data.
-    let h: SegHeader = unsafe { std::ptr::read_unaligned(buf.as_ptr().cast()) };
-    (h.magic == MAGIC && h.uid == uid).then_some(h)
 }
 
 fn unlink_shm(shm_name: &str) -> bool {
@@ -607,14 +857,15 @@ impl Segment {
     ///
     /// `link(2)` creates the new entry atomically and fails if anything
     /// (even a dangling symlink) is there, like `O_CREAT|O_EXCL|O_NOFOLLOW`;
-    /// the entry is the same inode, so it has the segment's mode (0600) and
-    /// a complete header with the ready flag already set. An existing entry
-    /// whose owner process is gone is removed (with that owner's own
-    /// segment) and the link retried once; any other existing entry (a live
-    /// owner, another user's file, something unreadable) is `EADDRINUSE`.
+    /// the entry is the same inode as our locator, so it has its mode (0600)
+    /// and complete contents, written after the segment was ready. An
+    /// existing entry whose owner process is gone is removed (with that
+    /// owner's own locator) and the link retried once; any other existing
+    /// entry (a live owner, another user's file, something unreadable) is
+    /// `EADDRINUSE`.
     pub fn link_name(&self, name: &str) -> Result<NameLink> {
         use std::os::unix::fs::MetadataExt;
-        if !self.owner || !valid_ep_name(name) {
+        if !self.is_owner() || !valid_ep_name(name) {
             return Err(EINVAL);
         }
         let shm_name = named_shm_name(name);
@@ -633,10 +884,10 @@ impl Segment {
             if attempt > 0 {
                 break;
             }
-            match peek_header(&shm_name) {
-                Some(h) if !pid_alive(h.pid, h.start_time) => {
+            match read_locator(&shm_name) {
+                Ok(l) if !pid_alive(l.pid, l.start_time) => {
                     unlink_shm(&shm_name);
-                    unlink_shm(&segment_name(h.pid, &h.nonce));
+                    unlink_shm(&segment_name(l.pid, &l.nonce));
                 }
                 _ => break,
             }
@@ -647,10 +898,11 @@ impl Segment {
 
 /// Identity of the endpoint currently named `name`: the owner's pid, the
 /// segment nonce and the owner's start time, read from the segment header
-/// after every check of [`Segment::attach_name`] (file type, owner uid,
-/// mode, size, magic, version, geometry, ready flag). `ENOENT` when there is
-/// no such segment or its owner process is gone, `EAGAIN` while it is not
-/// ready.
+/// after every check of [`Segment::attach_name`] (the locator's file type,
+/// owner uid and mode; the memory's owner uid, mode and seals; size, magic,
+/// version, geometry, ready flag, and a header naming the segment the
+/// locator names). `ENOENT` when there is no such segment or its owner
+/// process is gone, `EAGAIN` while it is not ready.
 pub fn resolve_name(name: &str) -> Result<(u32, [u8; 16], u64)> {
     if !valid_ep_name(name) {
         return Err(EINVAL);
@@ -672,10 +924,14 @@ mod name_tests {
         std::path::Path::new(&shm_path(&named_shm_name(n))).exists()
     }
 
-    /// Makes `seg`'s header claim a process that does not exist.
+    /// Makes `seg`'s locator (and so every name linked to it) claim a
+    /// process that does not exist.
     fn fake_dead_owner(seg: &Segment) {
-        // SAFETY: the header page is ours and mapped; pid is a plain u32.
-        unsafe { (*seg.base().cast::<SegHeader>()).pid = i32::MAX as u32 - 3 };
+        let mut l = read_locator(seg.name()).unwrap();
+        l.pid = i32::MAX as u32 - 3;
+        use std::os::unix::fs::FileExt;
+        let f = std::fs::OpenOptions::new().write(true).open(shm_path(seg.name())).unwrap();
+        f.write_all_at(&l.encode(), 0).unwrap();
     }
 
     #[test]

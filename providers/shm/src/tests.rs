@@ -148,11 +148,36 @@ fn child_entry() {
     let arg = std::env::var(ARG).unwrap_or_default();
     match role.as_str() {
         "attach" => {
-            // Exit status: 0 attached, else the errno-style code.
-            let code = match Segment::attach_name(&arg, None) {
-                Ok(_) => 0,
-                Err(e) => e.0,
-            };
+            // Exit status: how the memory was obtained (attach_code), else
+            // the errno-style code.
+            std::process::exit(attach_code(Segment::attach_name(&arg, None)));
+        }
+        "nodump_holder" => {
+            // An owner whose /proc entries others may not read (and that
+            // others may not ptrace): peers must come through the handover.
+            // SAFETY: prctl with integer arguments only.
+            assert_eq!(unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) }, 0);
+            let mut ep = Endpoint::new(Config::default()).unwrap();
+            println!("addr {}", ep.address().to_hex());
+            match wait(&mut ep, 30) {
+                Event::Msg(inc) if inc.hdr.flags == F_HELLO => {
+                    let mut b = [0u8; 32];
+                    ep.recv_inline(&inc, &mut b).unwrap();
+                    let a = Address::from_bytes(&b).unwrap();
+                    std::process::exit(if a.key() == inc.src_key { 0 } else { 1 });
+                }
+                e => panic!("expected hello, got {e:?}"),
+            }
+        }
+        "hello_via" => {
+            // Attaches to PEER, reports how (exit status, attach_code) after
+            // saying hello through the ring.
+            let peer = Address::from_hex(&std::env::var(PEER).unwrap()).unwrap();
+            let code = attach_code(Segment::attach(peer.pid, &peer.nonce));
+            let mut ep = Endpoint::new(Config { cma: CmaMode::Off, ..Config::default() }).unwrap();
+            let p = ep.attach(&peer).unwrap();
+            let hello = MsgHeader { flags: F_HELLO, ..MsgHeader::default() };
+            ep.send_inline(p, &hello, &ep.address().to_bytes()).unwrap();
             std::process::exit(code);
         }
         "holder" => {
@@ -191,6 +216,19 @@ fn child_entry() {
                 }
             }
         }
+        "rts_then_die" => {
+            // Posts a 16 MiB send without saying hello (the parent never
+            // attaches us before we are gone), then exits.
+            let parent = Address::from_hex(&std::env::var(PEER).unwrap()).unwrap();
+            let mut ep = Endpoint::new(Config::default()).unwrap();
+            let p = ep.attach(&parent).unwrap();
+            let data = pattern(16 << 20, 2);
+            // SAFETY: data outlives the process.
+            let st = unsafe { ep.send(p, &MsgHeader::default(), data.as_ptr(), data.len(), 1) }.unwrap();
+            assert_eq!(st, SendStatus::Pending);
+            // SAFETY: plain process exit.
+            unsafe { libc::_exit(5) };
+        }
         "send_then_die" => {
             let (mut ep, p) = child_connect();
             let data = pattern(16 << 20, 1);
@@ -208,22 +246,64 @@ fn child_entry() {
     }
 }
 
+/// Exit status of the "attach" roles: 0 through /proc, 250 pidfd_getfd,
+/// 251 handover, 252 created, 253 a stand-in; an errno-style code on
+/// failure.
+fn attach_code(r: Result<Segment, Error>) -> i32 {
+    match r.map(|s| s.fd_source()) {
+        Ok(segment::FdSource::Proc) => 0,
+        Ok(segment::FdSource::Pidfd) => 250,
+        Ok(segment::FdSource::Handover) => 251,
+        Ok(segment::FdSource::Created) => 252,
+        Ok(segment::FdSource::Gone) => 253,
+        Err(e) => e.0,
+    }
+}
+const VIA_HANDOVER: i32 = 251;
+/// linux/capability.h
+const CAP_SYS_PTRACE: libc::c_ulong = 19;
+
+fn fstat_fd(fd: i32) -> libc::stat {
+    // SAFETY: zeroed stat is a valid out-parameter; fd is open.
+    unsafe {
+        let mut st: libc::stat = std::mem::zeroed();
+        assert_eq!(libc::fstat(fd, &mut st), 0);
+        st
+    }
+}
+
 #[test]
 fn segment_create_permissions_unlink() {
     let seg = Segment::create(Geometry::default()).unwrap();
     let path = format!("{}/{}", segment::SHM_DIR, seg.name());
     use std::os::unix::fs::MetadataExt;
+    // The locator: 0600, ours, one record (never mapped by anyone).
     let md = std::fs::symlink_metadata(&path).unwrap();
     assert_eq!(md.mode() & 0o777, 0o600);
     // SAFETY: geteuid cannot fail.
-    assert_eq!(md.uid(), unsafe { libc::geteuid() });
-    assert_eq!(md.len(), Geometry::default().total_size());
+    let uid = unsafe { libc::geteuid() };
+    assert_eq!(md.uid(), uid);
+    assert_eq!(md.len(), segment::LOCATOR_LEN as u64);
+    // The memory: 0600, ours, sealed, so it cannot be truncated or grown.
+    let fd = seg.owner_fd().unwrap();
+    let st = fstat_fd(fd);
+    assert_eq!((st.st_mode & 0o777, st.st_uid), (0o600, uid));
+    assert_eq!(st.st_size as u64, Geometry::default().total_size());
+    assert_eq!(crate::fdpass::seals(fd) & crate::fdpass::SEALS, crate::fdpass::SEALS);
+    // SAFETY: our own descriptor; both calls must fail.
+    unsafe {
+        assert_ne!(libc::ftruncate(fd, 0), 0);
+        assert_ne!(libc::ftruncate(fd, st.st_size + 4096), 0);
+    }
     // The name carries 128 random bits: two segments never collide.
     let seg2 = Segment::create(Geometry::default()).unwrap();
     assert_ne!(seg.name(), seg2.name());
     assert_eq!(seg.name().len(), segment::NAME_PREFIX.len() + std::process::id().to_string().len() + 1 + 32);
+    let name = seg.name().to_string();
+    assert!(crate::fdpass::from_handover(&name, std::process::id()).is_ok());
     drop(seg);
     assert!(std::fs::symlink_metadata(&path).is_err(), "unlinked on close");
+    assert_eq!(crate::fdpass::from_handover(&name, std::process::id()).err(), Some(Error(libc::ENOENT)), "handover stopped");
     drop(seg2);
     assert!(Segment::create(Geometry { ncells: 3, ..Geometry::default() }).is_err());
 }
@@ -264,18 +344,39 @@ fn segment_attach_validation_in_other_process() {
     assert_eq!(child_attach(&name), libc::EINVAL);
     poke(72, old);
     assert_eq!(child_attach(&name), 0);
-    // File size that disagrees with the header.
+    // Group/other permission bits on the memory are refused, whichever
+    // way it is reached.
+    let fd = seg.owner_fd().unwrap();
+    // SAFETY: our own descriptor.
+    assert_eq!(unsafe { libc::fchmod(fd, 0o644) }, 0);
+    assert_eq!(child_attach(&name), libc::EPERM);
+    // SAFETY: as above.
+    assert_eq!(unsafe { libc::fchmod(fd, 0o600) }, 0);
+    assert_eq!(child_attach(&name), 0);
+    // The locator only says where to look: damaged, wrong or missing, the
+    // owner's handover thread still hands over the (checked) memory.
     let path = format!("{}/{}", segment::SHM_DIR, name);
+    let saved = std::fs::read(&path).unwrap();
     let f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
-    let len = f.metadata().unwrap().len();
-    f.set_len(len + 4096).unwrap();
-    assert_eq!(child_attach(&name), libc::EINVAL);
-    f.set_len(len).unwrap();
-    // Group/other permission bits are refused.
+    for len in [0, 1, segment::LOCATOR_LEN as u64 + 4096] {
+        f.set_len(len).unwrap();
+        assert_eq!(child_attach(&name), VIA_HANDOVER, "locator of {len} bytes");
+    }
+    // Another descriptor number (48: the fd field): stdin of the owner
+    // fails the identity check before it is opened.
+    let mut bad = saved.clone();
+    bad[48..52].copy_from_slice(&0i32.to_le_bytes());
+    std::fs::write(&path, &bad).unwrap();
+    assert_eq!(child_attach(&name), VIA_HANDOVER);
+    std::fs::write(&path, &saved).unwrap();
+    assert_eq!(child_attach(&name), 0);
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
-    assert_eq!(child_attach(&name), libc::EPERM);
+    assert_eq!(child_attach(&name), VIA_HANDOVER);
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+    std::fs::rename(&path, format!("{path}.away")).unwrap();
+    assert_eq!(child_attach(&name), VIA_HANDOVER);
+    std::fs::rename(format!("{path}.away"), &path).unwrap();
     assert_eq!(child_attach(&name), 0);
     // Names outside our namespace and missing segments.
     assert_eq!(child_attach("rfabric-shm.1.00"), libc::ENOENT);
@@ -285,7 +386,41 @@ fn segment_attach_validation_in_other_process() {
     assert!(Segment::attach(h.pid, &h.nonce).is_ok());
     let mut n2 = h.nonce;
     n2[0] ^= 1;
-    assert!(Segment::attach(h.pid, &n2).is_err());
+    assert_eq!(Segment::attach(h.pid, &n2).err(), Some(Error(libc::ENOENT)));
+}
+
+/// A peer that may neither read the owner's /proc entries nor ptrace it
+/// (the owner is not dumpable; the peer runs without CAP_SYS_PTRACE) gets
+/// the memory from the owner's handover thread, and messages flow.
+#[test]
+fn attach_without_ptrace_rights_uses_handover() {
+    let mut owner = spawn("nodump_holder", None, "", "", true);
+    let mut rd = BufReader::new(owner.stdout.take().unwrap());
+    let addr = loop {
+        let mut line = String::new();
+        assert!(rd.read_line(&mut line).unwrap() > 0, "owner ended early");
+        if let Some(hex) = line.trim().strip_prefix("addr ") {
+            break Address::from_hex(hex).unwrap();
+        }
+    };
+    let mut c = Command::new(std::env::current_exe().unwrap());
+    c.args(["tests::child_entry", "--exact", "--nocapture", "--test-threads=1", "-q"])
+        .env(ROLE, "hello_via")
+        .env(PEER, addr.to_hex())
+        .stdout(Stdio::null());
+    use std::os::unix::process::CommandExt;
+    // SAFETY: the closure only makes a system call (async-signal-safe).
+    unsafe {
+        c.pre_exec(|| {
+            // Root keeps CAP_SYS_PTRACE across exec unless it leaves the
+            // bounding set; for other users this fails and changes nothing.
+            libc::prctl(libc::PR_CAPBSET_DROP, CAP_SYS_PTRACE, 0, 0, 0);
+            Ok(())
+        })
+    };
+    let code = c.status().unwrap().code();
+    assert_eq!(code, Some(VIA_HANDOVER));
+    assert_eq!(owner.wait().unwrap().code(), Some(0), "the owner got the hello");
 }
 
 #[test]
@@ -529,6 +664,30 @@ fn sender_death_fails_receive() {
         let r = take(&mut ep, &inc, &mut sends);
         assert_eq!(r.err(), Some(Error(libc::ECONNRESET)), "mode {mode}");
         assert_eq!(child.wait().unwrap().code(), Some(4));
+        assert_eq!(ep.in_flight(), 0);
+        segment::reclaim_stale();
+    }
+}
+
+/// The sender of an RTS died (and its memory with it) before the receiver
+/// ever attached it: the message is still handed up, and its receive fails
+/// with ECONNRESET (over a stand-in segment), CMA allowed or not.
+#[test]
+fn rts_from_a_sender_gone_before_attach_fails_receive() {
+    for (cma, mode) in [(CmaMode::Auto, ""), (CmaMode::Off, "0")] {
+        let mut ep = Endpoint::new(cfg(cma)).unwrap();
+        let mut child = spawn("rts_then_die", Some(&ep.address()), "", mode, false);
+        assert_eq!(child.wait().unwrap().code(), Some(5));
+        // Its locator is left behind (it never dropped its segment).
+        let inc = match wait(&mut ep, 30) {
+            Event::Msg(m) => m,
+            e => panic!("unexpected {e:?}"),
+        };
+        assert_eq!(inc.len, 16 << 20);
+        assert!(matches!(inc.kind, Kind::Rndv { .. }));
+        let mut sends = 0;
+        let r = take(&mut ep, &inc, &mut sends);
+        assert_eq!(r.err(), Some(Error(libc::ECONNRESET)), "cma {cma:?}");
         assert_eq!(ep.in_flight(), 0);
         segment::reclaim_stale();
     }
