@@ -23,6 +23,8 @@ mod endpoint;
 mod xpu;
 mod ep_rma;
 mod dl_calls;
+#[cfg(feature = "dl")]
+mod prov_ini;
 
 use rfabric_core::provider::Provider;
 
