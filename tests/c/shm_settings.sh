@@ -32,8 +32,9 @@ command -v fi_info >/dev/null || { echo "fi_info not installed (libfabric-bin)";
 on_lib fi_info -e >"$tmp/env" 2>&1
 for v in CMA EAGER_MAX SHARED_COPY; do
 	var=FI_${PROV}_$v
-	if grep -q "^# $var: " "$tmp/env" && grep -A1 "^# $var: " "$tmp/env" | grep -q "^# $prov: .\{30,\}"; then
-		ok "fi_info -e lists $var with its help: $(grep "^# $var: " "$tmp/env" | cut -c3-)"
+	# -a: some providers' help text holds bytes that make grep call it binary
+	if grep -a -q "^# $var: " "$tmp/env" && grep -a -A1 "^# $var: " "$tmp/env" | grep -a -q "^# $prov: .\{30,\}"; then
+		ok "fi_info -e lists $var with its help: $(grep -a "^# $var: " "$tmp/env" | cut -c3-)"
 	else
 		bad "fi_info -e does not list $var with a help line"
 	fi
