@@ -121,12 +121,11 @@ clean:
 
 # The main job: build, install into PREFIX, list what the library offers
 # with the installed fi_info, then run two-process shm transfers on it and
-# print latency and bandwidth by size (beside Debian's libfabric and UCX).
+# print latency and bandwidth by size (beside Debian's libfabric and UCX
+# where they are installed; scripts/demo.sh).
 .PHONY: demo
 demo: install
-	LD_LIBRARY_PATH=$(LIBDIR) $(PREFIX)/bin/fi_info -l
-	LD_LIBRARY_PATH=$(LIBDIR) $(PREFIX)/bin/fi_info -p shm
-	python3 bench/bench.py --quick --no-write --ours-libdir $(LIBDIR)
+	scripts/demo.sh $(PREFIX)
 
 # Side-by-side shm benchmark (a few minutes; not part of make check).
 # BENCH_ARGS: e.g. --quick, --reps 9, --sizes 8,65536
