@@ -6,13 +6,13 @@
 //! (every other symbol is local, so calls inside the library never bind to
 //! the host's `fi_getinfo`, `fi_log`, ...).
 //!
-//! - Name: the provider is `rf<name>` (`rfshm`). A libfabric with a
-//!   built-in provider of the plain name (upstream's has `shm`, so has ours)
-//!   keeps both: upstream registers two providers of one name side by side,
-//!   and its `fi_fabric` opens the first one registered under the name, so
-//!   a DL `shm` could hand out entries that the built-in one would open.
-//!   With its own name, ours is picked with `FI_PROVIDER=rfshm` or the
-//!   hints' `prov_name`, and its settings are `FI_RFSHM_*`.
+//! - Name: the provider is `rf<name>` (`rfshm`). Upstream's libfabric has a
+//!   built-in `shm` (so has ours), and of two providers with one name
+//!   upstream keeps one in sight and marks the other hidden (the higher
+//!   provider version wins; 1.17's shm is version 117.0), and `fi_fabric`
+//!   opens the first of that name: a DL `shm` could not be chosen. With its
+//!   own name, ours is picked with `FI_PROVIDER=rfshm` or the hints'
+//!   `prov_name` beside the built-in one, and its settings are `FI_RFSHM_*`.
 //! - The host: the libfabric that loaded us, found as `fi_getinfo` in the
 //!   global scope (`dlsym(RTLD_DEFAULT)`), or else as the loaded object named
 //!   `libfabric.so.1` (`RTLD_NOLOAD`). Its newest `fi_getinfo` version node
