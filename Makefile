@@ -1,6 +1,7 @@
 # rfabric: build, link and install libfabric.so.1.
 #   make build                 cargo build --release, then link build/lib/libfabric.so.1
-#   make install PREFIX=/opt/x (default: ./prefix)
+#   make dl                    each provider as a DL provider: build/dl/librf<name>-fi.so
+#   make install PREFIX=/opt/x (default: ./prefix); DL providers in PREFIX/lib/libfabric/
 #   make check                 Rust tests, symbol table check, installed-prefix check
 #   make fuzz                  each cargo-fuzz target for FUZZ_SECONDS (default 60); see fuzz/README.md
 #   make clean
@@ -13,25 +14,45 @@ CARGO_JOBS ?= -j1
 LIBDIR := $(PREFIX)/lib
 INCLUDEDIR := $(PREFIX)/include
 REAL := libfabric.so.1.$(VERSION)
+# The providers built into libfabric.so.1 (cargo features of rfabric-capi);
+# PROVIDERS= builds one with none (DL providers only). Another set builds
+# in its own TARGET_DIR and LIB_OUT, e.g.
+#   make lib PROVIDERS= TARGET_DIR=target/nobuiltin LIB_OUT=build/nobuiltin/lib
+PROVIDERS ?= shm
+TARGET_DIR ?= target
+LIB_OUT ?= build/lib
+# The providers also built as DL providers (make dl): librf<name>-fi.so,
+# each from its own build (target/dl-<name>).
+DL_PROVIDERS ?= shm
+DL_OUT ?= build/dl
 
-.PHONY: all build link install check check-rust check-symbols check-compat-c check-valgrind check-install check-shm fuzz clean
+.PHONY: all build lib link dl install check check-rust check-symbols check-compat-c check-valgrind check-install check-shm fuzz clean
 
 all: build
 
 # fi_info links dynamically against the libfabric.so.1 made by `link`.
-build:
-	$(CARGO) build $(CARGO_JOBS) --release -p rfabric-capi
+build: lib
+	RFABRIC_LIB_DIR=$(CURDIR)/$(LIB_OUT) $(CARGO) build $(CARGO_JOBS) --release -p rfabric-fi-info
+
+lib:
+	$(CARGO) build $(CARGO_JOBS) --release -p rfabric-capi --no-default-features --features "$(PROVIDERS)" --target-dir $(TARGET_DIR)
 	$(MAKE) link
-	RFABRIC_LIB_DIR=$(CURDIR)/build/lib $(CARGO) build $(CARGO_JOBS) --release -p rfabric-fi-info
 
 link:
-	RFABRIC_VERSION=$(VERSION) capi/link.sh target/release/librfabric_capi.a build/lib
+	RFABRIC_VERSION=$(VERSION) capi/link.sh $(TARGET_DIR)/release/librfabric_capi.a $(LIB_OUT)
 
-install: build
-	install -d $(LIBDIR) $(LIBDIR)/pkgconfig $(INCLUDEDIR)/rdma $(PREFIX)/bin
+dl:
+	for p in $(DL_PROVIDERS); do \
+		$(CARGO) build $(CARGO_JOBS) --release -p rfabric-capi --no-default-features --features "dl $$p" --target-dir target/dl-$$p \
+		&& capi/link_dl.sh target/dl-$$p/release/librfabric_capi.a $(DL_OUT)/librf$$p-fi.so || exit 1; \
+	done
+
+install: build dl
+	install -d $(LIBDIR) $(LIBDIR)/pkgconfig $(INCLUDEDIR)/rdma $(PREFIX)/bin $(LIBDIR)/libfabric
 	install -m 755 build/lib/$(REAL) $(LIBDIR)/$(REAL)
 	ln -sf $(REAL) $(LIBDIR)/libfabric.so.1
 	ln -sf libfabric.so.1 $(LIBDIR)/libfabric.so
+	for p in $(DL_PROVIDERS); do install -m 755 $(DL_OUT)/librf$$p-fi.so $(LIBDIR)/libfabric/ || exit 1; done
 	if [ -d include/rdma ]; then \
 		find include/rdma -name '*.h' | while read -r h; do \
 			d=$(INCLUDEDIR)/$${h#include/}; install -d "$$(dirname "$$d")"; install -m 644 "$$h" "$$d"; \
@@ -100,12 +121,11 @@ clean:
 
 # The main job: build, install into PREFIX, list what the library offers
 # with the installed fi_info, then run two-process shm transfers on it and
-# print latency and bandwidth by size (beside Debian's libfabric and UCX).
+# print latency and bandwidth by size (beside Debian's libfabric and UCX
+# where they are installed; scripts/demo.sh).
 .PHONY: demo
 demo: install
-	LD_LIBRARY_PATH=$(LIBDIR) $(PREFIX)/bin/fi_info -l
-	LD_LIBRARY_PATH=$(LIBDIR) $(PREFIX)/bin/fi_info -p shm
-	python3 bench/bench.py --quick --no-write --ours-libdir $(LIBDIR)
+	scripts/demo.sh $(PREFIX)
 
 # Side-by-side shm benchmark (a few minutes; not part of make check).
 # BENCH_ARGS: e.g. --quick, --reps 9, --sizes 8,65536

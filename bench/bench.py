@@ -2,24 +2,32 @@
 """Side-by-side benchmark of the shm provider: ours, Debian's libfabric, UCX.
 
 Run from the repository root (``make bench`` does that). Python standard
-library only. Installs nothing: it checks for the peer tools and says how to
-install them when they are missing.
+library only. Installs nothing: our library is always measured; each peer
+whose tools are missing is left out, and the output says how to install it.
 
 Measurements, each process pinned to its own core with taskset (0 and 1):
   latency    fi_pingpong -p shm -e rdm, the same binary on both libraries
              (only LD_LIBRARY_PATH changes); ucx_perftest -t tag_lat with
-             UCX_TLS=posix,self. One-way latency = half a round trip, mean
+             UCX_TLS=posix,self. Without fi_pingpong (Debian's libfabric-bin)
+             ours is measured with bench/fi_stream -l, a ping-pong of the same
+             iteration counts. One-way latency = half a round trip, mean
              over the iterations of a run; the table shows the median of runs.
   streaming  bench/fi_stream (a window of sends in flight, receives pre-posted)
-             on both libraries; ucx_perftest -t tag_bw with the same window
-             (-O) and message count. GB/s (10^9 bytes) and Mmsg/s; median of
-             runs.
+             on both libraries (built against the upstream headers of
+             libfabric-dev when they are installed, else against ours, and
+             then run on ours only); ucx_perftest -t tag_bw with the same
+             window (-O) and message count. GB/s (10^9 bytes) and Mmsg/s;
+             median of runs.
 
 Outputs: a Markdown table on stdout and in bench/results/<date>.md, the same
 numbers in bench/results/<date>.csv, and the plot docs/perf-shm.svg.
 
 When our library cannot run a case, its cell reads "n/a" and the error is
 listed under the table; the peers are still measured.
+
+RFABRIC_BENCH_DEBIAN_LIBDIR (default /usr/lib/x86_64-linux-gnu) and
+RFABRIC_BENCH_UPSTREAM_INCLUDE (default /usr/include) say where Debian's
+library and upstream's headers are; the tools are found through PATH.
 """
 
 import argparse
@@ -35,8 +43,16 @@ import subprocess
 import sys
 import time
 
-DEBIAN_LIBDIR = "/usr/lib/x86_64-linux-gnu"
+DEBIAN_LIBDIR = os.environ.get("RFABRIC_BENCH_DEBIAN_LIBDIR", "/usr/lib/x86_64-linux-gnu")
 DEBIAN_LIB = DEBIAN_LIBDIR + "/libfabric.so.1"
+UPSTREAM_INCLUDE = os.environ.get("RFABRIC_BENCH_UPSTREAM_INCLUDE", "/usr/include")
+# How to get each peer: (what it needs, the command).
+PEER_INSTALL = {
+    "debian": ("Debian's libfabric1 with fi_pingpong (libfabric-bin); streaming also needs "
+               "its headers (libfabric-dev)",
+               "sudo apt-get install libfabric1 libfabric-bin libfabric-dev"),
+    "ucx": ("ucx_perftest (ucx-utils)", "sudo apt-get install ucx-utils"),
+}
 SERVER_CORE, CLIENT_CORE = "0", "1"
 WINDOW = 64
 RUN_TIMEOUT = 60
@@ -272,6 +288,34 @@ def pingpong_case(libdir, size, ports):
         return None, str(e)
 
 
+LAT_ROW = re.compile(r"^(\d+)\s+(\d+)\s+([\d.]+)\s*$")
+
+
+def parse_stream_latency(out):
+    """fi_stream -l prints: bytes, iterations, one-way usec."""
+    res = {}
+    for line in out.splitlines():
+        m = LAT_ROW.match(line.strip())
+        if m:
+            res[int(m.group(1))] = float(m.group(3))
+    return res
+
+
+def stream_latency_case(binary, libdir, size, ports):
+    """Our latency without fi_pingpong: fi_stream -l, the same iteration
+    count as pingpong_iters. (one-way usec, None) or (None, error)."""
+    base = [binary, "-l", "-p", "shm", "-n", "20000", "-b", str(128 << 20), "-S", str(size), "-P"]
+    ok, out, err = run_pair_on_port(
+        ports, lambda port: (base + [str(port)], base + [str(port), "127.0.0.1"]),
+        {"LD_LIBRARY_PATH": libdir})
+    if not ok:
+        return None, "fi_stream -l %s: %s" % (human(size), err)
+    v = parse_stream_latency(out).get(size)
+    if v is None:
+        return None, "fi_stream -l: no result for %s" % human(size)
+    return v, None
+
+
 def stream_case(binary, libdir, sizes, ports):
     """One fi_stream run over all sizes: ({size: (GB/s, Mmsg/s)}, None) or
     (None, error)."""
@@ -315,13 +359,17 @@ def ucx_case(test, size, ports):
 GIVE_UP_AFTER = 3
 
 
-def measure(sizes, reps, libdirs, binary, log, series=SERIES):
+def measure(sizes, reps, libdirs, binary, log, series=SERIES, binaries=None, ours_latency=None):
     """Runs every case `reps` times. The three series alternate size by size
     and run by run, so a change in the machine's load touches all of them
     alike. Returns lat {series: {size: [usec]}}, stream {series: {size:
     [(GB/s, Mmsg/s)]}} and a list of error lines. A case that fails leaves
     out that run of that case only (its size is reported from the other
-    runs); a series with GIVE_UP_AFTER failed cases is not run again."""
+    runs); a series with GIVE_UP_AFTER failed cases is not run again.
+    `binaries` gives a series its own fi_stream (default `binary`; None: not
+    built for it); `ours_latency`, when set, is the fi_stream binary that
+    measures our latency instead of fi_pingpong."""
+    binaries = binaries or {}
     ports = Ports()
     lat = {k: {s: [] for s in sizes} for k in SERIES}
     stream = {k: {s: [] for s in sizes} for k in SERIES}
@@ -336,6 +384,8 @@ def measure(sizes, reps, libdirs, binary, log, series=SERIES):
                 if k == "ucx":
                     r, e = ucx_case("tag_lat", s, ports)
                     v = r["overall_lat"] if r else None
+                elif k == "ours" and ours_latency:
+                    v, e = stream_latency_case(ours_latency, libdirs[k], s, ports)
                 else:
                     v, e = pingpong_case(libdirs[k], s, ports)
                 if e:
@@ -356,10 +406,10 @@ def measure(sizes, reps, libdirs, binary, log, series=SERIES):
                         stream_fail[k].append(e)
                     else:
                         stream[k][s].append((r["overall_bw"] * (1 << 20) / 1e9, r["overall_mr"] / 1e6))
-            elif binary is None:
+            elif binaries.get(k, binary) is None:
                 stream_fail[k] += ["fi_stream was not built"] * GIVE_UP_AFTER
             else:
-                rows, e = stream_case(binary, libdirs[k], sizes, ports)
+                rows, e = stream_case(binaries.get(k, binary), libdirs[k], sizes, ports)
                 if e:
                     stream_fail[k].append(e)
                 else:
@@ -417,29 +467,58 @@ def build_rows(sizes, lat, stream):
     return rows
 
 
-def markdown(rows, errors, meta):
+SHORT = {"ours": "ours", "debian": "Debian", "ucx": "UCX"}
+
+
+def markdown(rows, errors, meta, series=SERIES, absent=None):
+    """The tables, with a column for each of `series` (ours always comes
+    first; the ratio columns only when a peer is there). `absent`: {peer:
+    (what it needs, how to install)} for the peers left out."""
+    series = ["ours"] + [k for k in series if k != "ours"]
+    peers = len(series) > 1
     out = []
     out.append("Run %s on %s; %s; command: `%s`" % (meta["date"], meta["cpu"], meta["reps"], meta["command"]))
     out.append("")
-    out.append("One-way latency, µs (median of runs; lower is better; ratio = ours ÷ best peer, target ≤ 1.0)")
+    if peers:
+        out.append("One-way latency, µs (median of runs; lower is better; ratio = ours ÷ best peer, target ≤ 1.0)")
+    else:
+        out.append("One-way latency, µs (median of runs; lower is better)")
     out.append("")
-    out.append("| size | ours | Debian | UCX | ours÷best |")
-    out.append("|---:|---:|---:|---:|---:|")
+    head = ["size"] + [SHORT[k] for k in series] + (["ours÷best"] if peers else [])
+    out.append("| " + " | ".join(head) + " |")
+    out.append("|" + "---:|" * len(head))
     for r in rows:
-        out.append("| %s | %s | %s | %s | %s |" % (
-            human(r["size"]), fmt(r["lat_ours"]), fmt(r["lat_debian"]), fmt(r["lat_ucx"]),
-            fmt(r["lat_ratio"], 2)))
+        cells = [human(r["size"])] + [fmt(r["lat_" + k]) for k in series]
+        if peers:
+            cells.append(fmt(r["lat_ratio"], 2))
+        out.append("| " + " | ".join(cells) + " |")
     out.append("")
-    out.append("Streaming, window %d (median of runs; higher is better; ratio = ours ÷ best peer, "
-               "target ≥ 1.0 from 64 KiB)" % WINDOW)
+    if peers:
+        out.append("Streaming, window %d (median of runs; higher is better; ratio = ours ÷ best peer, "
+                   "target ≥ 1.0 from 64 KiB)" % WINDOW)
+    else:
+        out.append("Streaming, window %d (median of runs; higher is better)" % WINDOW)
     out.append("")
-    out.append("| size | ours GB/s | Debian GB/s | UCX GB/s | ours÷best | ours Mmsg/s | Debian Mmsg/s | UCX Mmsg/s | ours÷best |")
-    out.append("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    head = (["size"] + ["%s GB/s" % SHORT[k] for k in series] + (["ours÷best"] if peers else [])
+            + ["%s Mmsg/s" % SHORT[k] for k in series] + (["ours÷best"] if peers else []))
+    out.append("| " + " | ".join(head) + " |")
+    out.append("|" + "---:|" * len(head))
     for r in rows:
-        out.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
-            human(r["size"]), fmt(r["bw_ours"]), fmt(r["bw_debian"]), fmt(r["bw_ucx"]),
-            fmt(r["bw_ratio"], 2), fmt(r["mr_ours"]), fmt(r["mr_debian"]), fmt(r["mr_ucx"]),
-            fmt(r["mr_ratio"], 2)))
+        cells = [human(r["size"])] + [fmt(r["bw_" + k]) for k in series]
+        if peers:
+            cells.append(fmt(r["bw_ratio"], 2))
+        cells += [fmt(r["mr_" + k]) for k in series]
+        if peers:
+            cells.append(fmt(r["mr_ratio"], 2))
+        out.append("| " + " | ".join(cells) + " |")
+    if absent:
+        out.append("")
+        out.append("Not measured (not installed here); each adds its columns once installed:")
+        out.append("")
+        for k in SERIES:
+            if k in absent:
+                need, how = absent[k]
+                out.append("- %s: needs %s: `%s`" % (LABELS[k], need, how))
     if errors:
         out.append("")
         out.append("Failed runs (left out of the medians above):")
@@ -601,29 +680,40 @@ def git_rev(repo):
 
 
 def check_tools():
+    """What is missing: (for our own series, {peer: (what it needs, how to
+    install)} for each peer that cannot run)."""
     missing = []
-    if not shutil.which("fi_pingpong"):
-        missing.append("libfabric-bin (fi_pingpong)")
-    if not os.path.exists(DEBIAN_LIB):
-        missing.append("libfabric1 (%s)" % DEBIAN_LIB)
-    if not shutil.which("ucx_perftest"):
-        missing.append("ucx-utils (ucx_perftest)")
-    if not os.path.exists("/usr/include/rdma/fabric.h"):
-        missing.append("libfabric-dev (headers for bench/fi_stream.c)")
     if not shutil.which("taskset"):
         missing.append("util-linux (taskset)")
     if not shutil.which("cc"):
         missing.append("a C compiler (cc)")
-    return missing
+    absent = {}
+    if not shutil.which("fi_pingpong") or not os.path.exists(DEBIAN_LIB):
+        absent["debian"] = PEER_INSTALL["debian"]
+    if not shutil.which("ucx_perftest"):
+        absent["ucx"] = PEER_INSTALL["ucx"]
+    return missing, absent
 
 
-def build_stream(repo, outdir):
+def upstream_headers():
+    return os.path.exists(os.path.join(UPSTREAM_INCLUDE, "rdma", "fabric.h"))
+
+
+def build_stream(repo, outdir, ours_libdir=None):
+    """bench/fi_stream built against upstream's headers and Debian's library
+    (it then runs on both libraries), or, with `ours_libdir`, against our
+    headers and library (it runs on ours only)."""
     src = os.path.join(repo, "bench", "fi_stream.c")
-    binary = os.path.join(outdir, "fi_stream")
+    if ours_libdir:
+        binary = os.path.join(outdir, "fi_stream-ours")
+        flags = ["-I" + os.path.join(repo, "include"), "-L" + ours_libdir]
+    else:
+        binary = os.path.join(outdir, "fi_stream")
+        flags = ["-I" + UPSTREAM_INCLUDE, "-L" + DEBIAN_LIBDIR]
     if os.path.exists(binary) and os.path.getmtime(binary) >= os.path.getmtime(src):
         return binary, None
     os.makedirs(outdir, exist_ok=True)
-    cmd = ["cc", "-O2", "-Wall", "-o", binary, src, "-L" + DEBIAN_LIBDIR, "-l:libfabric.so.1"]
+    cmd = ["cc", "-O2", "-Wall", "-o", binary, src] + flags + ["-l:libfabric.so.1"]
     r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     if r.returncode != 0:
         return None, "building fi_stream failed: " + last_lines(r.stdout, 4)
@@ -642,12 +732,15 @@ def main():
 
     repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     os.chdir(repo)
-    missing = check_tools()
+    missing, absent = check_tools()
     if missing:
         print("missing: " + ", ".join(missing), file=sys.stderr)
-        print("install with: sudo apt-get install libfabric-bin libfabric1 libfabric-dev ucx-utils",
-              file=sys.stderr)
+        print("install with: sudo apt-get install util-linux gcc", file=sys.stderr)
         return 1
+    for k in SERIES:
+        if k in absent:
+            print("%s: not measured: needs %s (%s)" % (LABELS[k], absent[k][0], absent[k][1]),
+                  file=sys.stderr)
     if args.reps < 1:
         print("--reps must be at least 1", file=sys.stderr)
         return 1
@@ -672,25 +765,40 @@ def main():
     ours_err = args.ours_error
     if not ours_err and not os.path.exists(os.path.join(ours_lib, "libfabric.so.1")):
         ours_err = "no %s/libfabric.so.1 (run make build)" % args.ours_libdir
-    binary, err = build_stream(repo, os.path.join(repo, "build", "bench"))
+    outdir = os.path.join(repo, "build", "bench")
+    binaries = {}
+    if upstream_headers() and "debian" not in absent:
+        binary, err = build_stream(repo, outdir)
+    else:
+        # Without upstream's headers (or Debian's library) fi_stream is built
+        # on ours and runs on ours only.
+        binary, err = build_stream(repo, outdir, ours_lib)
+        binaries["debian"] = None
+    ours_latency = None
+    if not shutil.which("fi_pingpong"):
+        ours_latency, lerr = build_stream(repo, outdir, ours_lib)
+        err = err or lerr
 
     t0 = time.time()
     libdirs = {"ours": ours_lib, "debian": DEBIAN_LIBDIR}
-    run_series = list(SERIES)
+    shown = [k for k in SERIES if k not in absent]
+    run_series = list(shown)
     if ours_err:
         errors.append("ours: " + ours_err)
         run_series.remove("ours")
     if err:
         errors.append("streaming: " + err)
-    lat, stream, errs = measure(sizes, reps, libdirs, binary, log, run_series)
+    lat, stream, errs = measure(sizes, reps, libdirs, binary, log, run_series, binaries, ours_latency)
     errors += errs
 
     date = datetime.datetime.now().strftime("%Y-%m-%d")
     meta = {"date": date, "cpu": cpu_summary() + "; ours at " + git_rev(repo),
             "reps": "%d run%s per case, %.0f s in all" % (reps, "s" if reps > 1 else "", time.time() - t0),
             "command": " ".join(["python3", "bench/bench.py"] + sys.argv[1:])}
+    if ours_latency:
+        meta["reps"] += "; ours' latency by bench/fi_stream -l (no fi_pingpong here)"
     rows = build_rows(sizes, lat, stream)
-    text = markdown(rows, errors, meta)
+    text = markdown(rows, errors, meta, shown, absent)
     sys.stdout.write(text)
     if not args.no_write:
         os.makedirs(os.path.join("bench", "results"), exist_ok=True)

@@ -15,10 +15,16 @@
  * One untimed warm-up round precedes each timed round. The sender prints
  * one line per size: bytes, messages, seconds, GB/s (10^9), Mmsg/s.
  *
+ * With -l it measures latency instead: per size, a ping-pong of
+ * ITERS = bytes_per_round / size messages (at least 50, at most max_msgs)
+ * after ITERS/10 untimed ones; the side with the address sends and waits
+ * for the echo. It prints one line per size: bytes, iterations, one-way
+ * microseconds (half the mean round trip), as fi_pingpong's usec/xfer.
+ *
  * Built against the upstream headers only, so the same binary runs on any
  * libfabric.so.1 chosen with LD_LIBRARY_PATH.
  *
- * Usage: fi_stream [-p prov] [-w window] [-n max_msgs] [-b bytes_per_round]
+ * Usage: fi_stream [-l] [-p prov] [-w window] [-n max_msgs] [-b bytes_per_round]
  *                  [-S size[,size...]] [-P port] [receiver_ip]
  */
 #define _GNU_SOURCE
@@ -378,6 +384,52 @@ static void recv_round(size_t size, long count)
 	send_ctrl('D');
 }
 
+static long lat_iters(size_t size)
+{
+	long n = size ? (long)(round_bytes / (long)size) : max_msgs;
+	if (n > max_msgs)
+		n = max_msgs;
+	if (n < 50)
+		n = 50;
+	return n;
+}
+
+static void wait_data(long *done, long target, size_t size)
+{
+	while (*done < target)
+		poll_cq(done, size);
+}
+
+/* One ping-pong round trip: the initiator posts the receive of the echo,
+ * sends and waits for both; the other side receives and echoes. */
+static void bounce(size_t size, int initiator, long *done)
+{
+	ssize_t r;
+
+	CHECK(fi_recv(ep, data_buf, size, data_desc, peer, &data_ctx[0]));
+	if (!initiator)
+		wait_data(done, *done + 1, size);
+	while ((r = fi_send(ep, data_buf, size, data_desc, peer,
+			    &data_ctx[1])) == -FI_EAGAIN)
+		poll_cq(done, size);
+	CHECK(r);
+	wait_data(done, *done + (initiator ? 2 : 1), size);
+}
+
+/* Latency of one size; returns one-way microseconds (initiator only). */
+static double latency_round(size_t size, int initiator)
+{
+	long iters = lat_iters(size), warm = iters / 10, done = 0;
+	double t0;
+
+	for (long i = 0; i < warm; i++)
+		bounce(size, initiator, &done);
+	t0 = now();
+	for (long i = 0; i < iters; i++)
+		bounce(size, initiator, &done);
+	return (now() - t0) / (double)iters / 2 * 1e6;
+}
+
 static int parse_sizes(const char *arg, size_t *sizes)
 {
 	int n = 0;
@@ -405,12 +457,13 @@ int main(int argc, char **argv)
 {
 	const char *prov = "shm", *dst = NULL;
 	size_t sizes[MAX_SIZES], max_size = 0;
-	int nsizes = 0, port = 47800, opt, fd;
+	int nsizes = 0, port = 47800, opt, fd, latency = 0;
 
 	for (size_t s = 8; s <= (4u << 20) && nsizes < MAX_SIZES; s <<= 1)
 		sizes[nsizes++] = s;
-	while ((opt = getopt(argc, argv, "p:w:n:b:S:P:h")) != -1) {
+	while ((opt = getopt(argc, argv, "lp:w:n:b:S:P:h")) != -1) {
 		switch (opt) {
+		case 'l': latency = 1; break;
 		case 'p': prov = optarg; break;
 		case 'w': window = atoi(optarg); break;
 		case 'n': max_msgs = atol(optarg); break;
@@ -425,7 +478,7 @@ int main(int argc, char **argv)
 		case 'P': port = atoi(optarg); break;
 		default:
 			fprintf(stderr,
-				"usage: %s [-p prov] [-w window] [-n max_msgs] "
+				"usage: %s [-l] [-p prov] [-w window] [-n max_msgs] "
 				"[-b bytes_per_round] [-S size,...] [-P port] [receiver_ip]\n",
 				argv[0]);
 			return opt == 'h' ? 0 : 1;
@@ -446,7 +499,18 @@ int main(int argc, char **argv)
 	fd = oob_connect(dst, port);
 	exchange_names(fd);
 
-	if (dst) {
+	if (latency) {
+		if (dst)
+			printf("%-10s %-8s %-10s\n", "bytes", "iters", "usec");
+		for (int i = 0; i < nsizes; i++) {
+			double us = latency_round(sizes[i], dst != NULL);
+			if (dst) {
+				printf("%-10zu %-8ld %-10.3f\n", sizes[i], lat_iters(sizes[i]), us);
+				fflush(stdout);
+			}
+		}
+		nsizes = 0;
+	} else if (dst) {
 		post_ctrl_recv();
 		printf("%-10s %-8s %-10s %-10s %-10s\n", "bytes", "msgs",
 		       "seconds", "GB/s", "Mmsg/s");

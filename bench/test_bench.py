@@ -85,6 +85,52 @@ class Report(unittest.TestCase):
         self.assertIn("| 8 B | n/a | 2.00 | 4.00 | n/a |", text)
         self.assertIn("- ours: not built", text)
 
+    def test_stream_latency(self):
+        out = "bytes      iters    usec\n8          20000    0.412\n65536      2048     9.5\n"
+        self.assertEqual(bench.parse_stream_latency(out), {8: 0.412, 65536: 9.5})
+        self.assertEqual(bench.parse_stream_latency("garbage\n"), {})
+
+    def test_ours_alone_without_peers(self):
+        """No peer installed: our columns only, no ratios, and how to get
+        each peer."""
+        lat = {"ours": {8: [1.0]}, "debian": {}, "ucx": {}}
+        stream = {"ours": {8: [(0.5, 2.0)]}, "debian": {}, "ucx": {}}
+        rows = bench.build_rows([8], lat, stream)
+        absent = {"debian": bench.PEER_INSTALL["debian"], "ucx": bench.PEER_INSTALL["ucx"]}
+        text = bench.markdown(rows, [], {"date": "d", "cpu": "c", "reps": "r", "command": "x"}, ["ours"], absent)
+        self.assertIn("| size | ours |\n|---:|---:|\n| 8 B | 1.00 |", text)
+        self.assertIn("| size | ours GB/s | ours Mmsg/s |\n|---:|---:|---:|\n| 8 B | 0.500 | 2.00 |", text)
+        self.assertNotIn("Debian |", text)
+        self.assertNotIn("÷", text)
+        self.assertIn("sudo apt-get install libfabric1 libfabric-bin libfabric-dev", text)
+        self.assertIn("sudo apt-get install ucx-utils", text)
+        # One peer back: its columns and the ratio return.
+        text = bench.markdown(rows, [], {"date": "d", "cpu": "c", "reps": "r", "command": "x"},
+                              ["ours", "ucx"], {"debian": absent["debian"]})
+        self.assertIn("| size | ours | UCX | ours÷best |", text)
+        self.assertNotIn("ucx-utils", text)
+
+    def test_ours_latency_without_fi_pingpong(self):
+        seen = []
+
+        def stream_lat(binary, libdir, size, ports):
+            seen.append((binary, libdir, size))
+            return 0.5, None
+
+        def stream(binary, libdir, sizes, ports):
+            return {s: (1.0, 1.0) for s in sizes}, None
+
+        saved = bench.stream_latency_case, bench.stream_case
+        bench.stream_latency_case, bench.stream_case = stream_lat, stream
+        try:
+            lat, st, errors = bench.measure([8, 16], 1, {"ours": "ours"}, "fi_stream", lambda _: None,
+                                            ["ours"], {}, "fi_stream-ours")
+        finally:
+            bench.stream_latency_case, bench.stream_case = saved
+        self.assertEqual(seen, [("fi_stream-ours", "ours", 8), ("fi_stream-ours", "ours", 16)])
+        self.assertEqual(lat["ours"], {8: [0.5], 16: [0.5]})
+        self.assertEqual(errors, [])
+
     def test_failed_case_leaves_out_one_run(self):
         """A case that fails costs that run of that size only; a series
         that keeps failing is given up."""

@@ -1,15 +1,66 @@
 #!/bin/bash
 # The whole test suite, from a clean clone: installs what it needs (Debian
-# packages, a Python venv with the MPICH wheel, cbindgen), builds the
-# library, then runs every check and prints one summary line.
-# Usage: scripts/test.sh        (the README's test command; .ci/run calls it)
+# packages, a Python venv with the MPICH wheel, cbindgen; each only when it
+# is missing), builds the library, then runs every check and prints one
+# summary line.
+# Usage: scripts/test.sh            every step (the README's test command; .ci/run calls it)
+#        scripts/test.sh STEP...    those steps only (docs/TESTING.md lists them)
+#        scripts/test.sh --list     the step names, in order
 set -u
 cd "$(dirname "$0")/.."
 root=$(pwd)
 export CARGO_TERM_COLOR=never
 log=build/test-logs
-mkdir -p "$log"
 
+# ---------- the steps, in order: name, then the command (run by eval) ----------
+names=()
+declare -A cmd
+add() { names+=("$1"); cmd[$1]=$2; }
+add cargo-tests 'cargo test -j2 --workspace'
+add provider-features 'cargo build -j2 --workspace --no-default-features --target-dir target/features && cargo build -j2 -p rfabric-capi --no-default-features --features shm --target-dir target/features && cargo test -j2 -p rfabric-capi --no-default-features --target-dir target/features && cargo clippy -j2 --workspace --all-targets --no-default-features --target-dir target/features -- -D warnings && cargo clippy -j2 -p rfabric-capi --all-targets --no-default-features --features dl,shm --target-dir target/features -- -D warnings'
+add exports-header "sh -c 'cbindgen --config cbindgen.toml --crate rfabric-capi --output build/exports.h 2>/dev/null && diff -u include/rfabric/exports.h build/exports.h && tests/abi/check_exports.sh'"
+add header-abi 'tests/abi/check_headers.sh'
+add header-oracle 'tests/abi/oracle_debian.sh'
+add wrappers 'tests/c/run_wrappers.sh'
+add symbols 'tests/symbols/check_symbols.sh build/lib/libfabric.so.1'
+add compat-abi-valgrind 'make -s check-compat-c'
+add tostr-diff 'tests/c/tostr_diff.sh "$lib"'
+add bad-input 'tests/c/bad_input.sh "$lib"'
+add shm-sendrecv 'tests/c/shm_sendrecv.sh "$lib"'
+add xpu 'tests/xpu/run.sh "$lib"'
+add shm-msg-features 'tests/c/shm_msg_features.sh "$lib"'
+add shm-rma 'tests/c/shm_rma.sh "$lib"'
+add shm-atomic-mt 'tests/c/shm_atomic_mt.sh "$lib"'
+add shm-setname 'tests/c/shm_setname.sh "$lib"'
+add shm-getinfo-addr 'tests/c/shm_getinfo_addr.sh "$lib"'
+add shm-peer-errors 'tests/c/shm_peer_errors.sh "$lib"'
+add shm-truncate 'tests/c/shm_truncate.sh "$lib"'
+add shm-settings 'tests/c/shm_settings.sh "$lib"'
+add log-params 'tests/c/log_params.sh "$lib"'
+add sanitizers 'env CFLAGS_EXTRA="-fsanitize=address,undefined -fno-sanitize-recover=all" tests/c/log_params.sh "$lib"'
+add dl-providers 'tests/dl/run.sh "$lib"'
+add dl-shm-ours 'need_dl && need_nobuiltin && tests/dl/rfshm.sh ours build/dl "$lib" build/nobuiltin/lib'
+add dl-shm-debian 'need_dl && tests/dl/rfshm.sh debian build/dl'
+add mpich-bindings 'tests/clients/mpich_bindings.sh "$lib" "$mpich_lib"'
+add mpich-4ranks 'env MPI_TIMEOUT=300 tests/mpi/run_mpich.sh "$lib"'
+add dl-shm-mpich 'need_dl && env MPI_TIMEOUT=300 tests/mpi/run_mpich.sh --dl build/dl'
+add install-pkgconfig 'make -s check-install'
+add demo-no-peers 'make -s install >/dev/null && tests/tools/demo_no_peers.sh prefix'
+add fi-info 'tests/tools/fi_info_diff.sh "$lib"'
+add fi-pingpong 'tests/clients/fi_pingpong.sh "$lib"'
+add testing-doc 'check_testing_doc'
+
+if [ "${1:-}" = --list ]; then
+	printf '%s\n' "${names[@]}"
+	exit 0
+fi
+selected=("$@")
+[ ${#selected[@]} -eq 0 ] && selected=("${names[@]}")
+for n in "${selected[@]}"; do
+	[ -n "${cmd[$n]+set}" ] || { echo "unknown step: $n (scripts/test.sh --list names them)"; exit 2; }
+done
+
+mkdir -p "$log"
 step() { echo; echo "=== $*"; }
 
 # ---------- install ----------
@@ -46,12 +97,36 @@ step "build"
 make -s build >"$log/build.log" 2>&1 || { echo "build failed:"; tail -30 "$log/build.log"; exit 1; }
 lib=$root/build/lib
 
+# Builds some steps need beyond make build, each made once.
+need_dl() { # the DL providers, build/dl/librf<name>-fi.so
+	[ -n "${dl_built:-}" ] && return 0
+	make -s dl >"$log/build-dl.log" 2>&1 || { echo "make dl failed:"; tail -30 "$log/build-dl.log"; return 1; }
+	dl_built=1
+}
+need_nobuiltin() { # libfabric.so.1 with no built-in provider, build/nobuiltin/lib
+	[ -n "${nobuiltin_built:-}" ] && return 0
+	make -s lib PROVIDERS= TARGET_DIR=target/nobuiltin LIB_OUT=build/nobuiltin/lib >"$log/build-nobuiltin.log" 2>&1 \
+		|| { echo "building the library without built-in providers failed:"; tail -30 "$log/build-nobuiltin.log"; return 1; }
+	nobuiltin_built=1
+}
+# docs/TESTING.md has one row per step, each step once, no other row.
+check_testing_doc() {
+	local doc rows
+	# the rows of the step table: from its header to the first blank line
+	doc=$(sed -n '/^| step |/,/^$/p' docs/TESTING.md | sed -n 's/^| \([a-z0-9-]*\) | .*/\1/p' | grep -v -e '^step$' -e '^-*$')
+	rows=$(echo "$doc" | sort | uniq -d)
+	[ -z "$rows" ] || { echo "listed twice in docs/TESTING.md: $rows"; return 1; }
+	diff <(printf '%s\n' "${names[@]}" | sort) <(echo "$doc" | sort) \
+		&& echo "docs/TESTING.md: ${#names[@]} steps, each listed once" \
+		|| { echo "docs/TESTING.md and scripts/test.sh differ (< only in the script, > only in the document)"; return 1; }
+}
+
 # ---------- run ----------
 passed=0 failed=0 failed_names=""
-run() { # name, command...
-	local name=$1; shift
+run() { # name
+	local name=$1
 	step "$name"
-	if "$@" >"$log/$name.log" 2>&1; then
+	if (eval "${cmd[$name]}") >"$log/$name.log" 2>&1; then
 		passed=$((passed + 1)); tail -3 "$log/$name.log"; echo "--- $name: ok"
 	else
 		failed=$((failed + 1)); failed_names="$failed_names $name"
@@ -59,32 +134,9 @@ run() { # name, command...
 	fi
 }
 
-run cargo-tests cargo test -j2 --workspace
-run exports-header sh -c 'cbindgen --config cbindgen.toml --crate rfabric-capi --output build/exports.h 2>/dev/null && diff -u include/rfabric/exports.h build/exports.h && tests/abi/check_exports.sh'
-run header-abi tests/abi/check_headers.sh
-run header-oracle tests/abi/oracle_debian.sh
-run wrappers tests/c/run_wrappers.sh
-run symbols tests/symbols/check_symbols.sh build/lib/libfabric.so.1
-run compat-abi-valgrind make -s check-compat-c
-run tostr-diff tests/c/tostr_diff.sh "$lib"
-run bad-input tests/c/bad_input.sh "$lib"
-run shm-sendrecv tests/c/shm_sendrecv.sh "$lib"
-run xpu tests/xpu/run.sh "$lib"
-run shm-msg-features tests/c/shm_msg_features.sh "$lib"
-run shm-rma tests/c/shm_rma.sh "$lib"
-run shm-atomic-mt tests/c/shm_atomic_mt.sh "$lib"
-run shm-setname tests/c/shm_setname.sh "$lib"
-run shm-getinfo-addr tests/c/shm_getinfo_addr.sh "$lib"
-run shm-peer-errors tests/c/shm_peer_errors.sh "$lib"
-run shm-truncate tests/c/shm_truncate.sh "$lib"
-run log-params tests/c/log_params.sh "$lib"
-run sanitizers env CFLAGS_EXTRA="-fsanitize=address,undefined -fno-sanitize-recover=all" tests/c/log_params.sh "$lib"
-run dl-providers tests/dl/run.sh "$lib"
-run mpich-bindings tests/clients/mpich_bindings.sh "$lib" "$mpich_lib"
-run mpich-4ranks env MPI_TIMEOUT=300 tests/mpi/run_mpich.sh "$lib"
-run install-pkgconfig make -s check-install
-[ -x tests/tools/fi_info_diff.sh ] && run fi-info tests/tools/fi_info_diff.sh "$lib"
-[ -x tests/clients/fi_pingpong.sh ] && run fi-pingpong tests/clients/fi_pingpong.sh "$lib"
+for n in "${selected[@]}"; do
+	run "$n"
+done
 
 echo
 [ -n "$failed_names" ] && echo "failed:$failed_names"

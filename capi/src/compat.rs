@@ -531,6 +531,8 @@ macro_rules! compat_info_family {
             })
         }
 
+        // A DL provider build exports fi_prov_ini alone: no versioned names.
+        #[cfg(not(feature = "dl"))]
         core::arch::global_asm!(
             concat!(".symver ", stringify!($get), ", fi_getinfo@", $node),
             concat!(".symver ", stringify!($free), ", fi_freeinfo@", $node),
@@ -568,6 +570,7 @@ pub unsafe extern "C" fn rf_compat_fi_fabric_1_0(
         unsafe { fabric_current(&mut wide, fabric, context) }
     })
 }
+#[cfg(not(feature = "dl"))]
 core::arch::global_asm!(".symver rf_compat_fi_fabric_1_0, fi_fabric@FABRIC_1.0");
 
 // ---- default (@@) definitions: the current shapes ----
@@ -615,6 +618,7 @@ pub unsafe extern "C" fn rf_fi_fabric(
     })
 }
 
+#[cfg(not(feature = "dl"))]
 core::arch::global_asm!(
     ".symver rf_fi_getinfo, fi_getinfo@@FABRIC_1.10",
     ".symver rf_fi_freeinfo, fi_freeinfo@@FABRIC_1.10",

@@ -14,7 +14,7 @@ use rfabric_core::abi::*;
 use rfabric_core::dl::{AbiNode, DlProvider};
 use std::ptr;
 
-fn compat_of(node: AbiNode) -> Option<CompatVer> {
+pub(crate) fn compat_of(node: AbiNode) -> Option<CompatVer> {
     Some(match node.0 {
         0 => CompatVer::V1_0,
         1 => CompatVer::V1_1,

@@ -53,12 +53,30 @@ unsafe fn opt_blob(p: *const c_void, len: usize) -> Result<Option<Vec<u8>>, Erro
     Ok(Some(unsafe { std::slice::from_raw_parts(p as *const u8, len) }.to_vec()))
 }
 
+/// Read one `fi_info` that an application handed to an object
+/// (`fi_domain`, `fi_endpoint`) into the core model. In a DL provider that
+/// is the shape of the libfabric that loaded it (`prov_ini`), which may be
+/// older than ours; otherwise the current one.
+///
+/// # Safety
+/// `i` points to an `fi_info` of that shape whose pointer members are NULL
+/// or valid.
+pub(crate) unsafe fn info_from_c(i: *const fi_info) -> Result<Info, Error> {
+    #[cfg(feature = "dl")]
+    if let Some(v) = crate::prov_ini::host_shape() {
+        // SAFETY: `i` has the host's shape, per this function's contract.
+        return unsafe { crate::prov_ini::info_from_host(i, v) };
+    }
+    // SAFETY: the current shape, per this function's contract.
+    unsafe { info_from_c_current(i) }
+}
+
 /// Read one C `fi_info` (not its `next`) into the core model.
 ///
 /// # Safety
 /// `i` points to a current-shape `fi_info` whose pointer members are NULL or
 /// valid.
-pub(crate) unsafe fn info_from_c(i: *const fi_info) -> Result<Info, Error> {
+pub(crate) unsafe fn info_from_c_current(i: *const fi_info) -> Result<Info, Error> {
     // SAFETY: caller guarantees a valid fi_info.
     let c = unsafe { &*i };
     let mut out = Info {
@@ -404,7 +422,7 @@ pub(crate) unsafe fn dupinfo_current(info: *const fi_info) -> *mut fi_info {
         return info_to_c(&Info::alloc());
     }
     // SAFETY: caller guarantees validity.
-    match unsafe { info_from_c(info) } {
+    match unsafe { info_from_c_current(info) } {
         Ok(mut i) => {
             // A nic belongs to its provider; the copy does not share it.
             i.nic = 0;
@@ -497,7 +515,7 @@ pub(crate) unsafe fn getinfo_current(
         None
     } else {
         // SAFETY: caller's hints.
-        match unsafe { info_from_c(hints) } {
+        match unsafe { info_from_c_current(hints) } {
             Ok(h) => Some(h),
             Err(e) => {
                 rfabric_core::fi_warn!("core", FI_LOG_CORE, "hints hold an unterminated string or oversized address");

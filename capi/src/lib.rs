@@ -23,10 +23,18 @@ mod endpoint;
 mod xpu;
 mod ep_rma;
 mod dl_calls;
+#[cfg(feature = "dl")]
+mod prov_ini;
 
 use rfabric_core::provider::Provider;
 
-/// The providers built into this library, in preference order.
+/// The providers built into this library, in preference order: one entry
+/// per provider feature (`shm`, the default). Without any, the table holds
+/// only DL providers and `fi_getinfo` answers `-FI_ENODATA` until one loads.
 pub(crate) fn builtin_providers() -> Vec<Box<dyn Provider>> {
-    rfabric_shm::providers()
+    #[allow(unused_mut)]
+    let mut v: Vec<Box<dyn Provider>> = Vec::new();
+    #[cfg(feature = "shm")]
+    v.extend(rfabric_shm::providers());
+    v
 }

@@ -224,6 +224,9 @@ pub unsafe extern "C" fn fi_getparams(params: *mut *mut fi_param, count: *mut c_
     guard!(-EOTHER_C, {
         null_check!(params, count);
         params::ensure_core_params();
+        // Providers register their settings as the table is built (as
+        // upstream's fi_getparams runs fi_ini first).
+        let _ = crate::getinfo::table();
         let list = params::getparams();
         let n = list.len();
         let Ok(cnt) = c_int::try_from(n) else { return ENOMEM.to_c() };

@@ -53,14 +53,42 @@ pub fn subsys_name(subsys: fi_log_subsys) -> Option<&'static str> {
     SUBSYS_NAMES.get(subsys as usize).copied()
 }
 
-// Mask bits: levels 0..4, subsystems 4..14, a provider filter is set, and
-// "configuration has been read". Zero means "not read yet".
+// Mask bits: levels 0..4, subsystems 4..14, lines go to a host library,
+// a provider filter is set, and "configuration has been read". Zero means
+// "not read yet".
 const SUBSYS_SHIFT: u32 = 4;
+const HOST_BIT: u64 = 1 << 61;
 const PROV_FILTER_BIT: u64 = 1 << 62;
 const READY_BIT: u64 = 1 << 63;
 
 static MASK: AtomicU64 = AtomicU64::new(0);
 static CONFIG: OnceLock<Config> = OnceLock::new();
+static HOST: OnceLock<Box<dyn Host>> = OnceLock::new();
+
+/// The logging of another libfabric that has loaded this code as a DL
+/// provider (its `fi_log_enabled` and `fi_log`): its `FI_LOG_*` settings
+/// decide, and its lines name the provider as it knows it. Every line of
+/// this library, the core's included, is the provider's there.
+pub trait Host: Send + Sync {
+    fn enabled(&self, level: fi_log_level, subsys: fi_log_subsys) -> bool;
+    /// Write `msg` (which ends in a newline) as one line.
+    fn emit(&self, level: fi_log_level, subsys: fi_log_subsys, func: &str, line: u32, msg: &str);
+}
+
+/// Send every line to `host` from now on. Once per process: false (and
+/// nothing changes) when a host was set before.
+pub fn set_host(host: Box<dyn Host>) -> bool {
+    if HOST.set(host).is_err() {
+        return false;
+    }
+    MASK.fetch_or(HOST_BIT, Ordering::AcqRel);
+    true
+}
+
+#[cold]
+fn host_enabled(level: fi_log_level, subsys: fi_log_subsys) -> bool {
+    HOST.get().is_some_and(|h| h.enabled(level, subsys))
+}
 
 enum Sink {
     Stderr,
@@ -149,7 +177,8 @@ fn config() -> &'static Config {
     let c = CONFIG.get_or_init(|| {
         fresh = true;
         let c = Config::from_env();
-        MASK.store(c.mask, Ordering::Release);
+        // OR, not store: a host set meanwhile keeps its bit.
+        MASK.fetch_or(c.mask, Ordering::AcqRel);
         c
     });
     if fresh {
@@ -202,6 +231,9 @@ fn check(mask: u64, prov: &str, level: fi_log_level, subsys: fi_log_subsys) -> b
 #[inline]
 pub fn enabled(prov: &str, level: fi_log_level, subsys: fi_log_subsys) -> bool {
     let m = MASK.load(Ordering::Relaxed);
+    if m & HOST_BIT != 0 {
+        return host_enabled(level, subsys);
+    }
     if m == 0 {
         return check(config().mask, prov, level, subsys);
     }
@@ -282,6 +314,10 @@ pub fn format_line(
 /// Write `msg` exactly as given (a C caller's message carries its own
 /// newline). Does not check [`enabled`].
 pub fn emit_raw(prov: &str, level: fi_log_level, subsys: fi_log_subsys, func: &str, line: u32, msg: &str) {
+    if let Some(h) = HOST.get() {
+        h.emit(level, subsys, func, line, msg);
+        return;
+    }
     let secs = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs())

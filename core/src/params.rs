@@ -62,6 +62,47 @@ pub struct ParamInfo {
 }
 
 static REGISTRY: Mutex<Vec<Entry>> = Mutex::new(Vec::new());
+static HOST: std::sync::OnceLock<Box<dyn Host>> = std::sync::OnceLock::new();
+
+/// The parameters of another libfabric that has loaded this code as a DL
+/// provider (its `fi_param_define` / `fi_param_get`). Every provider
+/// parameter of this library is then filed under the name the host knows
+/// the provider by (so `FI_SHM_CMA` of a provider loaded as `rfshm` is
+/// `FI_RFSHM_CMA`, as libfabric names every provider's variables), defined
+/// with the host as well as here, so that the host's `fi_getparams` (`fi_info
+/// -e`) lists it. Core parameters stay here.
+pub trait Host: Send + Sync {
+    /// The provider's name in the host.
+    fn prov_name(&self) -> &str;
+    fn define(&self, name: &str, ty: fi_param_type, help: &str) -> Result<()>;
+    /// The value as the host reads it (`ENODATA` when unset, `EINVAL` when
+    /// it does not parse), or `None` to read it here: upstream parses
+    /// integers with a bare `strtol`, which takes `12k` as 12 and `abc` as
+    /// 0, so integer types are read here, from the same variable.
+    fn get(&self, name: &str, ty: fi_param_type) -> Option<Result<Value>>;
+}
+
+/// File provider parameters with `host` from now on (see [`Host`]). Once
+/// per process: false (and nothing changes) when a host was set before.
+pub fn set_host(host: Box<dyn Host>) -> bool {
+    HOST.set(host).is_ok()
+}
+
+/// The host that keeps `prov`'s parameters, if any (never the core's).
+fn host_of(prov: &str) -> Option<&'static dyn Host> {
+    if prov == CORE {
+        return None;
+    }
+    HOST.get().map(|h| h.as_ref())
+}
+
+/// The name `prov`'s parameters are filed under.
+fn filed(prov: &str) -> &str {
+    match host_of(prov) {
+        Some(h) => h.prov_name(),
+        None => prov,
+    }
+}
 
 fn registry() -> std::sync::MutexGuard<'static, Vec<Entry>> {
     // A panic while holding the lock cannot leave the Vec half-edited in a
@@ -87,6 +128,15 @@ pub fn define(prov: &str, name: &str, ty: fi_param_type, help: &str) -> Result<(
     if prov.is_empty() || name.is_empty() || help.is_empty() || !valid_type(ty) {
         return Err(EINVAL);
     }
+    let host = host_of(prov);
+    let prov = filed(prov);
+    if is_defined(prov, name) {
+        return Ok(());
+    }
+    // Not under the registry's lock: the host may log, which may come back here.
+    if let Some(h) = host {
+        h.define(name, ty, help)?;
+    }
     let mut reg = registry();
     if reg.iter().any(|e| e.prov == prov && e.name == name) {
         return Ok(());
@@ -104,11 +154,13 @@ pub fn define(prov: &str, name: &str, ty: fi_param_type, help: &str) -> Result<(
 
 /// Whether (`prov`, `name`) has been defined.
 pub fn is_defined(prov: &str, name: &str) -> bool {
+    let prov = filed(prov);
     registry().iter().any(|e| e.prov == prov && e.name == name)
 }
 
 /// The type and environment variable of a defined parameter, or `ENOENT`.
 pub fn lookup(prov: &str, name: &str) -> Result<(fi_param_type, String)> {
+    let prov = filed(prov);
     registry()
         .iter()
         .find(|e| e.prov == prov && e.name == name)
@@ -120,6 +172,9 @@ pub fn lookup(prov: &str, name: &str) -> Result<(fi_param_type, String)> {
 /// set, `EINVAL` if the value does not parse for its type.
 pub fn get(prov: &str, name: &str) -> Result<Value> {
     let (ty, env) = lookup(prov, name)?;
+    if let Some(v) = host_of(prov).and_then(|h| h.get(name, ty)) {
+        return v;
+    }
     let raw = match std::env::var_os(&env) {
         Some(v) => v.to_string_lossy().into_owned(),
         None => {

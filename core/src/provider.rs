@@ -396,6 +396,59 @@ pub fn table(builtins: impl FnOnce() -> Vec<Box<dyn Provider>>) -> &'static Tabl
     })
 }
 
+/// Build the table from `providers` alone, for a library that is itself a
+/// DL provider: its host loads the other providers and applies
+/// `FI_PROVIDER`, so no DL provider is loaded here (this library would find
+/// itself in `FI_PROVIDER_PATH`) and nothing is filtered. False, and the
+/// table unchanged, when it was built before.
+pub fn init_table_only(providers: Vec<Box<dyn Provider>>) -> bool {
+    let mut fresh = false;
+    TABLE.get_or_init(|| {
+        fresh = true;
+        Table { entries: providers.into_iter().map(Entry::Builtin).collect() }
+    });
+    fresh
+}
+
+/// A provider under another name: the DL build of a provider, loaded by a
+/// libfabric that has a built-in provider of the first name, stays
+/// selectable by its own name (`FI_PROVIDER`, `fi_getinfo` hints, the
+/// `prov_name` of its `fi_info`). Everything else is the inner provider's.
+pub struct Renamed {
+    inner: Box<dyn Provider>,
+    name: &'static str,
+}
+
+impl Renamed {
+    pub fn new(inner: Box<dyn Provider>, name: &'static str) -> Renamed {
+        Renamed { inner, name }
+    }
+}
+
+impl Provider for Renamed {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+    fn version(&self) -> u32 {
+        self.inner.version()
+    }
+    fn offers(&self) -> Vec<Info> {
+        let mut offers = self.inner.offers();
+        for o in &mut offers {
+            if let Some(f) = o.fabric_attr.as_mut() {
+                f.prov_name = Some(self.name.to_string());
+            }
+        }
+        offers
+    }
+    fn resolve(&self, offer: Info, req: &Request<'_>) -> Result<Info> {
+        self.inner.resolve(offer, req)
+    }
+    fn fabric(&self, attr: &FabricAttr) -> Result<Box<dyn Fabric>> {
+        self.inner.fabric(attr)
+    }
+}
+
 /// The table if it has been built.
 pub fn existing_table() -> Option<&'static Table> {
     TABLE.get()

@@ -43,6 +43,12 @@ int fi_open(uint32_t version,
 int fi_param_get(struct fi_provider *provider, const char *param_name, void *value);
 
 /**
+ * `struct fi_provider *fi_prov_ini(void)`: our provider, or NULL when it
+ * cannot serve the library that loaded it (the reason is logged).
+ */
+struct fi_provider *fi_prov_ini(void);
+
+/**
  * Message for an error number (negative or positive). The string is static.
  */
 const char *fi_strerror(int errnum);

@@ -15,13 +15,25 @@
 # MPIR_CVAR_DEBUG_SUMMARY=1 makes rank 0 print the provider it chose, which
 # must be shm. Hydra needs no flag to run as root.
 #
+# With --dl DLDIR the second run is instead
+#   dl       the wheel's own libfabric (upstream 2.5), nothing of ours but
+#            our shm as a DL provider (DLDIR/librfshm-fi.so, FI_PROVIDER_PATH),
+#            chosen with FI_PROVIDER=rfshm
+#
 # Usage: tests/mpi/run_mpich.sh LIBDIR
+#        tests/mpi/run_mpich.sh --dl DLDIR
 #   MPICH_VENV   the venv holding the wheel (default: .venv in the repo root)
 #   MPI_TIMEOUT  seconds allowed per run (default 300)
 # Prints "N passed, N failed" over both runs; exits non-zero on a failure.
 set -u
 root=$(cd "$(dirname "$0")/../.." && pwd)
-lib=$(cd "${1:?usage: run_mpich.sh LIBDIR}" && pwd) || { echo "0 passed, 1 failed"; exit 1; }
+dl=""
+if [ "${1:-}" = --dl ]; then
+	dl=$(cd "${2:?usage: run_mpich.sh --dl DLDIR}" && pwd) || { echo "0 passed, 1 failed"; exit 1; }
+	lib=$dl
+else
+	lib=$(cd "${1:?usage: run_mpich.sh LIBDIR}" && pwd) || { echo "0 passed, 1 failed"; exit 1; }
+fi
 venv=${MPICH_VENV:-$root/.venv}
 limit=${MPI_TIMEOUT:-300}
 pass=0 fail=0
@@ -29,7 +41,11 @@ ok() { pass=$((pass + 1)); echo "PASS $1"; }
 bad() { fail=$((fail + 1)); echo "FAIL $1"; }
 finish() { echo "mpich: $pass passed, $fail failed"; [ "$fail" -eq 0 ]; exit $?; }
 
-[ -e "$lib/libfabric.so.1" ] || { bad "no libfabric.so.1 in $lib"; finish; }
+if [ -n "$dl" ]; then
+	[ -e "$dl/librfshm-fi.so" ] || { bad "no librfshm-fi.so in $dl (make dl)"; finish; }
+else
+	[ -e "$lib/libfabric.so.1" ] || { bad "no libfabric.so.1 in $lib"; finish; }
+fi
 for t in mpicc mpiexec; do
 	[ -x "$venv/bin/$t" ] || { bad "no $venv/bin/$t (python3 -m venv .venv && .venv/bin/pip install mpich)"; finish; }
 done
@@ -48,11 +64,12 @@ else
 	bad "p2p_coll_rma.c does not build:"; sed 's/^/  /' "$tmp/cc"; finish
 fi
 
-# mpirun NAME LOG ARGS...: the program on 4 ranks through ofi/shm, with the
-# caller's extra environment (exported before the call) and a time limit.
+# mpirun NAME LOG ARGS...: the program on 4 ranks through ofi/$PROV (shm
+# unless the caller exported another), with the caller's extra environment
+# (exported before the call) and a time limit.
 mpirun() {
 	local log=$1; shift
-	MPIR_CVAR_CH4_NETMOD=ofi MPIR_CVAR_NOLOCAL=1 FI_PROVIDER=shm \
+	MPIR_CVAR_CH4_NETMOD=ofi MPIR_CVAR_NOLOCAL=1 FI_PROVIDER=${PROV:-shm} \
 		timeout -k 10 "$limit" "$venv/bin/mpiexec" -n 4 "$prog" "$@" >"$log" 2>&1
 }
 
@@ -62,13 +79,14 @@ which_fab() {
 	cat "$1".* 2>/dev/null | sed -n 's/.*calling init: \(.*libfabric\.so\.1\)$/\1/p' | sort | uniq -c
 }
 
-# run NAME EXPECTED_LIB [LD_LIBRARY_PATH]
+# run NAME EXPECTED_LIB [LD_LIBRARY_PATH [PROVIDER DLDIR]]
 run() {
-	local name=$1 want=$2 llp=${3:-} log=$logs/mpich-$1.log rc
-	echo "--- $name: libfabric from $want"
+	local name=$1 want=$2 llp=${3:-} prov=${4:-shm} pdir=${5:-} log=$logs/mpich-$1.log rc
+	echo "--- $name: libfabric from $want, provider $prov${pdir:+ from $pdir}"
 	(
 		[ -n "$llp" ] && export LD_LIBRARY_PATH=$llp
-		export LD_DEBUG=libs LD_DEBUG_OUTPUT=$tmp/ld.$name MPIR_CVAR_DEBUG_SUMMARY=1 FI_LOG_LEVEL=warn
+		[ -n "$pdir" ] && export FI_PROVIDER_PATH=$pdir
+		export LD_DEBUG=libs LD_DEBUG_OUTPUT=$tmp/ld.$name MPIR_CVAR_DEBUG_SUMMARY=1 FI_LOG_LEVEL=warn PROV=$prov
 		mpirun "$log"
 	)
 	rc=$?
@@ -82,10 +100,18 @@ run() {
 	else
 		bad "$name: ranks loaded: $(echo $loaded)"
 	fi
-	if grep -q '^libfabric provider: shm' "$log"; then
-		ok "$name: MPICH chose the ofi netmod with provider shm"
+	if [ -n "$pdir" ]; then
+		nprov=$(cat "$tmp/ld.$name".* 2>/dev/null | grep -c "calling init: $pdir/lib$prov-fi.so$")
+		if [ "$nprov" -ge 1 ]; then
+			ok "$name: $nprov of 4 ranks initialised $pdir/lib$prov-fi.so"
+		else
+			bad "$name: no rank initialised $pdir/lib$prov-fi.so"
+		fi
+	fi
+	if grep -q "^libfabric provider: $prov\( \|$\)" "$log"; then
+		ok "$name: MPICH chose the ofi netmod with provider $prov: $(grep -m1 '^libfabric provider:' "$log")"
 	else
-		bad "$name: no 'libfabric provider: shm' in the debug summary"
+		bad "$name: no 'libfabric provider: $prov' in the debug summary"
 	fi
 	summary=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$log" | tail -1)
 	last=$(grep '^== ' "$log" | tail -1)
@@ -105,15 +131,22 @@ run() {
 }
 
 run control "$wheel_fab"
-run ours "$lib/libfabric.so.1" "$lib"
-if [ -n "${count_control:-}" ] && [ -n "${count_ours:-}" ]; then
-	[ "$count_control" -eq "$count_ours" ] && ok "both runs made the same $count_ours checks" \
-		|| bad "control made $count_control checks, ours $count_ours"
+if [ -n "$dl" ]; then
+	second=dl
+	run dl "$wheel_fab" "" rfshm "$dl"
+else
+	second=ours
+	run ours "$lib/libfabric.so.1" "$lib"
+fi
+eval "count_second=\${count_$second:-}"
+if [ -n "${count_control:-}" ] && [ -n "$count_second" ]; then
+	[ "$count_control" -eq "$count_second" ] && ok "both runs made the same $count_second checks" \
+		|| bad "control made $count_control checks, $second $count_second"
 fi
 
 # When run (2) failed, one rank alone shows why fi_getinfo refused (the
 # matching rules log each refusal at info level).
-if [ -z "${count_ours:-}" ]; then
+if [ -z "$dl" ] && [ -z "${count_ours:-}" ]; then
 	echo "--- ours: fi_getinfo refusals seen by one rank (FI_LOG_LEVEL=info)"
 	LD_LIBRARY_PATH=$lib FI_LOG_LEVEL=info MPIR_CVAR_CH4_NETMOD=ofi MPIR_CVAR_NOLOCAL=1 FI_PROVIDER=shm \
 		timeout -k 5 30 "$venv/bin/mpiexec" -n 1 "$prog" >"$tmp/diag" 2>&1
@@ -123,10 +156,11 @@ fi
 # Truncation of messages over the inline size (--only-truncation: 1100 B
 # and 1 MiB into 1 KiB). Counted for our library only: the wheel's bundled
 # upstream shm provider (2.5.1) crashes or hangs on it, shown for reference.
-for name in control ours; do
+for name in control $second; do
 	log=$logs/mpich-$name-trunc.log
 	(
 		[ $name = ours ] && export LD_LIBRARY_PATH=$lib
+		[ $name = dl ] && export FI_PROVIDER_PATH=$dl PROV=rfshm
 		export FI_LOG_LEVEL=warn limit=60
 		mpirun "$log" --only-truncation
 	)
@@ -140,9 +174,9 @@ for name in control ours; do
 	if [ $name = control ]; then
 		echo "INFO control: truncation over the inline size $res"
 	elif [ $rc -eq 0 ] && [ "${summary#* passed, }" = "0 failed" ]; then
-		ok "ours: truncation over the inline size $res"
+		ok "$name: truncation over the inline size $res"
 	else
-		bad "ours: truncation over the inline size $res"
+		bad "$name: truncation over the inline size $res"
 	fi
 done
 # An MCS lock on MPI one-sided atomics (tests/mpi/mcs_lock.c), 3 ranks on

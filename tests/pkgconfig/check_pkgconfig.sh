@@ -18,3 +18,13 @@ case "$flags" in *"-I$prefix/include"*"-L$prefix/lib"*"-lfabric"*) ;; *) echo "F
 "$CC" -o "$tmp/smoke" "$root/tests/pkgconfig/smoke.c" $flags
 LD_LIBRARY_PATH="$prefix/lib" "$tmp/smoke"
 echo "pkg-config check passed"
+
+# The DL providers make install puts in <libdir>/libfabric/ load with no
+# FI_PROVIDER_PATH: the installed fi_info lists them beside the built-ins.
+for so in "$prefix"/lib/libfabric/lib*-fi.so; do
+	[ -e "$so" ] || { echo "FAIL: no DL provider in $prefix/lib/libfabric/"; exit 1; }
+	name=$(basename "$so" -fi.so); name=${name#lib}
+	env -u FI_PROVIDER_PATH -u FI_PROVIDER LD_LIBRARY_PATH="$prefix/lib" "$prefix/bin/fi_info" -l >"$tmp/l"
+	grep -qx "$name:" "$tmp/l" || { echo "FAIL: installed fi_info -l does not list $name from $so"; cat "$tmp/l"; exit 1; }
+	echo "installed DL provider $name loads from $prefix/lib/libfabric/"
+done

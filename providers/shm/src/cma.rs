@@ -17,14 +17,11 @@ pub enum CmaMode {
 }
 
 impl CmaMode {
-    /// `FI_SHM_CMA=0` forces the bounce path, `FI_SHM_CMA=1` forces CMA;
-    /// anything else (or unset) means automatic.
+    /// `FI_SHM_CMA` (a boolean setting, see `settings`): false forces the
+    /// bounce path, true forces CMA; unset means automatic, and so does a
+    /// value that is not a boolean (with a warning).
     pub fn from_env() -> CmaMode {
-        match std::env::var("FI_SHM_CMA").as_deref() {
-            Ok("0") | Ok("off") | Ok("no") => CmaMode::Off,
-            Ok("1") | Ok("on") | Ok("yes") => CmaMode::Force,
-            _ => CmaMode::Auto,
-        }
+        crate::settings::cma_mode()
     }
 }
 

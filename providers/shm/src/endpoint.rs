@@ -338,13 +338,13 @@ pub struct Config {
     pub max_recvs: usize,
     pub cma: CmaMode,
     /// Share large CMA copies with the sender (`FI_SHM_SHARED_COPY=0`
-    /// turns it off).
+    /// turns it off; see `settings`).
     pub shared_copy: bool,
 }
 
 impl Default for Config {
     fn default() -> Self {
-        let shared_copy = std::env::var("FI_SHM_SHARED_COPY").map(|v| v.trim() != "0").unwrap_or(true);
+        let shared_copy = crate::settings::shared_copy();
         Config { geometry: Geometry::default(), max_sends: 64, max_recvs: 64, cma: CmaMode::from_env(), shared_copy }
     }
 }
@@ -481,9 +481,10 @@ pub(crate) fn coarse_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
-/// `FI_SHM_EAGER_MAX` (bytes) replaces both defaults with one fixed limit.
+/// `FI_SHM_EAGER_MAX` (bytes, a size_t setting, see `settings`) replaces
+/// both defaults with one fixed limit.
 fn eager_max_from_env() -> Option<usize> {
-    std::env::var("FI_SHM_EAGER_MAX").ok().and_then(|v| v.trim().parse().ok())
+    crate::settings::eager_max()
 }
 
 /// Interval between liveness checks of peers with work in flight (each

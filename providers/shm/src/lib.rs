@@ -5,6 +5,7 @@
 //! the provider table; the object model it composes lives in `rfabric-core`. See `DESIGN.md`.
 
 pub mod cma;
+pub mod settings;
 pub mod endpoint;
 pub mod fdpass;
 pub mod peer;

@@ -250,7 +250,9 @@ impl Fabric for ShmFabric {
     }
 }
 
-/// The providers this crate contributes to the table.
+/// The providers this crate contributes to the table. Their settings are
+/// registered here, so that `fi_getparams` lists them once the table exists.
 pub fn providers() -> Vec<Box<dyn Provider>> {
+    crate::settings::define();
     vec![Box::new(ShmProvider)]
 }

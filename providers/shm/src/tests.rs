@@ -31,8 +31,14 @@ fn spawn_env(role: &str, peer: Option<&Address>, arg: &str, cma: &str, stdout: b
     c.envs(env.iter().map(|(k, v)| (*k, v.as_str())));
     c.args(["tests::child_entry", "--exact", "--nocapture", "--test-threads=1", "-q"])
         .env(ROLE, role)
-        .env(ARG, arg)
-        .env("FI_SHM_CMA", cma);
+        .env(ARG, arg);
+    // "" leaves the choice to the provider (unset); an empty value would
+    // be read as a bad boolean.
+    if cma.is_empty() {
+        c.env_remove("FI_SHM_CMA");
+    } else {
+        c.env("FI_SHM_CMA", cma);
+    }
     if let Some(p) = peer {
         c.env(PEER, p.to_hex());
     }
