@@ -25,7 +25,8 @@ use rfabric_core::abi::{
     fid_nic,
 };
 use crate::compat_shapes::*;
-use crate::getinfo::{dupinfo_current, fabric_current, freeinfo_current, getinfo_current};
+use crate::getinfo::{fabric_current, getinfo_current};
+use crate::info::{dupinfo_current, freeinfo_current};
 
 /// One of the ABI versions whose `fi_info` shape differs from the current one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -274,7 +274,7 @@ unsafe fn open_endpoint(d: *mut fid_domain, i: *mut fi_info, ep: *mut *mut fid_e
         // SAFETY: checked against our ops table.
         let Some(h) = (unsafe { ours::<DomainHandle>(d as *const fid, &DOMAIN_FI_OPS) }) else { return -FI_EINVAL };
         // SAFETY: i is the caller's fi_info.
-        let info = match unsafe { crate::getinfo::info_from_c(i) } {
+        let info = match unsafe { crate::info::info_from_c(i) } {
             Ok(x) => x,
             Err(e) => return e.to_c(),
         };

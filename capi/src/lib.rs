@@ -15,6 +15,7 @@ mod guard;
 mod compat;
 mod compat_shapes;
 mod getinfo;
+mod info;
 mod log_params;
 mod tostr;
 mod objects;

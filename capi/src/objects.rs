@@ -86,7 +86,7 @@ unsafe extern "C" fn fabric_domain(f: *mut fid_fabric, i: *mut fi_info, d: *mut 
         // SAFETY: f is the first member of a FabricHandle we published.
         let fh = unsafe { &*(f as *const FabricHandle) };
         // SAFETY: i is the caller's fi_info.
-        let info = match unsafe { crate::getinfo::info_from_c(i) } {
+        let info = match unsafe { crate::info::info_from_c(i) } {
             Ok(x) => x,
             Err(e) => return e.to_c(),
         };
