@@ -4,6 +4,8 @@
 //! blocks we allocate (see `make check`).
 
 use super::*;
+use crate::versioned::{rf_compat_fi_fabric_1_0, rf_compat_fi_freeinfo_1_0, rf_compat_fi_freeinfo_1_9, rf_compat_fi_getinfo_1_0, rf_compat_fi_getinfo_1_3};
+use core::ffi::{c_char, c_int};
 use rfabric_core::abi::{fi_ops, fid};
 use std::collections::HashMap;
 use std::ffi::CStr;

@@ -14,6 +14,7 @@ mod guard;
 
 mod compat;
 mod compat_shapes;
+mod versioned;
 mod getinfo;
 mod info;
 mod log_params;
