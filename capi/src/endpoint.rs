@@ -1,6 +1,6 @@
 //! The endpoint handle (`fid_ep`) of built-in providers: every slot of
 //! `fi_ops_ep`, `fi_ops_cm`, `fi_ops_msg`, `fi_ops_tagged`, `fi_ops_rma`,
-//! `fi_ops_atomic` (in `ep_rma.rs`) and `fi_ops_collective` is filled; what the provider's
+//! `fi_ops_atomic` (in `endpoint/rma.rs`) and `fi_ops_collective` is filled; what the provider's
 //! `Endpoint` does not implement answers `-FI_ENOSYS`.
 //!
 //! Data path of `fi_send`: the application's inline wrapper calls
@@ -8,8 +8,11 @@
 //! (one `Iov`) and makes one dynamic call into the provider's
 //! `Endpoint::send`. No allocation, no lookup.
 
-use crate::domain::{apply_descs, av_fi_ops, cntr_fi_ops, cq_fi_ops, ours, put_cstr, rc, AvHandle, CntrHandle, CqHandle, Descs, DomainHandle};
-use crate::objects::RefCount;
+use crate::av::{av_fi_ops, AvHandle};
+use crate::cntr::{cntr_fi_ops, CntrHandle};
+use crate::cq::{cq_fi_ops, CqHandle};
+use crate::domain::{apply_descs, Descs, DomainHandle};
+use crate::handle::{ours, put_cstr, rc, RefCount};
 use libc::{c_char, c_int, c_void, iovec};
 use rfabric_core::abi::*;
 use rfabric_core::error::Error;
@@ -556,9 +559,10 @@ static TAGGED_OPS: fi_ops_tagged = fi_ops_tagged {
     injectdata: Some(tag_injectdata),
 };
 
-// ---- RMA and atomics: capi/src/ep_rma.rs. Collectives: not provided.
+// ---- RMA and atomics: capi/src/endpoint/rma.rs. Collectives: not provided.
 
-use crate::ep_rma::{ATOMIC_OPS, RMA_OPS};
+mod rma;
+use rma::{ATOMIC_OPS, RMA_OPS};
 
 /// The provider endpoint behind an endpoint fid of ours.
 ///

@@ -4,7 +4,7 @@
 //! thin wrappers in `compat.rs`.
 
 use crate::info::{freeinfo_current, info_from_c, list_to_c, opt_str, MAX_STR};
-use crate::objects;
+use crate::fabric;
 use libc::{c_char, c_int, c_void};
 use rfabric_core::abi::*;
 use rfabric_core::error::{Error, EINVAL, ENODATA, ENOSYS};
@@ -222,7 +222,7 @@ pub(crate) unsafe fn fabric_current(attr: *mut fi_fabric_attr, fabric: *mut *mut
                 };
                 match p.fabric(&fa) {
                     // SAFETY: fabric non-NULL.
-                    Ok(obj) => unsafe { objects::publish_fabric(obj, &fa, context, fabric) },
+                    Ok(obj) => unsafe { fabric::publish_fabric(obj, &fa, context, fabric) },
                     Err(e) => e.to_c(),
                 }
             }

@@ -41,8 +41,8 @@ macro_rules! null_check_ssize {
 
 /// An ops-table slot the object does not support: `-FI_ENOSYS`.
 macro_rules! enosys_fn {
-    ($name:ident ( $($t:ty),* $(,)? ) -> $r:ty) => {
-        unsafe extern "C" fn $name($(_: $t),*) -> $r {
+    ($vis:vis $name:ident ( $($t:ty),* $(,)? ) -> $r:ty) => {
+        $vis unsafe extern "C" fn $name($(_: $t),*) -> $r {
             -(rfabric_core::abi::FI_ENOSYS as $r)
         }
     };

@@ -19,11 +19,16 @@ mod getinfo;
 mod info;
 mod log_params;
 mod tostr;
-mod objects;
+mod handle;
+mod fabric;
 mod domain;
 mod endpoint;
+mod cq;
+mod cntr;
+mod av;
+mod mr;
+mod eq;
 mod xpu;
-mod ep_rma;
 mod dl_calls;
 
 use rfabric_core::provider::Provider;

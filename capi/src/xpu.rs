@@ -2,7 +2,11 @@
 //! `fid_xpu_ctx` handle: validation of `struct fi_xpu_attr`, `query`,
 //! `close`. The context itself is `rfabric_core::xpu::XpuCtx`.
 
-use crate::domain::{av_fi_ops, cntr_fi_ops, cq_fi_ops, ours, AvHandle, CntrHandle, CqHandle, DomainHandle, DOMAIN_FI_OPS};
+use crate::av::{av_fi_ops, AvHandle};
+use crate::cntr::{cntr_fi_ops, CntrHandle};
+use crate::cq::{cq_fi_ops, CqHandle};
+use crate::domain::{DomainHandle, DOMAIN_FI_OPS};
+use crate::handle::ours;
 use crate::endpoint::EpHandle;
 use libc::{c_char, c_int, c_void};
 use rfabric_core::abi::*;
@@ -28,7 +32,7 @@ unsafe extern "C" fn ctx_tostr(f: *const fid, buf: *mut c_char, len: usize) -> c
         // SAFETY: checked against our ops table.
         let Some(h) = (unsafe { ours::<XpuCtxHandle>(f, &XPU_CTX_FI_OPS) }) else { return -FI_EINVAL };
         // SAFETY: buf holds len bytes.
-        unsafe { crate::domain::put_cstr(buf, len, &format!("xpu_ctx shm device {}", h.ctx.device)) };
+        unsafe { crate::handle::put_cstr(buf, len, &format!("xpu_ctx shm device {}", h.ctx.device)) };
         0
     })
 }
@@ -551,7 +555,7 @@ pub(crate) unsafe extern "C" fn av_lookup2(av: *mut fid_av, fi_addr: fi_addr_t, 
 pub(crate) unsafe extern "C" fn mr_control(f: *mut fid, cmd: c_int, arg: *mut c_void) -> c_int {
     guard!(-FI_EOTHER, {
         // SAFETY: checked against the MR ops table.
-        let Some(mr) = (unsafe { ours::<fid_mr>(f, crate::domain::mr_fi_ops()) }) else { return -FI_EINVAL };
+        let Some(mr) = (unsafe { ours::<fid_mr>(f, crate::mr::mr_fi_ops()) }) else { return -FI_EINVAL };
         if cmd != FI_GET_MR_XPU_DESC {
             return -FI_ENOSYS;
         }

@@ -1,30 +1,17 @@
-//! Handles for objects of built-in providers: a `#[repr(C)]` struct whose
-//! first member is the C handle (`fid_fabric`, ...) the application sees,
-//! followed by the Rust object. Ops-table trampolines cast the pointer they
-//! receive back to the handle: one indirect call, no lookup, no lock.
+//! The fabric handle (`fid_fabric`) of a built-in provider. Like every
+//! handle it is a `#[repr(C)]` struct whose first member is the C handle
+//! the application sees, followed by the Rust object. Ops-table trampolines
+//! cast the pointer they receive back to the handle: one indirect call, no
+//! lookup, no lock.
 
+use crate::cntr::{cntr_fi_ops, CntrHandle};
+use crate::cq::{cq_fi_ops, CqHandle};
+use crate::handle::{ours, rc};
 use libc::{c_char, c_int, c_void};
 use rfabric_core::abi::*;
 use rfabric_core::info::FabricAttr;
 use rfabric_core::provider::Fabric;
-use std::sync::atomic::{AtomicUsize, Ordering};
-
-/// Children (domains, EQs, ...) keep their parent open: `fi_close` on a
-/// parent with live children returns `-FI_EBUSY`.
-#[derive(Default)]
-pub(crate) struct RefCount(pub(crate) AtomicUsize);
-
-impl RefCount {
-    pub(crate) fn get(&self) {
-        self.0.fetch_add(1, Ordering::AcqRel);
-    }
-    pub(crate) fn put(&self) {
-        self.0.fetch_sub(1, Ordering::AcqRel);
-    }
-    pub(crate) fn busy(&self) -> bool {
-        self.0.load(Ordering::Acquire) != 0
-    }
-}
+use crate::handle::RefCount;
 
 #[repr(C)]
 pub(crate) struct FabricHandle {
@@ -115,7 +102,7 @@ unsafe extern "C" fn fabric_eq_open(f: *mut fid_fabric, a: *mut fi_eq_attr, e: *
     guard!(-FI_EOTHER, {
         null_check!(f, a, e);
         // SAFETY: f is ours; a and e non-NULL caller pointers.
-        unsafe { crate::domain::eq_open(&*(f as *const FabricHandle), &*a, e, c) }
+        unsafe { crate::eq::eq_open(&*(f as *const FabricHandle), &*a, e, c) }
     })
 }
 unsafe extern "C" fn fabric_wait_open(_f: *mut fid_fabric, _a: *mut fi_wait_attr, _w: *mut *mut fid_wait) -> c_int {
@@ -133,7 +120,7 @@ unsafe extern "C" fn fabric_trywait(f: *mut fid_fabric, fids: *mut *mut fid, n: 
             // SAFETY: fids holds n entries.
             let one = unsafe { *fids.add(i) };
             // SAFETY: one is NULL or a fid; trywait_one checks its ops table.
-            match unsafe { crate::domain::trywait_one(one) } {
+            match unsafe { trywait_one(one) } {
                 Some(0) => {}
                 Some(r) => return r,
                 None => return -FI_EINVAL,
@@ -185,4 +172,20 @@ pub(crate) unsafe fn publish_fabric(obj: Box<dyn Fabric>, attr: &FabricAttr, con
     // SAFETY: caller's out pointer.
     unsafe { *out = Box::into_raw(h) as *mut fid_fabric };
     0
+}
+
+/// `fi_trywait` for one of our CQs or counters; `None` for other fids.
+///
+/// # Safety
+/// `f` NULL or a fid.
+unsafe fn trywait_one(f: *mut fid) -> Option<c_int> {
+    // SAFETY: caller; each check compares the ops table first.
+    if let Some(h) = unsafe { ours::<CqHandle>(f, cq_fi_ops()) } {
+        return Some(rc(h.obj.trywait()));
+    }
+    // SAFETY: as above.
+    if let Some(h) = unsafe { ours::<CntrHandle>(f, cntr_fi_ops()) } {
+        return Some(rc(h.obj.trywait()));
+    }
+    None
 }

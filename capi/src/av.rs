@@ -1,0 +1,194 @@
+//! The address-vector handle (`fid_av`).
+
+use crate::domain::DomainHandle;
+use crate::handle::{obj_tostr, enosys_bind, enosys_control, enosys_ops_open, enosys_ops_set, ours, put_cstr, rc, RefCount};
+use rfabric_core::error::{Error, EINVAL};
+use rfabric_core::provider::AddressVector;
+use std::sync::Arc;
+use libc::{c_char, c_int, c_void};
+use rfabric_core::abi::*;
+
+#[repr(C)]
+pub(crate) struct AvHandle {
+    pub(crate) fid: fid_av,
+    pub(crate) obj: Arc<dyn AddressVector>,
+    pub(crate) domain: *const DomainHandle,
+    pub(crate) refs: RefCount,
+}
+
+pub(crate) fn av_fi_ops() -> &'static fi_ops {
+    &AV_FI_OPS
+}
+
+unsafe extern "C" fn av_close(f: *mut fid) -> c_int {
+    guard!(-FI_EOTHER, {
+        // SAFETY: checked against our ops table.
+        let Some(h) = (unsafe { ours::<AvHandle>(f, &AV_FI_OPS) }) else { return -FI_EINVAL };
+        if h.refs.busy() {
+            return -FI_EBUSY;
+        }
+        // SAFETY: the domain outlives its AVs.
+        unsafe { (*h.domain).children.put() };
+        // SAFETY: created by Box::into_raw in domain_av_open; closed once.
+        drop(unsafe { Box::from_raw(f as *mut AvHandle) });
+        0
+    })
+}
+
+pub(crate) static AV_FI_OPS: fi_ops = fi_ops {
+    size: std::mem::size_of::<fi_ops>(),
+    close: Some(av_close),
+    bind: Some(enosys_bind),
+    control: Some(enosys_control),
+    ops_open: Some(enosys_ops_open),
+    tostr: Some(obj_tostr),
+    ops_set: Some(enosys_ops_set),
+};
+
+/// Longest string address accepted (`FI_ADDR_STR`).
+const MAX_STR_ADDR: usize = 4096;
+
+/// # Safety
+/// `p` points to a NUL-terminated string or at least MAX_STR_ADDR bytes.
+unsafe fn str_addr<'a>(p: *const u8) -> Result<&'a [u8], Error> {
+    for n in 0..MAX_STR_ADDR {
+        // SAFETY: reading up to the NUL (caller).
+        if unsafe { *p.add(n) } == 0 {
+            // SAFETY: the n bytes before the NUL are readable.
+            return Ok(unsafe { std::slice::from_raw_parts(p, n + 1) });
+        }
+    }
+    Err(EINVAL)
+}
+
+unsafe extern "C" fn av_insert(av: *mut fid_av, addr: *const c_void, count: usize, fi_addr: *mut fi_addr_t, flags: u64, _ctx: *mut c_void) -> c_int {
+    guard!(-FI_EOTHER, {
+        // SAFETY: checked against our ops table.
+        let Some(h) = (unsafe { ours::<AvHandle>(av as *const fid, &AV_FI_OPS) }) else { return -FI_EINVAL };
+        if count == 0 {
+            return 0;
+        }
+        null_check!(addr);
+        let mut list: Vec<&[u8]> = Vec::with_capacity(count.min(1 << 16));
+        let mut p = addr as *const u8;
+        for _ in 0..count {
+            match h.obj.addr_len() {
+                Some(n) => {
+                    // SAFETY: the caller's array holds count addresses of n bytes.
+                    list.push(unsafe { std::slice::from_raw_parts(p, n) });
+                    // SAFETY: stays within (or one past) the caller's array.
+                    p = unsafe { p.add(n) };
+                }
+                None => {
+                    // SAFETY: string addresses follow each other, each NUL-terminated.
+                    match unsafe { str_addr(p) } {
+                        Ok(s) => {
+                            list.push(s);
+                            // SAFETY: next string starts after the NUL.
+                            p = unsafe { p.add(s.len()) };
+                        }
+                        Err(e) => return e.to_c(),
+                    }
+                }
+            }
+        }
+        let out = if fi_addr.is_null() {
+            None
+        } else {
+            // SAFETY: fi_addr holds count values.
+            Some(unsafe { std::slice::from_raw_parts_mut(fi_addr, count) })
+        };
+        match h.obj.insert(&list, out, flags) {
+            Ok(n) => n as c_int,
+            Err(e) => e.to_c(),
+        }
+    })
+}
+
+unsafe extern "C" fn av_remove(av: *mut fid_av, fi_addr: *mut fi_addr_t, count: usize, flags: u64) -> c_int {
+    guard!(-FI_EOTHER, {
+        // SAFETY: checked against our ops table.
+        let Some(h) = (unsafe { ours::<AvHandle>(av as *const fid, &AV_FI_OPS) }) else { return -FI_EINVAL };
+        if count == 0 {
+            return 0;
+        }
+        null_check!(fi_addr);
+        // SAFETY: fi_addr holds count values.
+        let v = unsafe { std::slice::from_raw_parts(fi_addr, count) };
+        rc(h.obj.remove(v, flags))
+    })
+}
+
+unsafe extern "C" fn av_lookup(av: *mut fid_av, fi_addr: fi_addr_t, addr: *mut c_void, addrlen: *mut usize) -> c_int {
+    guard!(-FI_EOTHER, {
+        null_check!(addrlen);
+        // SAFETY: checked against our ops table.
+        let Some(h) = (unsafe { ours::<AvHandle>(av as *const fid, &AV_FI_OPS) }) else { return -FI_EINVAL };
+        // SAFETY: addrlen non-NULL.
+        let cap = if addr.is_null() { 0 } else { unsafe { *addrlen } };
+        let buf: &mut [u8] = if cap == 0 {
+            &mut []
+        } else {
+            // SAFETY: addr holds *addrlen bytes.
+            unsafe { std::slice::from_raw_parts_mut(addr as *mut u8, cap) }
+        };
+        match h.obj.lookup(fi_addr, buf) {
+            Ok(n) => {
+                // SAFETY: addrlen non-NULL.
+                unsafe { *addrlen = n };
+                0
+            }
+            Err(e) => e.to_c(),
+        }
+    })
+}
+
+unsafe extern "C" fn av_straddr(av: *mut fid_av, addr: *const c_void, buf: *mut c_char, len: *mut usize) -> *const c_char {
+    guard!(std::ptr::null(), {
+        if addr.is_null() || len.is_null() {
+            return std::ptr::null();
+        }
+        // SAFETY: checked against our ops table.
+        let Some(h) = (unsafe { ours::<AvHandle>(av as *const fid, &AV_FI_OPS) }) else { return std::ptr::null() };
+        let raw = match h.obj.addr_len() {
+            // SAFETY: addr holds one address of n bytes.
+            Some(n) => unsafe { std::slice::from_raw_parts(addr as *const u8, n) },
+            // SAFETY: a NUL-terminated string address.
+            None => match unsafe { str_addr(addr as *const u8) } {
+                Ok(s) => s,
+                Err(_) => return std::ptr::null(),
+            },
+        };
+        let s = h.obj.straddr(raw);
+        // SAFETY: len non-NULL; buf holds *len bytes.
+        unsafe {
+            put_cstr(buf, *len, &s);
+            *len = s.len() + 1;
+        }
+        buf
+    })
+}
+
+enosys_fn!(av_insertsvc(*mut fid_av, *const c_char, *const c_char, *mut fi_addr_t, u64, *mut c_void) -> c_int);
+enosys_fn!(av_insertsym(*mut fid_av, *const c_char, usize, *const c_char, usize, *mut fi_addr_t, u64, *mut c_void) -> c_int);
+enosys_fn!(av_av_set(*mut fid_av, *mut fi_av_set_attr, *mut *mut fid_av_set, *mut c_void) -> c_int);
+enosys_fn!(av_insert_auth_key(*mut fid_av, *const c_void, usize, *mut fi_addr_t, u64) -> c_int);
+enosys_fn!(av_lookup_auth_key(*mut fid_av, fi_addr_t, *mut c_void, *mut usize) -> c_int);
+enosys_fn!(av_set_user_id(*mut fid_av, fi_addr_t, fi_addr_t, u64) -> c_int);
+use crate::xpu::av_lookup2;
+
+pub(crate) static AV_OPS: fi_ops_av = fi_ops_av {
+    size: std::mem::size_of::<fi_ops_av>(),
+    insert: Some(av_insert),
+    insertsvc: Some(av_insertsvc),
+    insertsym: Some(av_insertsym),
+    remove: Some(av_remove),
+    lookup: Some(av_lookup),
+    straddr: Some(av_straddr),
+    av_set: Some(av_av_set),
+    insert_auth_key: Some(av_insert_auth_key),
+    lookup_auth_key: Some(av_lookup_auth_key),
+    set_user_id: Some(av_set_user_id),
+    lookup2: Some(av_lookup2),
+};
+

@@ -1,0 +1,155 @@
+//! The counter handle (`fid_cntr`).
+
+use crate::domain::{DomainHandle, DOMAIN_FI_OPS};
+use crate::handle::{obj_tostr, enosys_bind, enosys_ops_open, enosys_ops_set, ours, rc, wait_control, RefCount};
+use rfabric_core::provider::Counter;
+use std::sync::Arc;
+use libc::{c_int, c_void};
+use rfabric_core::abi::*;
+
+unsafe extern "C" fn cntr_control(f: *mut fid, cmd: c_int, arg: *mut c_void) -> c_int {
+    guard!(-FI_EOTHER, {
+        // SAFETY: checked against our ops table.
+        let Some(h) = (unsafe { ours::<CntrHandle>(f, &CNTR_FI_OPS) }) else { return -FI_EINVAL };
+        // SAFETY: caller's arg for cmd.
+        unsafe { wait_control(h.obj.wait_fd(), cmd, arg) }
+    })
+}
+
+#[repr(C)]
+pub(crate) struct CntrHandle {
+    pub(crate) fid: fid_cntr,
+    pub(crate) obj: Arc<dyn Counter>,
+    pub(crate) domain: *const DomainHandle,
+    /// Endpoints bound to this counter.
+    pub(crate) refs: RefCount,
+}
+
+pub(crate) fn cntr_fi_ops() -> &'static fi_ops {
+    &CNTR_FI_OPS
+}
+
+pub(crate) unsafe extern "C" fn domain_cntr_open(d: *mut fid_domain, a: *mut fi_cntr_attr, out: *mut *mut fid_cntr, ctx: *mut c_void) -> c_int {
+    guard!(-FI_EOTHER, {
+        null_check!(a, out);
+        // SAFETY: checked against our ops table.
+        let Some(h) = (unsafe { ours::<DomainHandle>(d as *const fid, &DOMAIN_FI_OPS) }) else { return -FI_EINVAL };
+        // SAFETY: a non-NULL; fields read one by one (1.x structs are shorter).
+        let (events, wait_obj, wait_set, flags) = unsafe {
+            (
+                std::ptr::addr_of!((*a).events).read(),
+                std::ptr::addr_of!((*a).wait_obj).read(),
+                std::ptr::addr_of!((*a).wait_set).read(),
+                std::ptr::addr_of!((*a).flags).read(),
+            )
+        };
+        if !wait_set.is_null() {
+            return -FI_ENOSYS;
+        }
+        if flags & !FI_XPU != 0 {
+            rfabric_core::fi_warn!("shm", FI_LOG_CNTR, "fi_cntr_open: unknown flags {:#x} in fi_cntr_attr", flags & !FI_XPU);
+            return -FI_EBADFLAGS;
+        }
+        // SAFETY: a is the caller's fi_cntr_attr, of its API version's shape.
+        let xctx = match crate::xpu::requested(flags, unsafe { crate::xpu::attr_ctx(std::ptr::addr_of!((*a).xpu_ctx), h.api_version) }, "fi_cntr_open") {
+            Ok(c) => c,
+            Err(e) => return e,
+        };
+        match h.obj.cntr_open(events as u32, wait_obj as u32) {
+            Ok(obj) => {
+                h.children.get();
+                let ch = Box::new(CntrHandle {
+                    fid: fid_cntr {
+                        fid: fid { fclass: FI_CLASS_CNTR, context: ctx, ops: &CNTR_FI_OPS as *const fi_ops as *mut fi_ops },
+                        ops: &CNTR_OPS as *const fi_ops_cntr as *mut fi_ops_cntr,
+                    },
+                    obj,
+                    domain: h,
+                    refs: RefCount::default(),
+                });
+                let p = Box::into_raw(ch);
+                crate::xpu::cntr_opened(p as usize, xctx);
+                // SAFETY: out non-NULL.
+                unsafe { *out = p as *mut fid_cntr };
+                0
+            }
+            Err(e) => e.to_c(),
+        }
+    })
+}
+
+unsafe extern "C" fn cntr_close(f: *mut fid) -> c_int {
+    guard!(-FI_EOTHER, {
+        // SAFETY: checked against our ops table.
+        let Some(h) = (unsafe { ours::<CntrHandle>(f, &CNTR_FI_OPS) }) else { return -FI_EINVAL };
+        if h.refs.busy() {
+            return -FI_EBUSY;
+        }
+        // SAFETY: the domain outlives its counters.
+        unsafe { (*h.domain).children.put() };
+        crate::xpu::closed(f as usize);
+        // SAFETY: created by Box::into_raw in domain_cntr_open; closed once.
+        drop(unsafe { Box::from_raw(f as *mut CntrHandle) });
+        0
+    })
+}
+
+pub(crate) static CNTR_FI_OPS: fi_ops = fi_ops {
+    size: std::mem::size_of::<fi_ops>(),
+    close: Some(cntr_close),
+    bind: Some(enosys_bind),
+    control: Some(cntr_control),
+    ops_open: Some(enosys_ops_open),
+    tostr: Some(obj_tostr),
+    ops_set: Some(enosys_ops_set),
+};
+
+/// # Safety
+/// `c` NULL or a fid.
+unsafe fn cntr<'a>(c: *mut fid_cntr) -> Option<&'a CntrHandle> {
+    // SAFETY: caller.
+    unsafe { ours::<CntrHandle>(c as *const fid, &CNTR_FI_OPS) }
+}
+
+unsafe extern "C" fn cntr_read(c: *mut fid_cntr) -> u64 {
+    // SAFETY: checked against our ops table; a bad fid reads as 0.
+    guard!(0, unsafe { cntr(c) }.map_or(0, |h| h.obj.read()))
+}
+unsafe extern "C" fn cntr_readerr(c: *mut fid_cntr) -> u64 {
+    // SAFETY: as cntr_read.
+    guard!(0, unsafe { cntr(c) }.map_or(0, |h| h.obj.readerr()))
+}
+unsafe extern "C" fn cntr_add(c: *mut fid_cntr, v: u64) -> c_int {
+    // SAFETY: checked against our ops table.
+    guard!(-FI_EOTHER, unsafe { cntr(c) }.map_or(-FI_EINVAL, |h| rc(h.obj.add(v))))
+}
+unsafe extern "C" fn cntr_set(c: *mut fid_cntr, v: u64) -> c_int {
+    // SAFETY: checked against our ops table.
+    guard!(-FI_EOTHER, unsafe { cntr(c) }.map_or(-FI_EINVAL, |h| rc(h.obj.set(v))))
+}
+unsafe extern "C" fn cntr_adderr(c: *mut fid_cntr, v: u64) -> c_int {
+    // SAFETY: checked against our ops table.
+    guard!(-FI_EOTHER, unsafe { cntr(c) }.map_or(-FI_EINVAL, |h| rc(h.obj.adderr(v))))
+}
+unsafe extern "C" fn cntr_seterr(c: *mut fid_cntr, v: u64) -> c_int {
+    // SAFETY: checked against our ops table.
+    guard!(-FI_EOTHER, unsafe { cntr(c) }.map_or(-FI_EINVAL, |h| rc(h.obj.seterr(v))))
+}
+unsafe extern "C" fn cntr_wait(c: *mut fid_cntr, threshold: u64, timeout: c_int) -> c_int {
+    // SAFETY: checked against our ops table.
+    guard!(-FI_EOTHER, unsafe { cntr(c) }.map_or(-FI_EINVAL, |h| rc(h.obj.wait(threshold, timeout))))
+}
+use crate::xpu::cntr_export_xpu;
+
+pub(crate) static CNTR_OPS: fi_ops_cntr = fi_ops_cntr {
+    size: std::mem::size_of::<fi_ops_cntr>(),
+    read: Some(cntr_read),
+    readerr: Some(cntr_readerr),
+    add: Some(cntr_add),
+    set: Some(cntr_set),
+    wait: Some(cntr_wait),
+    adderr: Some(cntr_adderr),
+    seterr: Some(cntr_seterr),
+    export_xpu: Some(cntr_export_xpu),
+};
+

@@ -1,0 +1,190 @@
+//! The completion-queue handle (`fid_cq`).
+
+use crate::domain::DomainHandle;
+use crate::handle::{obj_tostr, enosys_bind, enosys_ops_open, enosys_ops_set, ours, put_cstr, rc, ssz_n as ssz, wait_control, RefCount};
+use rfabric_core::objects::cq::{encode_err, ErrDataLoc, ERR_ENTRY_SIZE};
+use rfabric_core::provider::CompletionQueue;
+use std::sync::Arc;
+use libc::{c_char, c_int, c_void};
+use rfabric_core::abi::*;
+
+#[repr(C)]
+pub(crate) struct CqHandle {
+    pub(crate) fid: fid_cq,
+    pub(crate) obj: Arc<dyn CompletionQueue>,
+    pub(crate) domain: *const DomainHandle,
+    /// Endpoints bound to this CQ.
+    pub(crate) refs: RefCount,
+    pub(crate) api_version: u32,
+}
+
+pub(crate) fn cq_fi_ops() -> &'static fi_ops {
+    &CQ_FI_OPS
+}
+
+unsafe extern "C" fn cq_close(f: *mut fid) -> c_int {
+    guard!(-FI_EOTHER, {
+        // SAFETY: checked against our ops table.
+        let Some(h) = (unsafe { ours::<CqHandle>(f, &CQ_FI_OPS) }) else { return -FI_EINVAL };
+        if h.refs.busy() {
+            return -FI_EBUSY;
+        }
+        // SAFETY: the domain outlives its CQs.
+        unsafe { (*h.domain).children.put() };
+        crate::xpu::closed(f as usize);
+        // SAFETY: created by Box::into_raw in domain_cq_open; closed once.
+        drop(unsafe { Box::from_raw(f as *mut CqHandle) });
+        0
+    })
+}
+
+unsafe extern "C" fn cq_control(f: *mut fid, cmd: c_int, arg: *mut c_void) -> c_int {
+    guard!(-FI_EOTHER, {
+        // SAFETY: checked against our ops table.
+        let Some(h) = (unsafe { ours::<CqHandle>(f, &CQ_FI_OPS) }) else { return -FI_EINVAL };
+        // SAFETY: caller's arg for cmd.
+        unsafe { wait_control(h.obj.wait_fd(), cmd, arg) }
+    })
+}
+
+pub(crate) static CQ_FI_OPS: fi_ops = fi_ops {
+    size: std::mem::size_of::<fi_ops>(),
+    close: Some(cq_close),
+    bind: Some(enosys_bind),
+    control: Some(cq_control),
+    ops_open: Some(enosys_ops_open),
+    tostr: Some(obj_tostr),
+    ops_set: Some(enosys_ops_set),
+};
+
+/// # Safety
+/// `buf` NULL or writable for `count` entries; `src` NULL or writable for
+/// `count` values.
+unsafe fn cq_read_common(cq: *mut fid_cq, buf: *mut c_void, count: usize, src: *mut fi_addr_t, blocking: Option<c_int>) -> isize {
+    // SAFETY: checked against our ops table.
+    let Some(h) = (unsafe { ours::<CqHandle>(cq as *const fid, &CQ_FI_OPS) }) else { return -(FI_EINVAL as isize) };
+    if count == 0 {
+        return 0;
+    }
+    if buf.is_null() {
+        return -(FI_EINVAL as isize);
+    }
+    let Some(bytes) = count.checked_mul(h.obj.entry_size()) else { return -(FI_EINVAL as isize) };
+    // SAFETY: the caller's buffer holds count entries of the CQ's format.
+    let out = unsafe { std::slice::from_raw_parts_mut(buf as *mut u8, bytes) };
+    let srcs = if src.is_null() {
+        None
+    } else {
+        // SAFETY: src holds count values.
+        Some(unsafe { std::slice::from_raw_parts_mut(src, count) })
+    };
+    match blocking {
+        None => ssz(h.obj.read(out, count, srcs)),
+        Some(t) => ssz(h.obj.sread(out, count, srcs, t)),
+    }
+}
+
+unsafe extern "C" fn cq_read(cq: *mut fid_cq, buf: *mut c_void, count: usize) -> isize {
+    // SAFETY: the caller's buffers (fi_cq_read contract).
+    guard!(-(FI_EOTHER as isize), unsafe { cq_read_common(cq, buf, count, std::ptr::null_mut(), None) })
+}
+unsafe extern "C" fn cq_readfrom(cq: *mut fid_cq, buf: *mut c_void, count: usize, src: *mut fi_addr_t) -> isize {
+    // SAFETY: the caller's buffers.
+    guard!(-(FI_EOTHER as isize), unsafe { cq_read_common(cq, buf, count, src, None) })
+}
+unsafe extern "C" fn cq_sread(cq: *mut fid_cq, buf: *mut c_void, count: usize, _cond: *const c_void, timeout: c_int) -> isize {
+    // SAFETY: the caller's buffers.
+    guard!(-(FI_EOTHER as isize), unsafe { cq_read_common(cq, buf, count, std::ptr::null_mut(), Some(timeout)) })
+}
+unsafe extern "C" fn cq_sreadfrom(cq: *mut fid_cq, buf: *mut c_void, count: usize, src: *mut fi_addr_t, _cond: *const c_void, timeout: c_int) -> isize {
+    // SAFETY: the caller's buffers.
+    guard!(-(FI_EOTHER as isize), unsafe { cq_read_common(cq, buf, count, src, Some(timeout)) })
+}
+
+/// Size of `struct fi_cq_err_entry` for a fabric opened with `api`:
+/// `src_addr` came with 2.0, `err_data_size` with 1.5.
+pub(crate) fn err_entry_size(api: u32) -> usize {
+    if api >= fi_version(2, 0) {
+        ERR_ENTRY_SIZE
+    } else if api >= fi_version(1, 5) {
+        ERR_ENTRY_SIZE - 8
+    } else {
+        ERR_ENTRY_SIZE - 16
+    }
+}
+
+unsafe extern "C" fn cq_readerr(cq: *mut fid_cq, e: *mut fi_cq_err_entry, flags: u64) -> isize {
+    guard!(-(FI_EOTHER as isize), {
+        null_check_ssize!(e);
+        // SAFETY: checked against our ops table.
+        let Some(h) = (unsafe { ours::<CqHandle>(cq as *const fid, &CQ_FI_OPS) }) else { return -(FI_EINVAL as isize) };
+        if flags != 0 {
+            return -(FI_EBADFLAGS as isize);
+        }
+        // SAFETY: e non-NULL, the caller's entry; err_data_size exists
+        // from API 1.5 on.
+        let (ud, us) = unsafe {
+            let ud = std::ptr::addr_of!((*e).err_data).read();
+            let us = if h.api_version >= fi_version(1, 5) { std::ptr::addr_of!((*e).err_data_size).read() } else { 0 };
+            (ud, us)
+        };
+        let user = if ud.is_null() || us == 0 {
+            None
+        } else {
+            // SAFETY: err_data holds err_data_size bytes (fi_cq(3)).
+            Some(unsafe { std::slice::from_raw_parts_mut(ud as *mut u8, us) })
+        };
+        match h.obj.readerr(user, h.api_version) {
+            Ok((info, p)) => {
+                let ptr = if info.err_data == ErrDataLoc::Provider { p } else { ud as usize };
+                let mut full = [0u8; ERR_ENTRY_SIZE];
+                if let Err(err) = encode_err(&info, ptr, &mut full) {
+                    return err.to_c() as isize;
+                }
+                let n = err_entry_size(h.api_version);
+                // SAFETY: the caller's fi_cq_err_entry has the size of the
+                // API version it opened the fabric with (n bytes).
+                unsafe { std::ptr::copy_nonoverlapping(full.as_ptr(), e as *mut u8, n) };
+                1
+            }
+            Err(err) => err.to_c() as isize,
+        }
+    })
+}
+
+unsafe extern "C" fn cq_signal(cq: *mut fid_cq) -> c_int {
+    guard!(-FI_EOTHER, {
+        // SAFETY: checked against our ops table.
+        let Some(h) = (unsafe { ours::<CqHandle>(cq as *const fid, &CQ_FI_OPS) }) else { return -FI_EINVAL };
+        rc(h.obj.signal())
+    })
+}
+
+pub(crate) unsafe extern "C" fn cq_strerror(_cq: *mut fid_cq, prov_errno: c_int, _d: *const c_void, buf: *mut c_char, len: usize) -> *const c_char {
+    guard!(std::ptr::null(), {
+        let s = crate::tostr::fi_strerror(prov_errno.saturating_abs());
+        if buf.is_null() || len == 0 {
+            return s;
+        }
+        // SAFETY: s is a static C string; buf holds len bytes.
+        let text = unsafe { std::ffi::CStr::from_ptr(s) }.to_string_lossy();
+        // SAFETY: buf holds len bytes.
+        unsafe { put_cstr(buf, len, &text) };
+        buf as *const c_char
+    })
+}
+
+use crate::xpu::cq_export_xpu;
+
+pub(crate) static CQ_OPS: fi_ops_cq = fi_ops_cq {
+    size: std::mem::size_of::<fi_ops_cq>(),
+    read: Some(cq_read),
+    readfrom: Some(cq_readfrom),
+    readerr: Some(cq_readerr),
+    sread: Some(cq_sread),
+    sreadfrom: Some(cq_sreadfrom),
+    signal: Some(cq_signal),
+    strerror: Some(cq_strerror),
+    export_xpu: Some(cq_export_xpu),
+};
+

@@ -1,0 +1,264 @@
+//! The memory-region handle (`fid_mr`) and the `fi_ops_mr` slots of the
+//! domain.
+
+use crate::domain::{DomainHandle, DOMAIN_FI_OPS};
+use crate::handle::{obj_tostr, enosys_bind, enosys_ops_open, enosys_ops_set, ours};
+use rfabric_core::error::Error;
+use rfabric_core::provider::MrReq;
+use libc::{c_int, c_void};
+use rfabric_core::abi::*;
+
+#[repr(C)]
+pub(crate) struct MrHandle {
+    fid: fid_mr,
+    pub(crate) domain: *const DomainHandle,
+    /// The CPU mapping of an `FI_MR_DMABUF` registration.
+    pub(crate) dmabuf: Option<DmabufMap>,
+}
+
+/// A dma-buf fd mapped for CPU access (`mmap(MAP_SHARED)` at the fd's
+/// offset, rounded down to a page); unmapped when the MR closes.
+pub(crate) struct DmabufMap {
+    map: usize,
+    map_len: usize,
+    /// Where the registered bytes start in our mapping.
+    pub(crate) data: usize,
+    pub(crate) len: usize,
+    /// The application's address of the first byte (`fi_mr_dmabuf.base_addr`).
+    pub(crate) base_addr: usize,
+}
+
+impl DmabufMap {
+    fn new(b: &fi_mr_dmabuf) -> Result<DmabufMap, Error> {
+        // SAFETY: sysconf has no memory-safety preconditions.
+        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(4096) as u64;
+        let aligned = b.offset & !(page - 1);
+        let delta = (b.offset - aligned) as usize;
+        let map_len = b.len.checked_add(delta).ok_or(rfabric_core::error::EINVAL)?;
+        if b.fd < 0 || b.len == 0 || libc::off_t::try_from(aligned).is_err() {
+            rfabric_core::fi_warn!("core", FI_LOG_MR, "dma-buf registration refused: fd {} len {} offset {}", b.fd, b.len, b.offset);
+            return Err(rfabric_core::error::EINVAL);
+        }
+        // SAFETY: a fresh shared mapping chosen by the kernel; nothing of
+        // ours is replaced. Failure is checked below.
+        let p = unsafe {
+            libc::mmap(std::ptr::null_mut(), map_len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, b.fd, aligned as libc::off_t)
+        };
+        if p == libc::MAP_FAILED {
+            let errno = std::io::Error::last_os_error();
+            rfabric_core::fi_warn!("core", FI_LOG_MR, "dma-buf fd {} cannot be mapped for CPU access (offset {}, len {}): {}", b.fd, b.offset, b.len, errno);
+            return Err(rfabric_core::error::EINVAL);
+        }
+        Ok(DmabufMap { map: p as usize, map_len, data: p as usize + delta, len: b.len, base_addr: b.base_addr as usize })
+    }
+}
+
+impl Drop for DmabufMap {
+    fn drop(&mut self) {
+        // SAFETY: the mapping was made by DmabufMap::new and is unmapped once.
+        unsafe { libc::munmap(self.map as *mut c_void, self.map_len) };
+    }
+}
+
+unsafe extern "C" fn mr_close(f: *mut fid) -> c_int {
+    guard!(-FI_EOTHER, {
+        // SAFETY: checked against our ops table.
+        let Some(h) = (unsafe { ours::<MrHandle>(f, &MR_FI_OPS) }) else { return -FI_EINVAL };
+        // SAFETY: the domain outlives its MRs (refcount).
+        let d = unsafe { &*h.domain };
+        if let Err(e) = d.obj.mr_close(h.fid.key) {
+            // As upstream: the MR stays open (its handle valid, the domain
+            // busy), so the application sees the failure and may retry.
+            rfabric_core::fi_warn!("core", FI_LOG_MR, "fi_close: MR with key {:#x} not released by the provider: {}", h.fid.key, e);
+            return e.to_c();
+        }
+        if h.dmabuf.is_some() {
+            d.dmabuf_regs.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+        }
+        d.children.put();
+        // SAFETY: created by Box::into_raw in mr_publish; closed once.
+        drop(unsafe { Box::from_raw(f as *mut MrHandle) });
+        0
+    })
+}
+
+pub(crate) fn mr_fi_ops() -> &'static fi_ops {
+    &MR_FI_OPS
+}
+
+pub(crate) static MR_FI_OPS: fi_ops = fi_ops {
+    size: std::mem::size_of::<fi_ops>(),
+    close: Some(mr_close),
+    bind: Some(enosys_bind),
+    control: Some(crate::xpu::mr_control),
+    ops_open: Some(enosys_ops_open),
+    tostr: Some(obj_tostr),
+    ops_set: Some(enosys_ops_set),
+};
+
+/// # Safety
+/// `d` is ours; `out` writable.
+unsafe fn mr_publish(d: &DomainHandle, req: &MrReq, dmabuf: Option<DmabufMap>, context: *mut c_void, out: *mut *mut fid_mr) -> c_int {
+    match d.obj.mr_reg(req) {
+        Ok(key) => {
+            d.children.get();
+            if dmabuf.is_some() {
+                d.dmabuf_regs.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+            let h = Box::into_raw(Box::new(MrHandle {
+                fid: fid_mr {
+                    fid: fid { fclass: FI_CLASS_MR, context, ops: &MR_FI_OPS as *const fi_ops as *mut fi_ops },
+                    mem_desc: std::ptr::null_mut(),
+                    key,
+                },
+                domain: d,
+                dmabuf,
+            }));
+            // SAFETY: h is a fresh allocation; its address serves as the
+            // local descriptor (providers of ours need no other).
+            unsafe {
+                (*h).fid.mem_desc = h as *mut c_void;
+                *out = h as *mut fid_mr;
+            }
+            0
+        }
+        Err(e) => e.to_c(),
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+unsafe extern "C" fn mr_reg(f: *mut fid, buf: *const c_void, len: usize, access: u64, offset: u64, key: u64, flags: u64, mr: *mut *mut fid_mr, ctx: *mut c_void) -> c_int {
+    guard!(-FI_EOTHER, {
+        null_check!(mr);
+        // SAFETY: checked against our ops table.
+        let Some(d) = (unsafe { ours::<DomainHandle>(f, &DOMAIN_FI_OPS) }) else { return -FI_EINVAL };
+        if buf.is_null() && len > 0 {
+            return -FI_EINVAL;
+        }
+        let req = MrReq { addr: buf as usize, len, access, offset, requested_key: key, flags };
+        // SAFETY: d ours, mr non-NULL.
+        unsafe { mr_publish(d, &req, None, ctx, mr) }
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+unsafe extern "C" fn mr_regv(f: *mut fid, iov: *const libc::iovec, count: usize, access: u64, offset: u64, key: u64, flags: u64, mr: *mut *mut fid_mr, ctx: *mut c_void) -> c_int {
+    guard!(-FI_EOTHER, {
+        null_check!(iov, mr);
+        if count != 1 {
+            return -FI_EINVAL;
+        }
+        // SAFETY: iov has count (1) entries.
+        let v = unsafe { *iov };
+        // SAFETY: forwarded with the caller's arguments.
+        unsafe { mr_reg(f, v.iov_base, v.iov_len, access, offset, key, flags, mr, ctx) }
+    })
+}
+
+unsafe extern "C" fn mr_regattr(f: *mut fid, attr: *const fi_mr_attr, flags: u64, mr: *mut *mut fid_mr) -> c_int {
+    guard!(-FI_EOTHER, {
+        null_check!(attr, mr);
+        // SAFETY: attr non-NULL; only fields present since 1.x are read, one
+        // by one (older callers' structs are shorter).
+        let (iov_count, access, offset, key, context, iov) = unsafe {
+            (
+                std::ptr::addr_of!((*attr).iov_count).read(),
+                std::ptr::addr_of!((*attr).access).read(),
+                std::ptr::addr_of!((*attr).offset).read(),
+                std::ptr::addr_of!((*attr).requested_key).read(),
+                std::ptr::addr_of!((*attr).context).read(),
+                std::ptr::addr_of!((*attr).anon0).read(),
+            )
+        };
+        if flags & FI_MR_DMABUF != 0 {
+            // SAFETY: with FI_MR_DMABUF the union holds dmabuf.
+            let b = unsafe { iov.dmabuf };
+            if b.is_null() || iov_count != 1 {
+                return -FI_EINVAL;
+            }
+            // SAFETY: non-NULL caller struct.
+            let b = unsafe { *b };
+            // SAFETY: checked against our ops table.
+            let Some(d) = (unsafe { ours::<DomainHandle>(f, &DOMAIN_FI_OPS) }) else { return -FI_EINVAL };
+            let map = match DmabufMap::new(&b) {
+                Ok(m) => m,
+                Err(e) => return e.to_c(),
+            };
+            let req = MrReq { addr: map.data, len: map.len, access, offset, requested_key: key, flags: flags & !FI_MR_DMABUF };
+            // SAFETY: d ours, mr non-NULL.
+            return unsafe { mr_publish(d, &req, Some(map), context, mr) };
+        }
+        if iov_count != 1 {
+            return -FI_EINVAL;
+        }
+        // SAFETY: without FI_MR_DMABUF the union holds mr_iov.
+        let iov = unsafe { iov.mr_iov };
+        // SAFETY: forwarded.
+        unsafe { mr_regv(f, iov, 1, access, offset, key, flags, mr, context) }
+    })
+}
+
+pub(crate) static MR_OPS: fi_ops_mr = fi_ops_mr {
+    size: std::mem::size_of::<fi_ops_mr>(),
+    reg: Some(mr_reg),
+    regv: Some(mr_regv),
+    regattr: Some(mr_regattr),
+};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::handle::RefCount;
+    use rfabric_core::provider::Domain;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// A domain whose MR close fails until `fail` runs out.
+    struct FailingMr {
+        fail: AtomicUsize,
+    }
+
+    impl Domain for FailingMr {
+        fn mr_reg(&self, _req: &MrReq) -> Result<u64, Error> {
+            Ok(0x77)
+        }
+        fn mr_close(&self, _key: u64) -> Result<(), Error> {
+            if self.fail.load(Ordering::Relaxed) > 0 {
+                self.fail.fetch_sub(1, Ordering::Relaxed);
+                return Err(Error(FI_ENOKEY));
+            }
+            Ok(())
+        }
+    }
+
+    /// fi_close of an MR reports the provider's failure and keeps the MR
+    /// (and the domain's count of it); a later close that succeeds frees it.
+    #[test]
+    fn mr_close_reports_provider_failure() {
+        let d = DomainHandle {
+            // SAFETY: fid_domain is plain pointers and integers; all zero is
+            // a valid (unused here) value.
+            fid: unsafe { std::mem::zeroed() },
+            obj: Box::new(FailingMr { fail: AtomicUsize::new(1) }),
+            fabric: std::ptr::null(),
+            children: RefCount(AtomicUsize::new(0)),
+            api_version: fi_version(1, 17),
+            mr_mode: 0,
+            dmabuf_regs: AtomicUsize::new(0),
+        };
+        let buf = [0u8; 64];
+        let req = MrReq { addr: buf.as_ptr() as usize, len: buf.len(), access: FI_REMOTE_READ, ..MrReq::default() };
+        let mut mr: *mut fid_mr = std::ptr::null_mut();
+        // SAFETY: `d` outlives the MR; `mr` is writable.
+        assert_eq!(unsafe { mr_publish(&d, &req, None, std::ptr::null_mut(), &mut mr) }, 0);
+        assert!(!mr.is_null() && d.children.busy());
+        // SAFETY: `mr` is the handle just published (still open after a failed close).
+        unsafe {
+            assert_eq!(mr_close(mr as *mut fid), -FI_ENOKEY);
+            assert!(d.children.busy(), "the MR is still open");
+            assert_eq!((*mr).key, 0x77, "its handle is still valid");
+            assert_eq!(mr_close(mr as *mut fid), 0);
+        }
+        assert!(!d.children.busy());
+    }
+}
+
