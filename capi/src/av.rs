@@ -1,7 +1,7 @@
 //! The address-vector handle (`fid_av`).
 
 use crate::domain::DomainHandle;
-use crate::handle::{obj_tostr, enosys_bind, enosys_control, enosys_ops_open, enosys_ops_set, ours, put_cstr, rc, RefCount};
+use crate::handle::{obj_tostr, enosys_bind, enosys_control, enosys_ops_open, enosys_ops_set, Handle, put_cstr, rc, RefCount};
 use rfabric_core::error::{Error, EINVAL};
 use rfabric_core::provider::AddressVector;
 use std::sync::Arc;
@@ -16,33 +16,37 @@ pub(crate) struct AvHandle {
     pub(crate) refs: RefCount,
 }
 
-pub(crate) fn av_fi_ops() -> &'static fi_ops {
-    &AV_FI_OPS
-}
-
 unsafe extern "C" fn av_close(f: *mut fid) -> c_int {
     guard!(-FI_EOTHER, {
         // SAFETY: checked against our ops table.
-        let Some(h) = (unsafe { ours::<AvHandle>(f, &AV_FI_OPS) }) else { return -FI_EINVAL };
+        let Some(h) = (unsafe { AvHandle::from_fid(f) }) else { return -FI_EINVAL };
         if h.refs.busy() {
             return -FI_EBUSY;
         }
         // SAFETY: the domain outlives its AVs.
         unsafe { (*h.domain).children.put() };
         // SAFETY: created by Box::into_raw in domain_av_open; closed once.
-        drop(unsafe { Box::from_raw(f as *mut AvHandle) });
+        drop(unsafe { AvHandle::from_raw(h) });
         0
     })
+}
+
+// SAFETY: #[repr(C)] with the fid first (in fid_av); AV_FI_OPS is used by
+// this handle type only.
+unsafe impl Handle for AvHandle {
+    fn fi_ops() -> &'static fi_ops {
+        &AV_FI_OPS
+    }
 }
 
 pub(crate) static AV_FI_OPS: fi_ops = fi_ops {
     size: std::mem::size_of::<fi_ops>(),
     close: Some(av_close),
-    bind: Some(enosys_bind),
-    control: Some(enosys_control),
-    ops_open: Some(enosys_ops_open),
-    tostr: Some(obj_tostr),
-    ops_set: Some(enosys_ops_set),
+    bind: Some(enosys_bind::<AvHandle>),
+    control: Some(enosys_control::<AvHandle>),
+    ops_open: Some(enosys_ops_open::<AvHandle>),
+    tostr: Some(obj_tostr::<AvHandle>),
+    ops_set: Some(enosys_ops_set::<AvHandle>),
 };
 
 /// Longest string address accepted (`FI_ADDR_STR`).
@@ -64,7 +68,7 @@ unsafe fn str_addr<'a>(p: *const u8) -> Result<&'a [u8], Error> {
 unsafe extern "C" fn av_insert(av: *mut fid_av, addr: *const c_void, count: usize, fi_addr: *mut fi_addr_t, flags: u64, _ctx: *mut c_void) -> c_int {
     guard!(-FI_EOTHER, {
         // SAFETY: checked against our ops table.
-        let Some(h) = (unsafe { ours::<AvHandle>(av as *const fid, &AV_FI_OPS) }) else { return -FI_EINVAL };
+        let Some(h) = (unsafe { AvHandle::from_fid(av) }) else { return -FI_EINVAL };
         if count == 0 {
             return 0;
         }
@@ -108,7 +112,7 @@ unsafe extern "C" fn av_insert(av: *mut fid_av, addr: *const c_void, count: usiz
 unsafe extern "C" fn av_remove(av: *mut fid_av, fi_addr: *mut fi_addr_t, count: usize, flags: u64) -> c_int {
     guard!(-FI_EOTHER, {
         // SAFETY: checked against our ops table.
-        let Some(h) = (unsafe { ours::<AvHandle>(av as *const fid, &AV_FI_OPS) }) else { return -FI_EINVAL };
+        let Some(h) = (unsafe { AvHandle::from_fid(av) }) else { return -FI_EINVAL };
         if count == 0 {
             return 0;
         }
@@ -123,7 +127,7 @@ unsafe extern "C" fn av_lookup(av: *mut fid_av, fi_addr: fi_addr_t, addr: *mut c
     guard!(-FI_EOTHER, {
         null_check!(addrlen);
         // SAFETY: checked against our ops table.
-        let Some(h) = (unsafe { ours::<AvHandle>(av as *const fid, &AV_FI_OPS) }) else { return -FI_EINVAL };
+        let Some(h) = (unsafe { AvHandle::from_fid(av) }) else { return -FI_EINVAL };
         // SAFETY: addrlen non-NULL.
         let cap = if addr.is_null() { 0 } else { unsafe { *addrlen } };
         let buf: &mut [u8] = if cap == 0 {
@@ -149,7 +153,7 @@ unsafe extern "C" fn av_straddr(av: *mut fid_av, addr: *const c_void, buf: *mut 
             return std::ptr::null();
         }
         // SAFETY: checked against our ops table.
-        let Some(h) = (unsafe { ours::<AvHandle>(av as *const fid, &AV_FI_OPS) }) else { return std::ptr::null() };
+        let Some(h) = (unsafe { AvHandle::from_fid(av) }) else { return std::ptr::null() };
         let raw = match h.obj.addr_len() {
             // SAFETY: addr holds one address of n bytes.
             Some(n) => unsafe { std::slice::from_raw_parts(addr as *const u8, n) },
@@ -169,12 +173,12 @@ unsafe extern "C" fn av_straddr(av: *mut fid_av, addr: *const c_void, buf: *mut 
     })
 }
 
-enosys_fn!(av_insertsvc(*mut fid_av, *const c_char, *const c_char, *mut fi_addr_t, u64, *mut c_void) -> c_int);
-enosys_fn!(av_insertsym(*mut fid_av, *const c_char, usize, *const c_char, usize, *mut fi_addr_t, u64, *mut c_void) -> c_int);
-enosys_fn!(av_av_set(*mut fid_av, *mut fi_av_set_attr, *mut *mut fid_av_set, *mut c_void) -> c_int);
-enosys_fn!(av_insert_auth_key(*mut fid_av, *const c_void, usize, *mut fi_addr_t, u64) -> c_int);
-enosys_fn!(av_lookup_auth_key(*mut fid_av, fi_addr_t, *mut c_void, *mut usize) -> c_int);
-enosys_fn!(av_set_user_id(*mut fid_av, fi_addr_t, fi_addr_t, u64) -> c_int);
+enosys_fn!(av_insertsvc<AvHandle>(*mut fid_av, *const c_char, *const c_char, *mut fi_addr_t, u64, *mut c_void) -> c_int);
+enosys_fn!(av_insertsym<AvHandle>(*mut fid_av, *const c_char, usize, *const c_char, usize, *mut fi_addr_t, u64, *mut c_void) -> c_int);
+enosys_fn!(av_av_set<AvHandle>(*mut fid_av, *mut fi_av_set_attr, *mut *mut fid_av_set, *mut c_void) -> c_int);
+enosys_fn!(av_insert_auth_key<AvHandle>(*mut fid_av, *const c_void, usize, *mut fi_addr_t, u64) -> c_int);
+enosys_fn!(av_lookup_auth_key<AvHandle>(*mut fid_av, fi_addr_t, *mut c_void, *mut usize) -> c_int);
+enosys_fn!(av_set_user_id<AvHandle>(*mut fid_av, fi_addr_t, fi_addr_t, u64) -> c_int);
 use crate::xpu::av_lookup2;
 
 pub(crate) static AV_OPS: fi_ops_av = fi_ops_av {

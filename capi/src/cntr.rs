@@ -1,7 +1,7 @@
 //! The counter handle (`fid_cntr`).
 
-use crate::domain::{DomainHandle, DOMAIN_FI_OPS};
-use crate::handle::{obj_tostr, enosys_bind, enosys_ops_open, enosys_ops_set, ours, rc, wait_control, RefCount};
+use crate::domain::DomainHandle;
+use crate::handle::{obj_tostr, enosys_bind, enosys_ops_open, enosys_ops_set, Handle, rc, wait_control, RefCount};
 use rfabric_core::provider::Counter;
 use std::sync::Arc;
 use libc::{c_int, c_void};
@@ -10,7 +10,7 @@ use rfabric_core::abi::*;
 unsafe extern "C" fn cntr_control(f: *mut fid, cmd: c_int, arg: *mut c_void) -> c_int {
     guard!(-FI_EOTHER, {
         // SAFETY: checked against our ops table.
-        let Some(h) = (unsafe { ours::<CntrHandle>(f, &CNTR_FI_OPS) }) else { return -FI_EINVAL };
+        let Some(h) = (unsafe { CntrHandle::from_fid(f) }) else { return -FI_EINVAL };
         // SAFETY: caller's arg for cmd.
         unsafe { wait_control(h.obj.wait_fd(), cmd, arg) }
     })
@@ -25,15 +25,11 @@ pub(crate) struct CntrHandle {
     pub(crate) refs: RefCount,
 }
 
-pub(crate) fn cntr_fi_ops() -> &'static fi_ops {
-    &CNTR_FI_OPS
-}
-
 pub(crate) unsafe extern "C" fn domain_cntr_open(d: *mut fid_domain, a: *mut fi_cntr_attr, out: *mut *mut fid_cntr, ctx: *mut c_void) -> c_int {
     guard!(-FI_EOTHER, {
         null_check!(a, out);
         // SAFETY: checked against our ops table.
-        let Some(h) = (unsafe { ours::<DomainHandle>(d as *const fid, &DOMAIN_FI_OPS) }) else { return -FI_EINVAL };
+        let Some(h) = (unsafe { DomainHandle::from_fid(d) }) else { return -FI_EINVAL };
         // SAFETY: a non-NULL; fields read one by one (1.x structs are shorter).
         let (events, wait_obj, wait_set, flags) = unsafe {
             (
@@ -60,7 +56,7 @@ pub(crate) unsafe extern "C" fn domain_cntr_open(d: *mut fid_domain, a: *mut fi_
                 h.children.get();
                 let ch = Box::new(CntrHandle {
                     fid: fid_cntr {
-                        fid: fid { fclass: FI_CLASS_CNTR, context: ctx, ops: &CNTR_FI_OPS as *const fi_ops as *mut fi_ops },
+                        fid: fid { fclass: FI_CLASS_CNTR, context: ctx, ops: CntrHandle::fi_ops_ptr() },
                         ops: &CNTR_OPS as *const fi_ops_cntr as *mut fi_ops_cntr,
                     },
                     obj,
@@ -81,7 +77,7 @@ pub(crate) unsafe extern "C" fn domain_cntr_open(d: *mut fid_domain, a: *mut fi_
 unsafe extern "C" fn cntr_close(f: *mut fid) -> c_int {
     guard!(-FI_EOTHER, {
         // SAFETY: checked against our ops table.
-        let Some(h) = (unsafe { ours::<CntrHandle>(f, &CNTR_FI_OPS) }) else { return -FI_EINVAL };
+        let Some(h) = (unsafe { CntrHandle::from_fid(f) }) else { return -FI_EINVAL };
         if h.refs.busy() {
             return -FI_EBUSY;
         }
@@ -89,26 +85,34 @@ unsafe extern "C" fn cntr_close(f: *mut fid) -> c_int {
         unsafe { (*h.domain).children.put() };
         crate::xpu::closed(f as usize);
         // SAFETY: created by Box::into_raw in domain_cntr_open; closed once.
-        drop(unsafe { Box::from_raw(f as *mut CntrHandle) });
+        drop(unsafe { CntrHandle::from_raw(h) });
         0
     })
+}
+
+// SAFETY: #[repr(C)] with the fid first (in fid_cntr); CNTR_FI_OPS is used by
+// this handle type only.
+unsafe impl Handle for CntrHandle {
+    fn fi_ops() -> &'static fi_ops {
+        &CNTR_FI_OPS
+    }
 }
 
 pub(crate) static CNTR_FI_OPS: fi_ops = fi_ops {
     size: std::mem::size_of::<fi_ops>(),
     close: Some(cntr_close),
-    bind: Some(enosys_bind),
+    bind: Some(enosys_bind::<CntrHandle>),
     control: Some(cntr_control),
-    ops_open: Some(enosys_ops_open),
-    tostr: Some(obj_tostr),
-    ops_set: Some(enosys_ops_set),
+    ops_open: Some(enosys_ops_open::<CntrHandle>),
+    tostr: Some(obj_tostr::<CntrHandle>),
+    ops_set: Some(enosys_ops_set::<CntrHandle>),
 };
 
 /// # Safety
 /// `c` NULL or a fid.
 unsafe fn cntr<'a>(c: *mut fid_cntr) -> Option<&'a CntrHandle> {
     // SAFETY: caller.
-    unsafe { ours::<CntrHandle>(c as *const fid, &CNTR_FI_OPS) }
+    unsafe { CntrHandle::from_fid(c) }
 }
 
 unsafe extern "C" fn cntr_read(c: *mut fid_cntr) -> u64 {

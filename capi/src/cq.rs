@@ -1,7 +1,7 @@
 //! The completion-queue handle (`fid_cq`).
 
 use crate::domain::DomainHandle;
-use crate::handle::{obj_tostr, enosys_bind, enosys_ops_open, enosys_ops_set, ours, put_cstr, rc, ssz_n as ssz, wait_control, RefCount};
+use crate::handle::{obj_tostr, enosys_bind, enosys_ops_open, enosys_ops_set, Handle, rc, ssz_n as ssz, wait_control, RefCount};
 use rfabric_core::objects::cq::{encode_err, ErrDataLoc, ERR_ENTRY_SIZE};
 use rfabric_core::provider::CompletionQueue;
 use std::sync::Arc;
@@ -18,14 +18,10 @@ pub(crate) struct CqHandle {
     pub(crate) api_version: u32,
 }
 
-pub(crate) fn cq_fi_ops() -> &'static fi_ops {
-    &CQ_FI_OPS
-}
-
 unsafe extern "C" fn cq_close(f: *mut fid) -> c_int {
     guard!(-FI_EOTHER, {
         // SAFETY: checked against our ops table.
-        let Some(h) = (unsafe { ours::<CqHandle>(f, &CQ_FI_OPS) }) else { return -FI_EINVAL };
+        let Some(h) = (unsafe { CqHandle::from_fid(f) }) else { return -FI_EINVAL };
         if h.refs.busy() {
             return -FI_EBUSY;
         }
@@ -33,7 +29,7 @@ unsafe extern "C" fn cq_close(f: *mut fid) -> c_int {
         unsafe { (*h.domain).children.put() };
         crate::xpu::closed(f as usize);
         // SAFETY: created by Box::into_raw in domain_cq_open; closed once.
-        drop(unsafe { Box::from_raw(f as *mut CqHandle) });
+        drop(unsafe { CqHandle::from_raw(h) });
         0
     })
 }
@@ -41,20 +37,28 @@ unsafe extern "C" fn cq_close(f: *mut fid) -> c_int {
 unsafe extern "C" fn cq_control(f: *mut fid, cmd: c_int, arg: *mut c_void) -> c_int {
     guard!(-FI_EOTHER, {
         // SAFETY: checked against our ops table.
-        let Some(h) = (unsafe { ours::<CqHandle>(f, &CQ_FI_OPS) }) else { return -FI_EINVAL };
+        let Some(h) = (unsafe { CqHandle::from_fid(f) }) else { return -FI_EINVAL };
         // SAFETY: caller's arg for cmd.
         unsafe { wait_control(h.obj.wait_fd(), cmd, arg) }
     })
 }
 
+// SAFETY: #[repr(C)] with the fid first (in fid_cq); CQ_FI_OPS is used by
+// this handle type only.
+unsafe impl Handle for CqHandle {
+    fn fi_ops() -> &'static fi_ops {
+        &CQ_FI_OPS
+    }
+}
+
 pub(crate) static CQ_FI_OPS: fi_ops = fi_ops {
     size: std::mem::size_of::<fi_ops>(),
     close: Some(cq_close),
-    bind: Some(enosys_bind),
+    bind: Some(enosys_bind::<CqHandle>),
     control: Some(cq_control),
-    ops_open: Some(enosys_ops_open),
-    tostr: Some(obj_tostr),
-    ops_set: Some(enosys_ops_set),
+    ops_open: Some(enosys_ops_open::<CqHandle>),
+    tostr: Some(obj_tostr::<CqHandle>),
+    ops_set: Some(enosys_ops_set::<CqHandle>),
 };
 
 /// # Safety
@@ -62,7 +66,7 @@ pub(crate) static CQ_FI_OPS: fi_ops = fi_ops {
 /// `count` values.
 unsafe fn cq_read_common(cq: *mut fid_cq, buf: *mut c_void, count: usize, src: *mut fi_addr_t, blocking: Option<c_int>) -> isize {
     // SAFETY: checked against our ops table.
-    let Some(h) = (unsafe { ours::<CqHandle>(cq as *const fid, &CQ_FI_OPS) }) else { return -(FI_EINVAL as isize) };
+    let Some(h) = (unsafe { CqHandle::from_fid(cq) }) else { return -(FI_EINVAL as isize) };
     if count == 0 {
         return 0;
     }
@@ -117,7 +121,7 @@ unsafe extern "C" fn cq_readerr(cq: *mut fid_cq, e: *mut fi_cq_err_entry, flags:
     guard!(-(FI_EOTHER as isize), {
         null_check_ssize!(e);
         // SAFETY: checked against our ops table.
-        let Some(h) = (unsafe { ours::<CqHandle>(cq as *const fid, &CQ_FI_OPS) }) else { return -(FI_EINVAL as isize) };
+        let Some(h) = (unsafe { CqHandle::from_fid(cq) }) else { return -(FI_EINVAL as isize) };
         if flags != 0 {
             return -(FI_EBADFLAGS as isize);
         }
@@ -155,22 +159,19 @@ unsafe extern "C" fn cq_readerr(cq: *mut fid_cq, e: *mut fi_cq_err_entry, flags:
 unsafe extern "C" fn cq_signal(cq: *mut fid_cq) -> c_int {
     guard!(-FI_EOTHER, {
         // SAFETY: checked against our ops table.
-        let Some(h) = (unsafe { ours::<CqHandle>(cq as *const fid, &CQ_FI_OPS) }) else { return -FI_EINVAL };
+        let Some(h) = (unsafe { CqHandle::from_fid(cq) }) else { return -FI_EINVAL };
         rc(h.obj.signal())
     })
 }
 
-pub(crate) unsafe extern "C" fn cq_strerror(_cq: *mut fid_cq, prov_errno: c_int, _d: *const c_void, buf: *mut c_char, len: usize) -> *const c_char {
+unsafe extern "C" fn cq_strerror(cq: *mut fid_cq, prov_errno: c_int, _d: *const c_void, buf: *mut c_char, len: usize) -> *const c_char {
     guard!(std::ptr::null(), {
-        let s = crate::tostr::fi_strerror(prov_errno.saturating_abs());
-        if buf.is_null() || len == 0 {
-            return s;
+        // SAFETY: checked conversion.
+        if unsafe { CqHandle::from_fid(cq) }.is_none() {
+            return std::ptr::null();
         }
-        // SAFETY: s is a static C string; buf holds len bytes.
-        let text = unsafe { std::ffi::CStr::from_ptr(s) }.to_string_lossy();
-        // SAFETY: buf holds len bytes.
-        unsafe { put_cstr(buf, len, &text) };
-        buf as *const c_char
+        // SAFETY: buf holds len bytes (caller).
+        unsafe { crate::tostr::strerror_into(prov_errno, buf, len) }
     })
 }
 

@@ -3,12 +3,12 @@
 //! trampolines that cast the fid back after checking that its ops table is
 //! ours. The objects it opens have their own modules.
 
-use crate::av::{AvHandle, AV_FI_OPS, AV_OPS};
+use crate::av::{AvHandle, AV_OPS};
 use crate::cntr::domain_cntr_open;
-use crate::cq::{CqHandle, CQ_FI_OPS, CQ_OPS};
+use crate::cq::{CqHandle, CQ_OPS};
 use crate::fabric::FabricHandle;
-use crate::handle::{enosys_bind, enosys_control, enosys_ops_open, enosys_ops_set, obj_tostr, ours, RefCount};
-use crate::mr::{MrHandle, MR_FI_OPS, MR_OPS};
+use crate::handle::{enosys_bind, enosys_control, enosys_ops_open, enosys_ops_set, obj_tostr, Handle, RefCount};
+use crate::mr::{MrHandle, MR_OPS};
 use libc::{c_int, c_void};
 use rfabric_core::error::Error;
 use rfabric_core::objects::cq::CqAttr;
@@ -73,7 +73,7 @@ pub(crate) unsafe fn apply_descs(d: &DomainHandle, iov: &mut [rfabric_core::prov
         }
         // SAFETY: desc is a descriptor value; ours() compares its ops table
         // before using it as an MrHandle.
-        let Some(m) = (unsafe { ours::<MrHandle>(desc as *const fid, &MR_FI_OPS) }) else {
+        let Some(m) = (unsafe { MrHandle::from_fid(desc) }) else {
             if local {
                 return Err(rfabric_core::error::EINVAL);
             }
@@ -95,14 +95,14 @@ pub(crate) unsafe fn apply_descs(d: &DomainHandle, iov: &mut [rfabric_core::prov
 unsafe extern "C" fn domain_close(f: *mut fid) -> c_int {
     guard!(-FI_EOTHER, {
         // SAFETY: f checked against our ops table.
-        let Some(h) = (unsafe { ours::<DomainHandle>(f, &DOMAIN_FI_OPS) }) else { return -FI_EINVAL };
+        let Some(h) = (unsafe { DomainHandle::from_fid(f) }) else { return -FI_EINVAL };
         if h.children.busy() {
             return -FI_EBUSY;
         }
         // SAFETY: the fabric outlives its domains (its refcount).
         unsafe { (*h.fabric).children.put() };
         // SAFETY: created by Box::into_raw in publish_domain; closed once.
-        drop(unsafe { Box::from_raw(f as *mut DomainHandle) });
+        drop(unsafe { DomainHandle::from_raw(h) });
         0
     })
 }
@@ -111,7 +111,7 @@ unsafe extern "C" fn domain_cq_open(d: *mut fid_domain, a: *mut fi_cq_attr, cq: 
     guard!(-FI_EOTHER, {
         null_check!(a, cq);
         // SAFETY: checked against our ops table.
-        let Some(h) = (unsafe { ours::<DomainHandle>(d as *const fid, &DOMAIN_FI_OPS) }) else { return -FI_EINVAL };
+        let Some(h) = (unsafe { DomainHandle::from_fid(d) }) else { return -FI_EINVAL };
         // SAFETY: a non-NULL; fields read one by one (a 1.x caller's
         // struct ends before xpu_ctx).
         let (size, flags, format, wait_obj, wait_set) = unsafe {
@@ -142,7 +142,7 @@ unsafe extern "C" fn domain_cq_open(d: *mut fid_domain, a: *mut fi_cq_attr, cq: 
                 h.children.get();
                 let ch = Box::new(CqHandle {
                     fid: fid_cq {
-                        fid: fid { fclass: FI_CLASS_CQ, context: ctx, ops: &CQ_FI_OPS as *const fi_ops as *mut fi_ops },
+                        fid: fid { fclass: FI_CLASS_CQ, context: ctx, ops: CqHandle::fi_ops_ptr() },
                         ops: &CQ_OPS as *const fi_ops_cq as *mut fi_ops_cq,
                     },
                     obj,
@@ -165,7 +165,7 @@ unsafe extern "C" fn domain_av_open(d: *mut fid_domain, a: *mut fi_av_attr, av: 
     guard!(-FI_EOTHER, {
         null_check!(a, av);
         // SAFETY: checked against our ops table.
-        let Some(h) = (unsafe { ours::<DomainHandle>(d as *const fid, &DOMAIN_FI_OPS) }) else { return -FI_EINVAL };
+        let Some(h) = (unsafe { DomainHandle::from_fid(d) }) else { return -FI_EINVAL };
         // SAFETY: a non-NULL.
         let a = unsafe { &*a };
         if !a.name.is_null() {
@@ -178,7 +178,7 @@ unsafe extern "C" fn domain_av_open(d: *mut fid_domain, a: *mut fi_av_attr, av: 
                 h.children.get();
                 let ah = Box::new(AvHandle {
                     fid: fid_av {
-                        fid: fid { fclass: FI_CLASS_AV, context: ctx, ops: &AV_FI_OPS as *const fi_ops as *mut fi_ops },
+                        fid: fid { fclass: FI_CLASS_AV, context: ctx, ops: AvHandle::fi_ops_ptr() },
                         ops: &AV_OPS as *const fi_ops_av as *mut fi_ops_av,
                     },
                     obj,
@@ -213,7 +213,7 @@ unsafe fn open_endpoint(d: *mut fid_domain, i: *mut fi_info, ep: *mut *mut fid_e
         }
         null_check!(i, ep);
         // SAFETY: checked against our ops table.
-        let Some(h) = (unsafe { ours::<DomainHandle>(d as *const fid, &DOMAIN_FI_OPS) }) else { return -FI_EINVAL };
+        let Some(h) = (unsafe { DomainHandle::from_fid(d) }) else { return -FI_EINVAL };
         // SAFETY: i is the caller's fi_info.
         let info = match unsafe { crate::info::info_from_c(i) } {
             Ok(x) => x,
@@ -244,10 +244,10 @@ unsafe extern "C" fn domain_endpoint2(d: *mut fid_domain, i: *mut fi_info, ep: *
     unsafe { open_endpoint(d, i, ep, fl, ctx) }
 }
 
-enosys_fn!(domain_scalable_ep(*mut fid_domain, *mut fi_info, *mut *mut fid_ep, *mut c_void) -> c_int);
-enosys_fn!(domain_poll_open(*mut fid_domain, *mut fi_poll_attr, *mut *mut fid_poll) -> c_int);
-enosys_fn!(domain_stx_ctx(*mut fid_domain, *mut fi_tx_attr, *mut *mut fid_stx, *mut c_void) -> c_int);
-enosys_fn!(domain_srx_ctx(*mut fid_domain, *mut fi_rx_attr, *mut *mut fid_ep, *mut c_void) -> c_int);
+enosys_fn!(domain_scalable_ep<DomainHandle>(*mut fid_domain, *mut fi_info, *mut *mut fid_ep, *mut c_void) -> c_int);
+enosys_fn!(domain_poll_open<DomainHandle>(*mut fid_domain, *mut fi_poll_attr, *mut *mut fid_poll) -> c_int);
+enosys_fn!(domain_stx_ctx<DomainHandle>(*mut fid_domain, *mut fi_tx_attr, *mut *mut fid_stx, *mut c_void) -> c_int);
+enosys_fn!(domain_srx_ctx<DomainHandle>(*mut fid_domain, *mut fi_rx_attr, *mut *mut fid_ep, *mut c_void) -> c_int);
 /// `fi_query_atomic`: flags `FI_FETCH_ATOMIC` or `FI_COMPARE_ATOMIC` (not
 /// both) select the call family; none means the base atomics. Unknown flags
 /// `-FI_EBADFLAGS`; an unsupported combination `-FI_EOPNOTSUPP`.
@@ -255,7 +255,7 @@ unsafe extern "C" fn domain_query_atomic(f: *mut fid_domain, dt: fi_datatype, op
     guard!(-FI_EOTHER, {
         null_check!(attr);
         // SAFETY: checked against our ops table.
-        let Some(d) = (unsafe { ours::<DomainHandle>(f as *const fid, &DOMAIN_FI_OPS) }) else { return -FI_EINVAL };
+        let Some(d) = (unsafe { DomainHandle::from_fid(f) }) else { return -FI_EINVAL };
         let kind = match flags {
             0 => rfabric_core::provider::AtomicKind::Write,
             FI_FETCH_ATOMIC => rfabric_core::provider::AtomicKind::Fetch,
@@ -273,17 +273,25 @@ unsafe extern "C" fn domain_query_atomic(f: *mut fid_domain, dt: fi_datatype, op
         }
     })
 }
-enosys_fn!(domain_query_collective(*mut fid_domain, fi_collective_op, *mut fi_collective_attr, u64) -> c_int);
+enosys_fn!(domain_query_collective<DomainHandle>(*mut fid_domain, fi_collective_op, *mut fi_collective_attr, u64) -> c_int);
 use crate::xpu::domain_xpu_ctx;
+
+// SAFETY: #[repr(C)] with the fid first (in fid_domain); DOMAIN_FI_OPS is used by
+// this handle type only.
+unsafe impl Handle for DomainHandle {
+    fn fi_ops() -> &'static fi_ops {
+        &DOMAIN_FI_OPS
+    }
+}
 
 pub(crate) static DOMAIN_FI_OPS: fi_ops = fi_ops {
     size: std::mem::size_of::<fi_ops>(),
     close: Some(domain_close),
-    bind: Some(enosys_bind),
-    control: Some(enosys_control),
-    ops_open: Some(enosys_ops_open),
-    tostr: Some(obj_tostr),
-    ops_set: Some(enosys_ops_set),
+    bind: Some(enosys_bind::<DomainHandle>),
+    control: Some(enosys_control::<DomainHandle>),
+    ops_open: Some(enosys_ops_open::<DomainHandle>),
+    tostr: Some(obj_tostr::<DomainHandle>),
+    ops_set: Some(enosys_ops_set::<DomainHandle>),
 };
 
 static DOMAIN_OPS: fi_ops_domain = fi_ops_domain {
@@ -308,7 +316,7 @@ pub(crate) unsafe fn publish_domain(obj: Box<dyn Domain>, fabric: &FabricHandle,
     fabric.children.get();
     let h = Box::new(DomainHandle {
         fid: fid_domain {
-            fid: fid { fclass: FI_CLASS_DOMAIN, context, ops: &DOMAIN_FI_OPS as *const fi_ops as *mut fi_ops },
+            fid: fid { fclass: FI_CLASS_DOMAIN, context, ops: DomainHandle::fi_ops_ptr() },
             ops: &DOMAIN_OPS as *const fi_ops_domain as *mut fi_ops_domain,
             mr: &MR_OPS as *const fi_ops_mr as *mut fi_ops_mr,
         },

@@ -8,11 +8,11 @@
 //! (one `Iov`) and makes one dynamic call into the provider's
 //! `Endpoint::send`. No allocation, no lookup.
 
-use crate::av::{av_fi_ops, AvHandle};
-use crate::cntr::{cntr_fi_ops, CntrHandle};
-use crate::cq::{cq_fi_ops, CqHandle};
+use crate::av::AvHandle;
+use crate::cntr::CntrHandle;
+use crate::cq::CqHandle;
 use crate::domain::{apply_descs, Descs, DomainHandle};
-use crate::handle::{ours, put_cstr, rc, RefCount};
+use crate::handle::{Handle, put_cstr, rc, RefCount};
 use libc::{c_char, c_int, c_void, iovec};
 use rfabric_core::abi::*;
 use rfabric_core::error::Error;
@@ -53,7 +53,7 @@ const EOTHER_S: isize = -(FI_EOTHER as isize);
 /// `f` NULL or a fid.
 unsafe fn ep<'a>(f: *const fid) -> Option<&'a EpHandle> {
     // SAFETY: caller.
-    unsafe { ours::<EpHandle>(f, &EP_FI_OPS) }
+    unsafe { EpHandle::from_fid(f) }
 }
 
 /// Copies the caller's iovec array into `out`.
@@ -88,7 +88,7 @@ unsafe extern "C" fn ep_close(f: *mut fid) -> c_int {
         // SAFETY: the domain outlives its endpoints.
         unsafe { (*h.domain).children.put() };
         // SAFETY: created by Box::into_raw in publish_ep; closed once.
-        drop(unsafe { Box::from_raw(f as *mut EpHandle) });
+        drop(unsafe { EpHandle::from_raw(h) });
         0
     })
 }
@@ -102,17 +102,17 @@ unsafe extern "C" fn ep_bind(f: *mut fid, b: *mut fid, flags: u64) -> c_int {
         let class = unsafe { (*b).fclass };
         let (r, refs) = if class == FI_CLASS_CQ {
             // SAFETY: checked against the CQ ops table.
-            let Some(c) = (unsafe { ours::<CqHandle>(b, cq_fi_ops()) }) else { return -FI_EINVAL };
+            let Some(c) = (unsafe { CqHandle::from_fid(b) }) else { return -FI_EINVAL };
             (h.obj.bind(Bind::Cq(&c.obj), flags), &c.refs as *const RefCount)
         } else if class == FI_CLASS_AV {
             // SAFETY: checked against the AV ops table.
-            let Some(a) = (unsafe { ours::<AvHandle>(b, av_fi_ops()) }) else { return -FI_EINVAL };
+            let Some(a) = (unsafe { AvHandle::from_fid(b) }) else { return -FI_EINVAL };
             (h.obj.bind(Bind::Av(&a.obj), flags), &a.refs as *const RefCount)
         } else if class == FI_CLASS_EQ {
             return rc(h.obj.bind(Bind::Eq, flags));
         } else if class == FI_CLASS_CNTR {
             // SAFETY: checked against the counter ops table.
-            let Some(c) = (unsafe { ours::<CntrHandle>(b, cntr_fi_ops()) }) else { return -FI_EINVAL };
+            let Some(c) = (unsafe { CntrHandle::from_fid(b) }) else { return -FI_EINVAL };
             (h.obj.bind(Bind::Cntr(&c.obj), flags), &c.refs as *const RefCount)
         } else {
             return -FI_EINVAL;
@@ -146,18 +146,26 @@ unsafe extern "C" fn ep_control(f: *mut fid, cmd: c_int, _arg: *mut c_void) -> c
 
 unsafe extern "C" fn ep_tostr(f: *const fid, buf: *mut c_char, len: usize) -> c_int {
     guard!(-FI_EOTHER, {
-        null_check!(f, buf);
+        null_check!(buf);
+        // SAFETY: checked conversion.
+        if unsafe { ep(f) }.is_none() {
+            return -FI_EINVAL;
+        }
         // SAFETY: buf holds len bytes.
         unsafe { put_cstr(buf, len, "endpoint") };
         0
     })
 }
 
-enosys_fn!(ep_ops_open(*mut fid, *const c_char, u64, *mut *mut c_void, *mut c_void) -> c_int);
-enosys_fn!(ep_ops_set(*mut fid, *const c_char, u64, *mut c_void, *mut c_void) -> c_int);
+enosys_fn!(ep_ops_open<EpHandle>(*mut fid, *const c_char, u64, *mut *mut c_void, *mut c_void) -> c_int);
+enosys_fn!(ep_ops_set<EpHandle>(*mut fid, *const c_char, u64, *mut c_void, *mut c_void) -> c_int);
 
-pub(crate) fn ep_fi_ops() -> &'static fi_ops {
-    &EP_FI_OPS
+// SAFETY: #[repr(C)] with the fid first (in fid_ep); EP_FI_OPS is used by
+// this handle type only.
+unsafe impl Handle for EpHandle {
+    fn fi_ops() -> &'static fi_ops {
+        &EP_FI_OPS
+    }
 }
 
 static EP_FI_OPS: fi_ops = fi_ops {
@@ -209,10 +217,10 @@ unsafe extern "C" fn ep_setopt(f: fid_t, level: c_int, name: c_int, val: *const 
     })
 }
 
-enosys_fn!(ep_tx_ctx(*mut fid_ep, c_int, *mut fi_tx_attr, *mut *mut fid_ep, *mut c_void) -> c_int);
-enosys_fn!(ep_rx_ctx(*mut fid_ep, c_int, *mut fi_rx_attr, *mut *mut fid_ep, *mut c_void) -> c_int);
-enosys_fn!(ep_rx_size_left(*mut fid_ep) -> isize);
-enosys_fn!(ep_tx_size_left(*mut fid_ep) -> isize);
+enosys_fn!(ep_tx_ctx<EpHandle>(*mut fid_ep, c_int, *mut fi_tx_attr, *mut *mut fid_ep, *mut c_void) -> c_int);
+enosys_fn!(ep_rx_ctx<EpHandle>(*mut fid_ep, c_int, *mut fi_rx_attr, *mut *mut fid_ep, *mut c_void) -> c_int);
+enosys_fn!(ep_rx_size_left<EpHandle>(*mut fid_ep) -> isize);
+enosys_fn!(ep_tx_size_left<EpHandle>(*mut fid_ep) -> isize);
 use crate::xpu::ep_export_xpu;
 
 static EP_OPS: fi_ops_ep = fi_ops_ep {
@@ -263,13 +271,13 @@ unsafe extern "C" fn cm_setname(f: fid_t, addr: *mut c_void, addrlen: usize) -> 
     })
 }
 
-enosys_fn!(cm_getpeer(*mut fid_ep, *mut c_void, *mut usize) -> c_int);
-enosys_fn!(cm_connect(*mut fid_ep, *const c_void, *const c_void, usize) -> c_int);
-enosys_fn!(cm_listen(*mut fid_pep) -> c_int);
-enosys_fn!(cm_accept(*mut fid_ep, *const c_void, usize) -> c_int);
-enosys_fn!(cm_reject(*mut fid_pep, fid_t, *const c_void, usize) -> c_int);
-enosys_fn!(cm_shutdown(*mut fid_ep, u64) -> c_int);
-enosys_fn!(cm_join(*mut fid_ep, *const c_void, u64, *mut *mut fid_mc, *mut c_void) -> c_int);
+enosys_fn!(cm_getpeer<EpHandle>(*mut fid_ep, *mut c_void, *mut usize) -> c_int);
+enosys_fn!(cm_connect<EpHandle>(*mut fid_ep, *const c_void, *const c_void, usize) -> c_int);
+enosys_fn!(cm_listen<EpHandle>(*mut fid_pep) -> c_int);
+enosys_fn!(cm_accept<EpHandle>(*mut fid_ep, *const c_void, usize) -> c_int);
+enosys_fn!(cm_reject<EpHandle>(*mut fid_pep, fid_t, *const c_void, usize) -> c_int);
+enosys_fn!(cm_shutdown<EpHandle>(*mut fid_ep, u64) -> c_int);
+enosys_fn!(cm_join<EpHandle>(*mut fid_ep, *const c_void, u64, *mut *mut fid_mc, *mut c_void) -> c_int);
 
 static CM_OPS: fi_ops_cm = fi_ops_cm {
     size: std::mem::size_of::<fi_ops_cm>(),
@@ -573,17 +581,17 @@ pub(crate) unsafe fn ep_of<'a>(f: *const fid) -> Option<&'a dyn Endpoint> {
     unsafe { ep(f) }.map(|h| &*h.obj)
 }
 
-enosys_fn!(co_barrier(*mut fid_ep, fi_addr_t, *mut c_void) -> isize);
-enosys_fn!(co_broadcast(*mut fid_ep, *mut c_void, usize, *mut c_void, fi_addr_t, fi_addr_t, fi_datatype, u64, *mut c_void) -> isize);
-enosys_fn!(co_alltoall(*mut fid_ep, *const c_void, usize, *mut c_void, *mut c_void, *mut c_void, fi_addr_t, fi_datatype, u64, *mut c_void) -> isize);
-enosys_fn!(co_allreduce(*mut fid_ep, *const c_void, usize, *mut c_void, *mut c_void, *mut c_void, fi_addr_t, fi_datatype, fi_op, u64, *mut c_void) -> isize);
-enosys_fn!(co_allgather(*mut fid_ep, *const c_void, usize, *mut c_void, *mut c_void, *mut c_void, fi_addr_t, fi_datatype, u64, *mut c_void) -> isize);
-enosys_fn!(co_reduce_scatter(*mut fid_ep, *const c_void, usize, *mut c_void, *mut c_void, *mut c_void, fi_addr_t, fi_datatype, fi_op, u64, *mut c_void) -> isize);
-enosys_fn!(co_reduce(*mut fid_ep, *const c_void, usize, *mut c_void, *mut c_void, *mut c_void, fi_addr_t, fi_addr_t, fi_datatype, fi_op, u64, *mut c_void) -> isize);
-enosys_fn!(co_scatter(*mut fid_ep, *const c_void, usize, *mut c_void, *mut c_void, *mut c_void, fi_addr_t, fi_addr_t, fi_datatype, u64, *mut c_void) -> isize);
-enosys_fn!(co_gather(*mut fid_ep, *const c_void, usize, *mut c_void, *mut c_void, *mut c_void, fi_addr_t, fi_addr_t, fi_datatype, u64, *mut c_void) -> isize);
-enosys_fn!(co_msg(*mut fid_ep, *const fi_msg_collective, *mut fi_ioc, *mut *mut c_void, usize, u64) -> isize);
-enosys_fn!(co_barrier2(*mut fid_ep, fi_addr_t, u64, *mut c_void) -> isize);
+enosys_fn!(co_barrier<EpHandle>(*mut fid_ep, fi_addr_t, *mut c_void) -> isize);
+enosys_fn!(co_broadcast<EpHandle>(*mut fid_ep, *mut c_void, usize, *mut c_void, fi_addr_t, fi_addr_t, fi_datatype, u64, *mut c_void) -> isize);
+enosys_fn!(co_alltoall<EpHandle>(*mut fid_ep, *const c_void, usize, *mut c_void, *mut c_void, *mut c_void, fi_addr_t, fi_datatype, u64, *mut c_void) -> isize);
+enosys_fn!(co_allreduce<EpHandle>(*mut fid_ep, *const c_void, usize, *mut c_void, *mut c_void, *mut c_void, fi_addr_t, fi_datatype, fi_op, u64, *mut c_void) -> isize);
+enosys_fn!(co_allgather<EpHandle>(*mut fid_ep, *const c_void, usize, *mut c_void, *mut c_void, *mut c_void, fi_addr_t, fi_datatype, u64, *mut c_void) -> isize);
+enosys_fn!(co_reduce_scatter<EpHandle>(*mut fid_ep, *const c_void, usize, *mut c_void, *mut c_void, *mut c_void, fi_addr_t, fi_datatype, fi_op, u64, *mut c_void) -> isize);
+enosys_fn!(co_reduce<EpHandle>(*mut fid_ep, *const c_void, usize, *mut c_void, *mut c_void, *mut c_void, fi_addr_t, fi_addr_t, fi_datatype, fi_op, u64, *mut c_void) -> isize);
+enosys_fn!(co_scatter<EpHandle>(*mut fid_ep, *const c_void, usize, *mut c_void, *mut c_void, *mut c_void, fi_addr_t, fi_addr_t, fi_datatype, u64, *mut c_void) -> isize);
+enosys_fn!(co_gather<EpHandle>(*mut fid_ep, *const c_void, usize, *mut c_void, *mut c_void, *mut c_void, fi_addr_t, fi_addr_t, fi_datatype, u64, *mut c_void) -> isize);
+enosys_fn!(co_msg<EpHandle>(*mut fid_ep, *const fi_msg_collective, *mut fi_ioc, *mut *mut c_void, usize, u64) -> isize);
+enosys_fn!(co_barrier2<EpHandle>(*mut fid_ep, fi_addr_t, u64, *mut c_void) -> isize);
 
 static COLLECTIVE_OPS: fi_ops_collective = fi_ops_collective {
     size: std::mem::size_of::<fi_ops_collective>(),
@@ -608,7 +616,7 @@ pub(crate) unsafe fn publish_ep(obj: Box<dyn Endpoint>, domain: &DomainHandle, o
     domain.children.get();
     let h = Box::new(EpHandle {
         fid: fid_ep {
-            fid: fid { fclass: FI_CLASS_EP, context, ops: &EP_FI_OPS as *const fi_ops as *mut fi_ops },
+            fid: fid { fclass: FI_CLASS_EP, context, ops: EpHandle::fi_ops_ptr() },
             ops: &EP_OPS as *const fi_ops_ep as *mut fi_ops_ep,
             cm: &CM_OPS as *const fi_ops_cm as *mut fi_ops_cm,
             msg: &MSG_OPS as *const fi_ops_msg as *mut fi_ops_msg,

@@ -1,8 +1,7 @@
 //! The event-queue handle (`fid_eq`), opened on a fabric.
 
-use crate::cq::cq_strerror;
 use crate::fabric::FabricHandle;
-use crate::handle::{obj_tostr, enosys_bind, enosys_control, enosys_ops_open, enosys_ops_set, ours, ssz_n as ssz};
+use crate::handle::{obj_tostr, enosys_bind, enosys_control, enosys_ops_open, enosys_ops_set, Handle, ssz_n as ssz};
 use rfabric_core::objects::cq::ErrDataLoc;
 use rfabric_core::objects::eq::Eq;
 use rfabric_core::objects::wait::Locked;
@@ -20,23 +19,31 @@ pub(crate) struct EqHandle {
 unsafe extern "C" fn eq_close(f: *mut fid) -> c_int {
     guard!(-FI_EOTHER, {
         // SAFETY: checked against our ops table.
-        let Some(h) = (unsafe { ours::<EqHandle>(f, &EQ_FI_OPS) }) else { return -FI_EINVAL };
+        let Some(h) = (unsafe { EqHandle::from_fid(f) }) else { return -FI_EINVAL };
         // SAFETY: the fabric outlives its EQs.
         unsafe { (*h.fabric).children.put() };
         // SAFETY: created by Box::into_raw in eq_open; closed once.
-        drop(unsafe { Box::from_raw(f as *mut EqHandle) });
+        drop(unsafe { EqHandle::from_raw(h) });
         0
     })
+}
+
+// SAFETY: #[repr(C)] with the fid first (in fid_eq); EQ_FI_OPS is used by
+// this handle type only.
+unsafe impl Handle for EqHandle {
+    fn fi_ops() -> &'static fi_ops {
+        &EQ_FI_OPS
+    }
 }
 
 static EQ_FI_OPS: fi_ops = fi_ops {
     size: std::mem::size_of::<fi_ops>(),
     close: Some(eq_close),
-    bind: Some(enosys_bind),
-    control: Some(enosys_control),
-    ops_open: Some(enosys_ops_open),
-    tostr: Some(obj_tostr),
-    ops_set: Some(enosys_ops_set),
+    bind: Some(enosys_bind::<EqHandle>),
+    control: Some(enosys_control::<EqHandle>),
+    ops_open: Some(enosys_ops_open::<EqHandle>),
+    tostr: Some(obj_tostr::<EqHandle>),
+    ops_set: Some(enosys_ops_set::<EqHandle>),
 };
 
 /// # Safety
@@ -54,7 +61,7 @@ unsafe extern "C" fn eq_read(e: *mut fid_eq, event: *mut u32, buf: *mut c_void, 
     guard!(-(FI_EOTHER as isize), {
         null_check_ssize!(event);
         // SAFETY: checked against our ops table.
-        let Some(h) = (unsafe { ours::<EqHandle>(e as *const fid, &EQ_FI_OPS) }) else { return -(FI_EINVAL as isize) };
+        let Some(h) = (unsafe { EqHandle::from_fid(e) }) else { return -(FI_EINVAL as isize) };
         // SAFETY: buf holds len bytes.
         let b = unsafe { eq_buf(buf, len) };
         match h.eq.lock().read(b, flags) {
@@ -72,7 +79,7 @@ unsafe extern "C" fn eq_sread(e: *mut fid_eq, event: *mut u32, buf: *mut c_void,
     guard!(-(FI_EOTHER as isize), {
         null_check_ssize!(event);
         // SAFETY: checked against our ops table.
-        let Some(h) = (unsafe { ours::<EqHandle>(e as *const fid, &EQ_FI_OPS) }) else { return -(FI_EINVAL as isize) };
+        let Some(h) = (unsafe { EqHandle::from_fid(e) }) else { return -(FI_EINVAL as isize) };
         // SAFETY: buf holds len bytes.
         let b = unsafe { eq_buf(buf, len) };
         match h.eq.sread(b, timeout, flags, &mut || {}) {
@@ -90,7 +97,7 @@ unsafe extern "C" fn eq_readerr(e: *mut fid_eq, out: *mut fi_eq_err_entry, flags
     guard!(-(FI_EOTHER as isize), {
         null_check_ssize!(out);
         // SAFETY: checked against our ops table.
-        let Some(h) = (unsafe { ours::<EqHandle>(e as *const fid, &EQ_FI_OPS) }) else { return -(FI_EINVAL as isize) };
+        let Some(h) = (unsafe { EqHandle::from_fid(e) }) else { return -(FI_EINVAL as isize) };
         // err_data_size exists from API 1.5 on; older entries end before it.
         let has_size = h.api_version >= fi_version(1, 5);
         // SAFETY: out non-NULL; fields read and written one by one.
@@ -136,7 +143,7 @@ unsafe extern "C" fn eq_readerr(e: *mut fid_eq, out: *mut fi_eq_err_entry, flags
 unsafe extern "C" fn eq_write(e: *mut fid_eq, event: u32, buf: *const c_void, len: usize, flags: u64) -> isize {
     guard!(-(FI_EOTHER as isize), {
         // SAFETY: checked against our ops table.
-        let Some(h) = (unsafe { ours::<EqHandle>(e as *const fid, &EQ_FI_OPS) }) else { return -(FI_EINVAL as isize) };
+        let Some(h) = (unsafe { EqHandle::from_fid(e) }) else { return -(FI_EINVAL as isize) };
         if flags & !FI_PEEK != 0 {
             return -(FI_EBADFLAGS as isize);
         }
@@ -149,9 +156,15 @@ unsafe extern "C" fn eq_write(e: *mut fid_eq, event: u32, buf: *const c_void, le
     })
 }
 
-unsafe extern "C" fn eq_strerror(_e: *mut fid_eq, prov_errno: c_int, d: *const c_void, buf: *mut c_char, len: usize) -> *const c_char {
-    // SAFETY: same contract as the CQ's.
-    unsafe { cq_strerror(std::ptr::null_mut(), prov_errno, d, buf, len) }
+unsafe extern "C" fn eq_strerror(e: *mut fid_eq, prov_errno: c_int, _d: *const c_void, buf: *mut c_char, len: usize) -> *const c_char {
+    guard!(std::ptr::null(), {
+        // SAFETY: checked conversion.
+        if unsafe { EqHandle::from_fid(e) }.is_none() {
+            return std::ptr::null();
+        }
+        // SAFETY: buf holds len bytes (caller).
+        unsafe { crate::tostr::strerror_into(prov_errno, buf, len) }
+    })
 }
 
 static EQ_OPS: fi_ops_eq = fi_ops_eq {
@@ -178,7 +191,7 @@ pub(crate) unsafe fn eq_open(fabric: &FabricHandle, a: &fi_eq_attr, out: *mut *m
     fabric.children.get();
     let h = Box::new(EqHandle {
         fid: fid_eq {
-            fid: fid { fclass: FI_CLASS_EQ, context, ops: &EQ_FI_OPS as *const fi_ops as *mut fi_ops },
+            fid: fid { fclass: FI_CLASS_EQ, context, ops: EqHandle::fi_ops_ptr() },
             ops: &EQ_OPS as *const fi_ops_eq as *mut fi_ops_eq,
         },
         eq: Locked::new(eq),

@@ -47,29 +47,110 @@ pub(crate) unsafe fn put_cstr(buf: *mut c_char, len: usize, s: &str) {
     }
 }
 
-/// The handle behind `f` if its ops table is `ops` (so a foreign or
-/// mismatched fid is refused instead of being cast).
+/// A handle type of ours: a `#[repr(C)]` struct whose first member is the
+/// C handle the application sees (which itself starts with `struct fid`),
+/// tied to the one `fi_ops` table that every handle of the type carries and
+/// no other object does. [`Handle::from_fid`] is the only way a trampoline
+/// turns the pointer it was called with into a handle.
 ///
 /// # Safety
-/// `f` is NULL or points to a readable `struct fid`.
-pub(crate) unsafe fn ours<'a, T>(f: *const fid, ops: &'static fi_ops) -> Option<&'a T> {
-    if f.is_null() {
-        return None;
+/// An implementor is `#[repr(C)]` with its `struct fid` at offset 0, and
+/// every fid whose `ops` is `Self::fi_ops()` is the first member of a live
+/// `Self` (the table is used by no other type and by no freed handle the
+/// application may still name, which the application's contract rules out).
+pub(crate) unsafe trait Handle: Sized {
+    /// The table in `fid.ops` of every handle of this type.
+    fn fi_ops() -> &'static fi_ops;
+
+    /// The handle behind `f`, if `f` is one of this type: its ops table is
+    /// compared first, so a foreign fid, or one of another class or of
+    /// another handle type, is refused instead of being cast.
+    ///
+    /// # Safety
+    /// `f` is NULL or points to a readable `struct fid` (what an ops-table
+    /// slot of libfabric is called with).
+    #[inline(always)]
+    unsafe fn from_fid<'a, P>(f: *const P) -> Option<&'a Self> {
+        let f = f as *const fid;
+        if f.is_null() {
+            return None;
+        }
+        // SAFETY: f points to a readable fid (caller).
+        let ops = unsafe { (*f).ops } as *const fi_ops;
+        if !std::ptr::eq(ops, Self::fi_ops()) {
+            return None;
+        }
+        // SAFETY: only handles of this type carry this table (the trait's
+        // contract), and they start with the fid.
+        Some(unsafe { &*(f as *const Self) })
     }
-    // SAFETY: f points to a fid (caller).
-    let o = unsafe { (*f).ops } as *const fi_ops;
-    if !std::ptr::eq(o, ops) {
-        return None;
+
+    /// The `fi_ops` pointer a new handle of this type is published with.
+    fn fi_ops_ptr() -> *mut fi_ops {
+        Self::fi_ops() as *const fi_ops as *mut fi_ops
     }
-    // SAFETY: only our handles carry this ops table, and they start with
-    // the fid.
-    Some(unsafe { &*(f as *const T) })
+
+    /// Publishes `h`: the pointer the application gets.
+    fn into_raw(h: Box<Self>) -> *mut Self {
+        Box::into_raw(h)
+    }
+
+    /// Takes back a handle for `fi_close`.
+    ///
+    /// # Safety
+    /// `h` came from [`Handle::from_fid`] on a handle made by
+    /// [`Handle::into_raw`], and is not used after this call (the
+    /// application closes a handle once).
+    unsafe fn from_raw(h: &Self) -> Box<Self> {
+        // SAFETY: made by Box::into_raw (caller); given back once.
+        unsafe { Box::from_raw(h as *const Self as *mut Self) }
+    }
 }
 
-enosys_fn!(pub(crate) enosys_bind(*mut fid, *mut fid, u64) -> c_int);
-enosys_fn!(pub(crate) enosys_control(*mut fid, c_int, *mut c_void) -> c_int);
-enosys_fn!(pub(crate) enosys_ops_open(*mut fid, *const c_char, u64, *mut *mut c_void, *mut c_void) -> c_int);
-enosys_fn!(pub(crate) enosys_ops_set(*mut fid, *const c_char, u64, *mut c_void, *mut c_void) -> c_int);
+/// `fi_close` and the other `fi_ops` slots a handle type does not support:
+/// `-FI_EINVAL` for a fid that is not one of `H`, else `-FI_ENOSYS`.
+///
+/// # Safety
+/// `f` is NULL or a readable fid.
+pub(crate) unsafe extern "C" fn enosys_bind<H: Handle>(f: *mut fid, _b: *mut fid, _flags: u64) -> c_int {
+    // SAFETY: checked conversion (caller: a fid).
+    unsupported(unsafe { H::from_fid(f) }.is_some())
+}
+/// As [`enosys_bind`].
+///
+/// # Safety
+/// As [`enosys_bind`].
+pub(crate) unsafe extern "C" fn enosys_control<H: Handle>(f: *mut fid, _cmd: c_int, _arg: *mut c_void) -> c_int {
+    // SAFETY: checked conversion (caller: a fid).
+    unsupported(unsafe { H::from_fid(f) }.is_some())
+}
+/// As [`enosys_bind`].
+///
+/// # Safety
+/// As [`enosys_bind`].
+pub(crate) unsafe extern "C" fn enosys_ops_open<H: Handle>(f: *mut fid, _n: *const c_char, _fl: u64, _ops: *mut *mut c_void, _ctx: *mut c_void) -> c_int {
+    // SAFETY: checked conversion (caller: a fid).
+    unsupported(unsafe { H::from_fid(f) }.is_some())
+}
+/// As [`enosys_bind`].
+///
+/// # Safety
+/// As [`enosys_bind`].
+pub(crate) unsafe extern "C" fn enosys_ops_set<H: Handle>(f: *mut fid, _n: *const c_char, _fl: u64, _ops: *mut c_void, _ctx: *mut c_void) -> c_int {
+    // SAFETY: checked conversion (caller: a fid).
+    unsupported(unsafe { H::from_fid(f) }.is_some())
+}
+
+/// What an unsupported slot answers: `-FI_ENOSYS` for one of our handles,
+/// `-FI_EINVAL` for anything else.
+#[inline]
+pub(crate) fn unsupported(ours: bool) -> c_int {
+    if ours {
+        -FI_ENOSYS
+    } else {
+        -FI_EINVAL
+    }
+}
 
 pub(crate) fn ssz_n(r: Result<usize, Error>) -> isize {
     match r {
@@ -102,10 +183,18 @@ pub(crate) unsafe fn wait_control(fd: Option<i32>, cmd: c_int, arg: *mut c_void)
     0
 }
 
-pub(crate) unsafe extern "C" fn obj_tostr(f: *const fid, buf: *mut c_char, len: usize) -> c_int {
+/// `fi_tostr` of a handle without a name of its own: its class.
+///
+/// # Safety
+/// `f` NULL or a readable fid; `buf` writable for `len` bytes.
+pub(crate) unsafe extern "C" fn obj_tostr<H: Handle>(f: *const fid, buf: *mut c_char, len: usize) -> c_int {
     guard!(-FI_EOTHER, {
-        null_check!(f, buf);
-        // SAFETY: f is a fid.
+        null_check!(buf);
+        // SAFETY: checked conversion (caller: a fid).
+        if unsafe { H::from_fid(f) }.is_none() {
+            return -FI_EINVAL;
+        }
+        // SAFETY: f is one of our handles, a fid.
         let class = unsafe { (*f).fclass };
         // SAFETY: buf holds len bytes.
         unsafe { put_cstr(buf, len, &format!("fid class {class}")) };

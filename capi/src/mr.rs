@@ -1,8 +1,8 @@
 //! The memory-region handle (`fid_mr`) and the `fi_ops_mr` slots of the
 //! domain.
 
-use crate::domain::{DomainHandle, DOMAIN_FI_OPS};
-use crate::handle::{obj_tostr, enosys_bind, enosys_ops_open, enosys_ops_set, ours};
+use crate::domain::DomainHandle;
+use crate::handle::{obj_tostr, enosys_bind, enosys_ops_open, enosys_ops_set, Handle};
 use rfabric_core::error::Error;
 use rfabric_core::provider::MrReq;
 use libc::{c_int, c_void};
@@ -10,7 +10,7 @@ use rfabric_core::abi::*;
 
 #[repr(C)]
 pub(crate) struct MrHandle {
-    fid: fid_mr,
+    pub(crate) fid: fid_mr,
     pub(crate) domain: *const DomainHandle,
     /// The CPU mapping of an `FI_MR_DMABUF` registration.
     pub(crate) dmabuf: Option<DmabufMap>,
@@ -63,7 +63,7 @@ impl Drop for DmabufMap {
 unsafe extern "C" fn mr_close(f: *mut fid) -> c_int {
     guard!(-FI_EOTHER, {
         // SAFETY: checked against our ops table.
-        let Some(h) = (unsafe { ours::<MrHandle>(f, &MR_FI_OPS) }) else { return -FI_EINVAL };
+        let Some(h) = (unsafe { MrHandle::from_fid(f) }) else { return -FI_EINVAL };
         // SAFETY: the domain outlives its MRs (refcount).
         let d = unsafe { &*h.domain };
         if let Err(e) = d.obj.mr_close(h.fid.key) {
@@ -77,23 +77,27 @@ unsafe extern "C" fn mr_close(f: *mut fid) -> c_int {
         }
         d.children.put();
         // SAFETY: created by Box::into_raw in mr_publish; closed once.
-        drop(unsafe { Box::from_raw(f as *mut MrHandle) });
+        drop(unsafe { MrHandle::from_raw(h) });
         0
     })
 }
 
-pub(crate) fn mr_fi_ops() -> &'static fi_ops {
-    &MR_FI_OPS
+// SAFETY: #[repr(C)] with the fid first (in fid_mr); MR_FI_OPS is used by
+// this handle type only.
+unsafe impl Handle for MrHandle {
+    fn fi_ops() -> &'static fi_ops {
+        &MR_FI_OPS
+    }
 }
 
 pub(crate) static MR_FI_OPS: fi_ops = fi_ops {
     size: std::mem::size_of::<fi_ops>(),
     close: Some(mr_close),
-    bind: Some(enosys_bind),
+    bind: Some(enosys_bind::<MrHandle>),
     control: Some(crate::xpu::mr_control),
-    ops_open: Some(enosys_ops_open),
-    tostr: Some(obj_tostr),
-    ops_set: Some(enosys_ops_set),
+    ops_open: Some(enosys_ops_open::<MrHandle>),
+    tostr: Some(obj_tostr::<MrHandle>),
+    ops_set: Some(enosys_ops_set::<MrHandle>),
 };
 
 /// # Safety
@@ -107,7 +111,7 @@ unsafe fn mr_publish(d: &DomainHandle, req: &MrReq, dmabuf: Option<DmabufMap>, c
             }
             let h = Box::into_raw(Box::new(MrHandle {
                 fid: fid_mr {
-                    fid: fid { fclass: FI_CLASS_MR, context, ops: &MR_FI_OPS as *const fi_ops as *mut fi_ops },
+                    fid: fid { fclass: FI_CLASS_MR, context, ops: MrHandle::fi_ops_ptr() },
                     mem_desc: std::ptr::null_mut(),
                     key,
                 },
@@ -131,7 +135,7 @@ unsafe extern "C" fn mr_reg(f: *mut fid, buf: *const c_void, len: usize, access:
     guard!(-FI_EOTHER, {
         null_check!(mr);
         // SAFETY: checked against our ops table.
-        let Some(d) = (unsafe { ours::<DomainHandle>(f, &DOMAIN_FI_OPS) }) else { return -FI_EINVAL };
+        let Some(d) = (unsafe { DomainHandle::from_fid(f) }) else { return -FI_EINVAL };
         if buf.is_null() && len > 0 {
             return -FI_EINVAL;
         }
@@ -179,7 +183,7 @@ unsafe extern "C" fn mr_regattr(f: *mut fid, attr: *const fi_mr_attr, flags: u64
             // SAFETY: non-NULL caller struct.
             let b = unsafe { *b };
             // SAFETY: checked against our ops table.
-            let Some(d) = (unsafe { ours::<DomainHandle>(f, &DOMAIN_FI_OPS) }) else { return -FI_EINVAL };
+            let Some(d) = (unsafe { DomainHandle::from_fid(f) }) else { return -FI_EINVAL };
             let map = match DmabufMap::new(&b) {
                 Ok(m) => m,
                 Err(e) => return e.to_c(),

@@ -2,11 +2,11 @@
 //! `fid_xpu_ctx` handle: validation of `struct fi_xpu_attr`, `query`,
 //! `close`. The context itself is `rfabric_core::xpu::XpuCtx`.
 
-use crate::av::{av_fi_ops, AvHandle};
-use crate::cntr::{cntr_fi_ops, CntrHandle};
-use crate::cq::{cq_fi_ops, CqHandle};
-use crate::domain::{DomainHandle, DOMAIN_FI_OPS};
-use crate::handle::ours;
+use crate::av::AvHandle;
+use crate::cntr::CntrHandle;
+use crate::cq::CqHandle;
+use crate::domain::DomainHandle;
+use crate::handle::Handle;
 use crate::endpoint::EpHandle;
 use libc::{c_char, c_int, c_void};
 use rfabric_core::abi::*;
@@ -21,16 +21,16 @@ pub(crate) struct XpuCtxHandle {
     domain: *const DomainHandle,
 }
 
-enosys_fn!(ctx_bind(*mut fid, *mut fid, u64) -> c_int);
-enosys_fn!(ctx_control(*mut fid, c_int, *mut c_void) -> c_int);
-enosys_fn!(ctx_ops_open(*mut fid, *const c_char, u64, *mut *mut c_void, *mut c_void) -> c_int);
-enosys_fn!(ctx_ops_set(*mut fid, *const c_char, u64, *mut c_void, *mut c_void) -> c_int);
+enosys_fn!(ctx_bind<XpuCtxHandle>(*mut fid, *mut fid, u64) -> c_int);
+enosys_fn!(ctx_control<XpuCtxHandle>(*mut fid, c_int, *mut c_void) -> c_int);
+enosys_fn!(ctx_ops_open<XpuCtxHandle>(*mut fid, *const c_char, u64, *mut *mut c_void, *mut c_void) -> c_int);
+enosys_fn!(ctx_ops_set<XpuCtxHandle>(*mut fid, *const c_char, u64, *mut c_void, *mut c_void) -> c_int);
 
 unsafe extern "C" fn ctx_tostr(f: *const fid, buf: *mut c_char, len: usize) -> c_int {
     guard!(-FI_EOTHER, {
         null_check!(f, buf);
         // SAFETY: checked against our ops table.
-        let Some(h) = (unsafe { ours::<XpuCtxHandle>(f, &XPU_CTX_FI_OPS) }) else { return -FI_EINVAL };
+        let Some(h) = (unsafe { XpuCtxHandle::from_fid(f) }) else { return -FI_EINVAL };
         // SAFETY: buf holds len bytes.
         unsafe { crate::handle::put_cstr(buf, len, &format!("xpu_ctx shm device {}", h.ctx.device)) };
         0
@@ -40,12 +40,12 @@ unsafe extern "C" fn ctx_tostr(f: *const fid, buf: *mut c_char, len: usize) -> c
 unsafe extern "C" fn ctx_close(f: *mut fid) -> c_int {
     guard!(-FI_EOTHER, {
         // SAFETY: checked against our ops table.
-        let Some(h) = (unsafe { ours::<XpuCtxHandle>(f, &XPU_CTX_FI_OPS) }) else { return -FI_EINVAL };
+        let Some(h) = (unsafe { XpuCtxHandle::from_fid(f) }) else { return -FI_EINVAL };
         // SAFETY: the domain outlives its children (its refcount).
         unsafe { (*h.domain).children.put() };
         // SAFETY: created by Box::into_raw in domain_xpu_ctx; closed once.
         // Exported objects keep their own reference to the context.
-        drop(unsafe { Box::from_raw(f as *mut XpuCtxHandle) });
+        drop(unsafe { XpuCtxHandle::from_raw(h) });
         0
     })
 }
@@ -54,11 +54,19 @@ unsafe extern "C" fn ctx_query(c: *mut fid_xpu_ctx, attr: *mut fi_xpu_ctx_attr) 
     guard!(-FI_EOTHER, {
         null_check!(c, attr);
         // SAFETY: checked against our ops table.
-        let Some(h) = (unsafe { ours::<XpuCtxHandle>(c as *const fid, &XPU_CTX_FI_OPS) }) else { return -FI_EINVAL };
+        let Some(h) = (unsafe { XpuCtxHandle::from_fid(c) }) else { return -FI_EINVAL };
         // SAFETY: attr non-NULL, a whole fi_xpu_ctx_attr (caller).
         unsafe { attr.write(h.ctx.query()) };
         0
     })
+}
+
+// SAFETY: #[repr(C)] with the fid first (in fid_xpu_ctx); XPU_CTX_FI_OPS is used by
+// this handle type only.
+unsafe impl Handle for XpuCtxHandle {
+    fn fi_ops() -> &'static fi_ops {
+        &XPU_CTX_FI_OPS
+    }
 }
 
 pub(crate) static XPU_CTX_FI_OPS: fi_ops = fi_ops {
@@ -78,7 +86,7 @@ pub(crate) unsafe extern "C" fn domain_xpu_ctx(d: *mut fid_domain, attr: *mut fi
     guard!(-FI_EOTHER, {
         null_check!(attr, out);
         // SAFETY: checked against our ops table.
-        let Some(h) = (unsafe { ours::<DomainHandle>(d as *const fid, &DOMAIN_FI_OPS) }) else { return -FI_EINVAL };
+        let Some(h) = (unsafe { DomainHandle::from_fid(d) }) else { return -FI_EINVAL };
         // SAFETY: attr non-NULL, a whole fi_xpu_attr (the caller's).
         let a = unsafe { attr.read() };
         // SAFETY: a.ops is NULL or the application's fi_xpu_ops, of which
@@ -90,7 +98,7 @@ pub(crate) unsafe extern "C" fn domain_xpu_ctx(d: *mut fid_domain, attr: *mut fi
         h.children.get();
         let b = Box::new(XpuCtxHandle {
             fid: fid_xpu_ctx {
-                fid: fid { fclass: FI_CLASS_XPU_CTX, context, ops: &XPU_CTX_FI_OPS as *const fi_ops as *mut fi_ops },
+                fid: fid { fclass: FI_CLASS_XPU_CTX, context, ops: XpuCtxHandle::fi_ops_ptr() },
                 ops: &XPU_CTX_OPS as *const fi_ops_xpu_ctx as *mut fi_ops_xpu_ctx,
             },
             ctx,
@@ -112,7 +120,7 @@ pub(crate) unsafe fn ctx_of(p: *mut fid_xpu_ctx) -> Result<Option<Arc<XpuCtx>>, 
         return Ok(None);
     }
     // SAFETY: caller's contract; the ops table is compared before the cast.
-    match unsafe { ours::<XpuCtxHandle>(p as *const fid, &XPU_CTX_FI_OPS) } {
+    match unsafe { XpuCtxHandle::from_fid(p) } {
         Some(h) => Ok(Some(h.ctx.clone())),
         None => Err(-FI_EINVAL),
     }
@@ -247,7 +255,7 @@ pub(crate) unsafe extern "C" fn cq_export_xpu(cq: *mut fid_cq, flags: u64, out: 
     guard!(-FI_EOTHER, {
         null_check!(out);
         // SAFETY: checked against the CQ ops table before any use.
-        if unsafe { ours::<CqHandle>(cq as *const fid, cq_fi_ops()) }.is_none() {
+        if unsafe { CqHandle::from_fid(cq) }.is_none() {
             return -FI_EINVAL;
         }
         match export_common(cq as usize, flags) {
@@ -266,7 +274,7 @@ pub(crate) unsafe extern "C" fn cntr_export_xpu(c: *mut fid_cntr, flags: u64, ou
     guard!(-FI_EOTHER, {
         null_check!(out);
         // SAFETY: checked against the counter ops table before any use.
-        if unsafe { ours::<CntrHandle>(c as *const fid, cntr_fi_ops()) }.is_none() {
+        if unsafe { CntrHandle::from_fid(c) }.is_none() {
             return -FI_EINVAL;
         }
         match export_common(c as usize, flags) {
@@ -321,9 +329,9 @@ pub(crate) unsafe fn ep_bound(handle: usize, b: *mut fid) {
     let Some((_, e)) = t.iter_mut().find(|(h, _)| *h == handle) else { return };
     // SAFETY: caller: checked handles.
     unsafe {
-        if let Some(c) = ours::<CqHandle>(b, cq_fi_ops()) {
+        if let Some(c) = CqHandle::from_fid(b) {
             e.cq = Some((b as usize, c.obj.clone()));
-        } else if let Some(c) = ours::<CntrHandle>(b, cntr_fi_ops()) {
+        } else if let Some(c) = CntrHandle::from_fid(b) {
             e.cntr = Some((b as usize, c.obj.clone()));
         }
     }
@@ -497,7 +505,7 @@ pub(crate) unsafe extern "C" fn ep_export_xpu(e: *mut fid_ep, flags: u64, out: *
 /// `e` NULL or a fid.
 unsafe fn ep_handle<'a>(e: *mut fid_ep) -> Option<&'a EpHandle> {
     // SAFETY: caller.
-    unsafe { ours::<EpHandle>(e as *const fid, crate::endpoint::ep_fi_ops()) }
+    unsafe { EpHandle::from_fid(e) }
 }
 
 /// `fi_av_lookup2`: with `FI_XPU` and a context, the raw address device
@@ -507,7 +515,7 @@ pub(crate) unsafe extern "C" fn av_lookup2(av: *mut fid_av, fi_addr: fi_addr_t, 
     guard!(-FI_EOTHER, {
         null_check!(addrlen);
         // SAFETY: checked against the AV ops table.
-        let Some(a) = (unsafe { ours::<AvHandle>(av as *const fid, av_fi_ops()) }) else { return -FI_EINVAL };
+        let Some(a) = (unsafe { AvHandle::from_fid(av) }) else { return -FI_EINVAL };
         // SAFETY: addrlen non-NULL.
         let len = unsafe { *addrlen };
         if flags & !FI_XPU != 0 {
@@ -555,7 +563,7 @@ pub(crate) unsafe extern "C" fn av_lookup2(av: *mut fid_av, fi_addr: fi_addr_t, 
 pub(crate) unsafe extern "C" fn mr_control(f: *mut fid, cmd: c_int, arg: *mut c_void) -> c_int {
     guard!(-FI_EOTHER, {
         // SAFETY: checked against the MR ops table.
-        let Some(mr) = (unsafe { ours::<fid_mr>(f, crate::mr::mr_fi_ops()) }) else { return -FI_EINVAL };
+        let Some(mr) = (unsafe { crate::mr::MrHandle::from_fid(f) }) else { return -FI_EINVAL };
         if cmd != FI_GET_MR_XPU_DESC {
             return -FI_ENOSYS;
         }
@@ -580,7 +588,7 @@ pub(crate) unsafe extern "C" fn mr_control(f: *mut fid, cmd: c_int, arg: *mut c_
             return -FI_ETOOSMALL;
         }
         // SAFETY: buf holds at least 8 bytes (the caller's *len).
-        unsafe { (d.buf as *mut u64).write_unaligned(mr.key) };
+        unsafe { (d.buf as *mut u64).write_unaligned(mr.fid.key) };
         0
     })
 }
