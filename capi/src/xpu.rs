@@ -11,7 +11,7 @@ use crate::endpoint::EpHandle;
 use libc::{c_char, c_int, c_void};
 use rfabric_core::abi::*;
 use rfabric_core::provider::{CompletionQueue, Counter, Iov, RmaIov, RmaOp, TxOp};
-use rfabric_core::xpu::{Completion, CompletionRing, Proxy, WorkRequest, XpuCounter, XpuCtx, XpuTarget, OP_SEND, OP_TSEND, OP_WRITE};
+use rfabric_core::xpu::{Callbacks, XpuAttr, Completion, CompletionRing, Proxy, WorkRequest, XpuCounter, XpuCtx, XpuTarget, OP_SEND, OP_TSEND, OP_WRITE};
 use std::sync::{Arc, Mutex};
 
 #[repr(C)]
@@ -32,7 +32,7 @@ unsafe extern "C" fn ctx_tostr(f: *const fid, buf: *mut c_char, len: usize) -> c
         // SAFETY: checked against our ops table.
         let Some(h) = (unsafe { XpuCtxHandle::from_fid(f) }) else { return -FI_EINVAL };
         // SAFETY: buf holds len bytes.
-        unsafe { crate::handle::put_cstr(buf, len, &format!("xpu_ctx shm device {}", h.ctx.device)) };
+        unsafe { crate::handle::put_cstr(buf, len, &format!("xpu_ctx {} device {}", h.ctx.provider.name, h.ctx.device)) };
         0
     })
 }
@@ -91,7 +91,12 @@ pub(crate) unsafe extern "C" fn domain_xpu_ctx(d: *mut fid_domain, attr: *mut fi
         let a = unsafe { attr.read() };
         // SAFETY: a.ops is NULL or the application's fi_xpu_ops, of which
         // Callbacks::from_c reads `size` first and no more than it covers.
-        let ctx = match unsafe { XpuCtx::open(a.iface, a.device, a.ops, h.api_version) } {
+        let callbacks = match unsafe { Callbacks::from_c(a.ops, h.api_version) } {
+            Ok(c) => c,
+            Err(e) => return e.to_c(),
+        };
+        let attr = XpuAttr { iface: a.iface, device: a.device, callbacks, api_version: h.api_version };
+        let ctx = match h.obj.xpu_ctx(&attr) {
             Ok(c) => c,
             Err(e) => return e.to_c(),
         };

@@ -5,6 +5,7 @@ use crate::dl::DlProvider;
 use crate::error::{Result, ENOSYS};
 use crate::info::{FabricAttr, Info};
 use crate::objects::cq::{CqAttr, CqErrInfo};
+use crate::xpu::{XpuAttr, XpuCtx};
 use once_cell::sync::OnceCell;
 use std::any::Any;
 use std::sync::Arc;
@@ -76,6 +77,11 @@ pub trait Domain: Send + Sync {
         Err(ENOSYS)
     }
     fn mr_close(&self, _key: u64) -> Result<()> {
+        Err(ENOSYS)
+    }
+    /// `fi_xpu_ctx`: a context for one XPU of this domain's provider
+    /// (`crate::xpu::XpuCtx::open` serves providers whose XPU is the host).
+    fn xpu_ctx(&self, _attr: &XpuAttr) -> Result<Arc<XpuCtx>> {
         Err(ENOSYS)
     }
     /// `fi_query_atomic`: `(count, size)` of `op` on `datatype` issued

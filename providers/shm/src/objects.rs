@@ -263,6 +263,9 @@ impl Domain for ShmDomain {
     fn mr_close(&self, key: u64) -> Result<()> {
         self.mr.lock().remove(key).map(|_| ())
     }
+    fn xpu_ctx(&self, attr: &rfabric_core::xpu::XpuAttr) -> Result<Arc<rfabric_core::xpu::XpuCtx>> {
+        rfabric_core::xpu::XpuCtx::open(crate::xpu::PROVIDER, attr)
+    }
     fn query_atomic(&self, kind: rfabric_core::provider::AtomicKind, op: u32, datatype: u32) -> Result<(usize, usize)> {
         let count = rfabric_core::objects::atomic::valid(kind, op, datatype, rma::ATOMIC_MAX_BYTES).ok_or(Error(FI_EOPNOTSUPP))?;
         Ok((count, rfabric_core::objects::atomic::type_size(datatype).unwrap_or(0)))
