@@ -179,7 +179,55 @@ enosys_fn!(av_av_set<AvHandle>(*mut fid_av, *mut fi_av_set_attr, *mut *mut fid_a
 enosys_fn!(av_insert_auth_key<AvHandle>(*mut fid_av, *const c_void, usize, *mut fi_addr_t, u64) -> c_int);
 enosys_fn!(av_lookup_auth_key<AvHandle>(*mut fid_av, fi_addr_t, *mut c_void, *mut usize) -> c_int);
 enosys_fn!(av_set_user_id<AvHandle>(*mut fid_av, fi_addr_t, fi_addr_t, u64) -> c_int);
-use crate::xpu::av_lookup2;
+/// `fi_av_lookup2`: with `FI_XPU` and a context, the raw address device
+/// code passes as a destination is the `fi_addr_t` itself (the host proxy
+/// translates it); without `FI_XPU`, as `fi_av_lookup`.
+unsafe extern "C" fn av_lookup2(av: *mut fid_av, fi_addr: fi_addr_t, addr: *mut c_void, addrlen: *mut usize, flags: u64, ctx: *mut fid_xpu_ctx) -> c_int {
+    guard!(-FI_EOTHER, {
+        null_check!(addrlen);
+        // SAFETY: checked against the AV ops table.
+        let Some(a) = (unsafe { AvHandle::from_fid(av) }) else { return -FI_EINVAL };
+        // SAFETY: addrlen non-NULL.
+        let len = unsafe { *addrlen };
+        if flags & !FI_XPU != 0 {
+            return -FI_EBADFLAGS;
+        }
+        if flags & FI_XPU == 0 {
+            if !addr.is_null() || len == 0 {
+                // SAFETY: addr holds len bytes (caller).
+                let buf = unsafe { std::slice::from_raw_parts_mut(addr as *mut u8, if addr.is_null() { 0 } else { len }) };
+                return match a.obj.lookup(fi_addr, buf) {
+                    Ok(n) => {
+                        // SAFETY: addrlen non-NULL.
+                        unsafe { *addrlen = n };
+                        0
+                    }
+                    Err(e) => e.to_c(),
+                };
+            }
+            return -FI_EINVAL;
+        }
+        // SAFETY: NULL or the application's handle, checked before use.
+        match unsafe { crate::xpu::ctx_of(ctx) } {
+            Ok(Some(_)) => {}
+            _ => return -FI_EINVAL,
+        }
+        // The entry must exist.
+        let mut probe = [0u8; 256];
+        if let Err(e) = a.obj.lookup(fi_addr, &mut probe) {
+            return e.to_c();
+        }
+        // SAFETY: addrlen non-NULL.
+        unsafe { *addrlen = rfabric_core::xpu::AV_ADDR_SIZE };
+        if len < rfabric_core::xpu::AV_ADDR_SIZE || addr.is_null() {
+            return -FI_ETOOSMALL;
+        }
+        // SAFETY: addr holds at least 8 bytes.
+        unsafe { (addr as *mut u64).write_unaligned(fi_addr) };
+        0
+    })
+}
+
 
 pub(crate) static AV_OPS: fi_ops_av = fi_ops_av {
     size: std::mem::size_of::<fi_ops_av>(),

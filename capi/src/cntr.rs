@@ -23,6 +23,8 @@ pub(crate) struct CntrHandle {
     pub(crate) domain: *const DomainHandle,
     /// Endpoints bound to this counter.
     pub(crate) refs: RefCount,
+    /// The XPU state of a counter opened with an XPU context.
+    pub(crate) xpu: Option<Arc<crate::xpu::XpuCntr>>,
 }
 
 pub(crate) unsafe extern "C" fn domain_cntr_open(d: *mut fid_domain, a: *mut fi_cntr_attr, out: *mut *mut fid_cntr, ctx: *mut c_void) -> c_int {
@@ -62,11 +64,10 @@ pub(crate) unsafe extern "C" fn domain_cntr_open(d: *mut fid_domain, a: *mut fi_
                     obj,
                     domain: h,
                     refs: RefCount::default(),
+                    xpu: xctx.map(|c| Arc::new(crate::xpu::XpuCntr::new(c))),
                 });
-                let p = Box::into_raw(ch);
-                crate::xpu::cntr_opened(p as usize, xctx);
                 // SAFETY: out non-NULL.
-                unsafe { *out = p as *mut fid_cntr };
+                unsafe { *out = CntrHandle::into_raw(ch) as *mut fid_cntr };
                 0
             }
             Err(e) => e.to_c(),
@@ -83,7 +84,6 @@ unsafe extern "C" fn cntr_close(f: *mut fid) -> c_int {
         }
         // SAFETY: the domain outlives its counters.
         unsafe { (*h.domain).children.put() };
-        crate::xpu::closed(f as usize);
         // SAFETY: created by Box::into_raw in domain_cntr_open; closed once.
         drop(unsafe { CntrHandle::from_raw(h) });
         0
@@ -143,7 +143,23 @@ unsafe extern "C" fn cntr_wait(c: *mut fid_cntr, threshold: u64, timeout: c_int)
     // SAFETY: checked against our ops table.
     guard!(-FI_EOTHER, unsafe { cntr(c) }.map_or(-FI_EINVAL, |h| rc(h.obj.wait(threshold, timeout))))
 }
-use crate::xpu::cntr_export_xpu;
+/// `fi_cntr_export_xpu`.
+unsafe extern "C" fn cntr_export_xpu(c: *mut fid_cntr, flags: u64, out: *mut fid_xpu_cntr) -> c_int {
+    guard!(-FI_EOTHER, {
+        // SAFETY: checked conversion.
+        let Some(h) = (unsafe { cntr(c) }) else { return -FI_EINVAL };
+        null_check!(out);
+        let Some(x) = h.xpu.as_ref() else { return crate::xpu::not_xpu("fi_cntr_export_xpu", flags) };
+        match x.export(flags) {
+            Ok(fid) => {
+                // SAFETY: out non-NULL, a fid_xpu_cntr.
+                unsafe { out.write(fid_xpu_cntr { fid }) };
+                0
+            }
+            Err(e) => e,
+        }
+    })
+}
 
 pub(crate) static CNTR_OPS: fi_ops_cntr = fi_ops_cntr {
     size: std::mem::size_of::<fi_ops_cntr>(),

@@ -16,6 +16,8 @@ pub(crate) struct CqHandle {
     /// Endpoints bound to this CQ.
     pub(crate) refs: RefCount,
     pub(crate) api_version: u32,
+    /// The XPU state of a CQ opened with an XPU context.
+    pub(crate) xpu: Option<Arc<crate::xpu::XpuCq>>,
 }
 
 unsafe extern "C" fn cq_close(f: *mut fid) -> c_int {
@@ -27,7 +29,6 @@ unsafe extern "C" fn cq_close(f: *mut fid) -> c_int {
         }
         // SAFETY: the domain outlives its CQs.
         unsafe { (*h.domain).children.put() };
-        crate::xpu::closed(f as usize);
         // SAFETY: created by Box::into_raw in domain_cq_open; closed once.
         drop(unsafe { CqHandle::from_raw(h) });
         0
@@ -175,7 +176,23 @@ unsafe extern "C" fn cq_strerror(cq: *mut fid_cq, prov_errno: c_int, _d: *const 
     })
 }
 
-use crate::xpu::cq_export_xpu;
+/// `fi_cq_export_xpu`.
+unsafe extern "C" fn cq_export_xpu(cq: *mut fid_cq, flags: u64, out: *mut fid_xpu_cq) -> c_int {
+    guard!(-FI_EOTHER, {
+        // SAFETY: checked conversion.
+        let Some(h) = (unsafe { CqHandle::from_fid(cq) }) else { return -FI_EINVAL };
+        null_check!(out);
+        let Some(x) = h.xpu.as_ref() else { return crate::xpu::not_xpu("fi_cq_export_xpu", flags) };
+        match x.export(flags) {
+            Ok(fid) => {
+                // SAFETY: out non-NULL, a fid_xpu_cq.
+                unsafe { out.write(fid_xpu_cq { fid }) };
+                0
+            }
+            Err(e) => e,
+        }
+    })
+}
 
 pub(crate) static CQ_OPS: fi_ops_cq = fi_ops_cq {
     size: std::mem::size_of::<fi_ops_cq>(),

@@ -11,6 +11,7 @@ use crate::handle::{enosys_bind, enosys_control, enosys_ops_open, enosys_ops_set
 use crate::mr::{MrHandle, MR_OPS};
 use libc::{c_int, c_void};
 use rfabric_core::error::Error;
+use std::sync::Arc;
 use rfabric_core::objects::cq::CqAttr;
 use rfabric_core::provider::{AvAttr, Domain};
 use rfabric_core::abi::*;
@@ -149,11 +150,10 @@ unsafe extern "C" fn domain_cq_open(d: *mut fid_domain, a: *mut fi_cq_attr, cq: 
                     domain: h,
                     refs: RefCount::default(),
                     api_version: h.api_version,
+                    xpu: xctx.map(|c| Arc::new(crate::xpu::XpuCq::new(c, size))),
                 });
-                let p = Box::into_raw(ch);
-                crate::xpu::cq_opened(p as usize, xctx, size);
                 // SAFETY: out pointer non-NULL.
-                unsafe { *cq = p as *mut fid_cq };
+                unsafe { *cq = CqHandle::into_raw(ch) as *mut fid_cq };
                 0
             }
             Err(e) => e.to_c(),
@@ -227,12 +227,8 @@ unsafe fn open_endpoint(d: *mut fid_domain, i: *mut fi_info, ep: *mut *mut fid_e
             Ok(obj) => {
                 // SAFETY: ep non-NULL; h outlives the endpoint (refcount).
                 let op_flags = (info.tx_attr.map_or(0, |t| t.op_flags), info.rx_attr.map_or(0, |r| r.op_flags));
-                let r = unsafe { crate::endpoint::publish_ep(obj, h, op_flags, ctx, ep) };
-                if r == 0 {
-                    // SAFETY: ep was just written.
-                    crate::xpu::ep_opened(unsafe { *ep } as usize, xctx);
-                }
-                r
+                let xpu = xctx.map(crate::xpu::XpuEp::new);
+                unsafe { crate::endpoint::publish_ep(obj, h, op_flags, xpu, ctx, ep) }
             }
             Err(e) => e.to_c(),
         }
@@ -274,7 +270,30 @@ unsafe extern "C" fn domain_query_atomic(f: *mut fid_domain, dt: fi_datatype, op
     })
 }
 enosys_fn!(domain_query_collective<DomainHandle>(*mut fid_domain, fi_collective_op, *mut fi_collective_attr, u64) -> c_int);
-use crate::xpu::domain_xpu_ctx;
+/// `fi_xpu_ctx(domain, attr, &ctx, context)`.
+unsafe extern "C" fn domain_xpu_ctx(d: *mut fid_domain, attr: *mut fi_xpu_attr, out: *mut *mut fid_xpu_ctx, context: *mut c_void) -> c_int {
+    guard!(-FI_EOTHER, {
+        null_check!(attr, out);
+        // SAFETY: checked against our ops table.
+        let Some(h) = (unsafe { DomainHandle::from_fid(d) }) else { return -FI_EINVAL };
+        // SAFETY: attr non-NULL, a whole fi_xpu_attr (the caller's).
+        let a = unsafe { attr.read() };
+        // SAFETY: a.ops is NULL or the application's fi_xpu_ops, of which
+        // rfabric_core::xpu::Callbacks::from_c reads `size` first and no more than it covers.
+        let callbacks = match unsafe { rfabric_core::xpu::Callbacks::from_c(a.ops, h.api_version) } {
+            Ok(c) => c,
+            Err(e) => return e.to_c(),
+        };
+        let attr = rfabric_core::xpu::XpuAttr { iface: a.iface, device: a.device, callbacks, api_version: h.api_version };
+        let ctx = match h.obj.xpu_ctx(&attr) {
+            Ok(c) => c,
+            Err(e) => return e.to_c(),
+        };
+        // SAFETY: out non-NULL; the domain outlives its contexts (its count).
+        unsafe { crate::xpu::publish_ctx(ctx, &h.children, context, out) }
+    })
+}
+
 
 // SAFETY: #[repr(C)] with the fid first (in fid_domain); DOMAIN_FI_OPS is used by
 // this handle type only.

@@ -30,6 +30,8 @@ pub(crate) struct EpHandle {
     /// was opened with: the flags of calls that take no flags argument.
     tx_op_flags: u64,
     rx_op_flags: u64,
+    /// The XPU state of an endpoint opened with an XPU context.
+    xpu: Option<crate::xpu::XpuEp>,
 }
 
 /// Marks a call without a flags argument (fi_send, fi_trecv, ...): its flags
@@ -51,7 +53,7 @@ const EOTHER_S: isize = -(FI_EOTHER as isize);
 
 /// # Safety
 /// `f` NULL or a fid.
-unsafe fn ep<'a>(f: *const fid) -> Option<&'a EpHandle> {
+unsafe fn ep<'a, P>(f: *const P) -> Option<&'a EpHandle> {
     // SAFETY: caller.
     unsafe { EpHandle::from_fid(f) }
 }
@@ -79,7 +81,9 @@ unsafe extern "C" fn ep_close(f: *mut fid) -> c_int {
     guard!(-FI_EOTHER, {
         // SAFETY: checked against our ops table.
         let Some(h) = (unsafe { ep(f) }) else { return -FI_EINVAL };
-        crate::xpu::ep_closing(f as usize);
+        if let Some(x) = h.xpu.as_ref() {
+            x.closing();
+        }
         let _ = h.obj.close();
         for r in h.bound.lock().unwrap_or_else(|e| e.into_inner()).drain(..) {
             // SAFETY: a bound CQ/AV cannot close while we hold its count.
@@ -103,7 +107,11 @@ unsafe extern "C" fn ep_bind(f: *mut fid, b: *mut fid, flags: u64) -> c_int {
         let (r, refs) = if class == FI_CLASS_CQ {
             // SAFETY: checked against the CQ ops table.
             let Some(c) = (unsafe { CqHandle::from_fid(b) }) else { return -FI_EINVAL };
-            (h.obj.bind(Bind::Cq(&c.obj), flags), &c.refs as *const RefCount)
+            let r = h.obj.bind(Bind::Cq(&c.obj), flags);
+            if let (Ok(()), Some(x)) = (&r, h.xpu.as_ref()) {
+                x.bound_cq(&c.obj, c.xpu.as_ref());
+            }
+            (r, &c.refs as *const RefCount)
         } else if class == FI_CLASS_AV {
             // SAFETY: checked against the AV ops table.
             let Some(a) = (unsafe { AvHandle::from_fid(b) }) else { return -FI_EINVAL };
@@ -113,13 +121,15 @@ unsafe extern "C" fn ep_bind(f: *mut fid, b: *mut fid, flags: u64) -> c_int {
         } else if class == FI_CLASS_CNTR {
             // SAFETY: checked against the counter ops table.
             let Some(c) = (unsafe { CntrHandle::from_fid(b) }) else { return -FI_EINVAL };
-            (h.obj.bind(Bind::Cntr(&c.obj), flags), &c.refs as *const RefCount)
+            let r = h.obj.bind(Bind::Cntr(&c.obj), flags);
+            if let (Ok(()), Some(x)) = (&r, h.xpu.as_ref()) {
+                x.bound_cntr(&c.obj, c.xpu.as_ref());
+            }
+            (r, &c.refs as *const RefCount)
         } else {
             return -FI_EINVAL;
         };
         if r.is_ok() {
-            // SAFETY: b was checked above as a handle of its class.
-            unsafe { crate::xpu::ep_bound(f as usize, b) };
             // SAFETY: refs belongs to a live handle.
             unsafe { (*refs).get() };
             h.bound.lock().unwrap_or_else(|e| e.into_inner()).push(refs);
@@ -134,8 +144,8 @@ unsafe extern "C" fn ep_control(f: *mut fid, cmd: c_int, _arg: *mut c_void) -> c
         let Some(h) = (unsafe { ep(f) }) else { return -FI_EINVAL };
         if cmd == FI_ENABLE {
             let r = h.obj.enable();
-            if r.is_ok() {
-                crate::xpu::ep_enabled(f as usize);
+            if let (Ok(()), Some(x)) = (&r, h.xpu.as_ref()) {
+                x.enabled();
             }
             rc(r)
         } else {
@@ -221,7 +231,25 @@ enosys_fn!(ep_tx_ctx<EpHandle>(*mut fid_ep, c_int, *mut fi_tx_attr, *mut *mut fi
 enosys_fn!(ep_rx_ctx<EpHandle>(*mut fid_ep, c_int, *mut fi_rx_attr, *mut *mut fid_ep, *mut c_void) -> c_int);
 enosys_fn!(ep_rx_size_left<EpHandle>(*mut fid_ep) -> isize);
 enosys_fn!(ep_tx_size_left<EpHandle>(*mut fid_ep) -> isize);
-use crate::xpu::ep_export_xpu;
+/// `fi_ep_export_xpu`.
+unsafe extern "C" fn ep_export_xpu(e: *mut fid_ep, flags: u64, out: *mut fid_xpu_ep) -> c_int {
+    guard!(-FI_EOTHER, {
+        // SAFETY: checked conversion.
+        let Some(h) = (unsafe { ep(e) }) else { return -FI_EINVAL };
+        null_check!(out);
+        let Some(x) = h.xpu.as_ref() else { return crate::xpu::not_xpu("fi_ep_export_xpu", flags) };
+        // SAFETY: the object lives in the handle until fi_close, which
+        // stops the proxy (XpuEp::closing) before freeing it.
+        match unsafe { x.export(&*h.obj as *const dyn Endpoint, flags) } {
+            Ok(fid) => {
+                // SAFETY: out non-NULL, a fid_xpu_ep.
+                unsafe { out.write(fid_xpu_ep { fid }) };
+                0
+            }
+            Err(err) => err,
+        }
+    })
+}
 
 static EP_OPS: fi_ops_ep = fi_ops_ep {
     size: std::mem::size_of::<fi_ops_ep>(),
@@ -612,7 +640,7 @@ static COLLECTIVE_OPS: fi_ops_collective = fi_ops_collective {
 ///
 /// # Safety
 /// `out` writable; `domain` outlives the endpoint.
-pub(crate) unsafe fn publish_ep(obj: Box<dyn Endpoint>, domain: &DomainHandle, op_flags: (u64, u64), context: *mut c_void, out: *mut *mut fid_ep) -> c_int {
+pub(crate) unsafe fn publish_ep(obj: Box<dyn Endpoint>, domain: &DomainHandle, op_flags: (u64, u64), xpu: Option<crate::xpu::XpuEp>, context: *mut c_void, out: *mut *mut fid_ep) -> c_int {
     domain.children.get();
     let h = Box::new(EpHandle {
         fid: fid_ep {
@@ -630,6 +658,7 @@ pub(crate) unsafe fn publish_ep(obj: Box<dyn Endpoint>, domain: &DomainHandle, o
         bound: Mutex::new(Vec::new()),
         tx_op_flags: op_flags.0 & !OP_DEFAULTS,
         rx_op_flags: op_flags.1 & !OP_DEFAULTS,
+        xpu,
     });
     // SAFETY: caller's out pointer.
     unsafe { *out = Box::into_raw(h) as *mut fid_ep };

@@ -82,6 +82,42 @@ unsafe extern "C" fn mr_close(f: *mut fid) -> c_int {
     })
 }
 
+/// `fi_control` on a memory region: `FI_GET_MR_XPU_DESC` (what
+/// `fi_mr_get_xpu_desc` sends). The raw descriptor is the region's 8-byte
+/// key; anything else is `-FI_ENOSYS`.
+unsafe extern "C" fn mr_control(f: *mut fid, cmd: c_int, arg: *mut c_void) -> c_int {
+    guard!(-FI_EOTHER, {
+        // SAFETY: checked against the MR ops table.
+        let Some(mr) = (unsafe { MrHandle::from_fid(f) }) else { return -FI_EINVAL };
+        if cmd != FI_GET_MR_XPU_DESC {
+            return -FI_ENOSYS;
+        }
+        null_check!(arg);
+        // SAFETY: arg is the caller's struct fi_mr_xpu_desc.
+        let d = unsafe { (arg as *const fi_mr_xpu_desc).read() };
+        let len = d.len;
+        null_check!(len);
+        if d.flags & !FI_XPU != 0 || d.flags & FI_XPU == 0 {
+            return -FI_EINVAL;
+        }
+        // SAFETY: NULL or the application's handle, checked before use.
+        match unsafe { crate::xpu::ctx_of(d.ctx) } {
+            Ok(Some(_)) => {}
+            _ => return -FI_EINVAL,
+        }
+        // SAFETY: d.len non-NULL (checked above).
+        let have = unsafe { *d.len };
+        // SAFETY: as above.
+        unsafe { *d.len = rfabric_core::xpu::MR_DESC_SIZE };
+        if have < rfabric_core::xpu::MR_DESC_SIZE || d.buf.is_null() {
+            return -FI_ETOOSMALL;
+        }
+        // SAFETY: buf holds at least 8 bytes (the caller's *len).
+        unsafe { (d.buf as *mut u64).write_unaligned(mr.fid.key) };
+        0
+    })
+}
+
 // SAFETY: #[repr(C)] with the fid first (in fid_mr); MR_FI_OPS is used by
 // this handle type only.
 unsafe impl Handle for MrHandle {
@@ -94,7 +130,7 @@ pub(crate) static MR_FI_OPS: fi_ops = fi_ops {
     size: std::mem::size_of::<fi_ops>(),
     close: Some(mr_close),
     bind: Some(enosys_bind::<MrHandle>),
-    control: Some(crate::xpu::mr_control),
+    control: Some(mr_control),
     ops_open: Some(enosys_ops_open::<MrHandle>),
     tostr: Some(obj_tostr::<MrHandle>),
     ops_set: Some(enosys_ops_set::<MrHandle>),
