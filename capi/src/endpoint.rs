@@ -117,6 +117,10 @@ unsafe extern "C" fn ep_bind(f: *mut fid, b: *mut fid, flags: u64) -> c_int {
             let Some(a) = (unsafe { AvHandle::from_fid(b) }) else { return -FI_EINVAL };
             (h.obj.bind(Bind::Av(&a.obj), flags), &a.refs as *const RefCount)
         } else if class == FI_CLASS_EQ {
+            // SAFETY: checked against the EQ ops table.
+            if unsafe { crate::eq::EqHandle::from_fid(b) }.is_none() {
+                return -FI_EINVAL;
+            }
             return rc(h.obj.bind(Bind::Eq, flags));
         } else if class == FI_CLASS_CNTR {
             // SAFETY: checked against the counter ops table.

@@ -358,6 +358,8 @@ int main(void)
 			EINVAL_(fi_ep_bind(ep, other, FI_SEND));
 			other = fake(k, &av->fid, sizeof(*av));
 			EINVAL_(fi_ep_bind(ep, other, 0));
+			other = fake(k, &eq->fid, sizeof(*eq));
+			EINVAL_(fi_ep_bind(ep, other, 0));
 		}
 	}
 	kind_name = "after";
