@@ -45,7 +45,7 @@ pub(crate) unsafe extern "C" fn domain_cntr_open(d: *mut fid_domain, a: *mut fi_
             return -FI_ENOSYS;
         }
         if flags & !FI_XPU != 0 {
-            rfabric_core::fi_warn!("shm", FI_LOG_CNTR, "fi_cntr_open: unknown flags {:#x} in fi_cntr_attr", flags & !FI_XPU);
+            rfabric_core::fi_warn!("core", FI_LOG_CNTR, "fi_cntr_open: unknown flags {:#x} in fi_cntr_attr", flags & !FI_XPU);
             return -FI_EBADFLAGS;
         }
         // SAFETY: a is the caller's fi_cntr_attr, of its API version's shape.

@@ -129,7 +129,7 @@ unsafe extern "C" fn domain_cq_open(d: *mut fid_domain, a: *mut fi_cq_attr, cq: 
         }
         // FI_AFFINITY: signaling_vector is valid (and unused here).
         if flags & !(FI_AFFINITY | FI_XPU) != 0 {
-            rfabric_core::fi_warn!("shm", FI_LOG_CQ, "fi_cq_open: unknown flags {:#x} in fi_cq_attr", flags & !(FI_AFFINITY | FI_XPU));
+            rfabric_core::fi_warn!("core", FI_LOG_CQ, "fi_cq_open: unknown flags {:#x} in fi_cq_attr", flags & !(FI_AFFINITY | FI_XPU));
             return -FI_EBADFLAGS;
         }
         // SAFETY: a is the caller's fi_cq_attr, of its API version's shape.
@@ -208,7 +208,7 @@ unsafe extern "C" fn domain_endpoint(d: *mut fid_domain, i: *mut fi_info, ep: *m
 unsafe fn open_endpoint(d: *mut fid_domain, i: *mut fi_info, ep: *mut *mut fid_ep, flags: u64, ctx: *mut c_void) -> c_int {
     guard!(-FI_EOTHER, {
         if flags & !FI_XPU != 0 {
-            rfabric_core::fi_warn!("shm", FI_LOG_EP_CTRL, "fi_endpoint2: unknown flags {:#x}", flags & !FI_XPU);
+            rfabric_core::fi_warn!("core", FI_LOG_EP_CTRL, "fi_endpoint2: unknown flags {:#x}", flags & !FI_XPU);
             return -FI_EBADFLAGS;
         }
         null_check!(i, ep);
