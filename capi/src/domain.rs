@@ -8,9 +8,8 @@ use crate::cntr::domain_cntr_open;
 use crate::cq::{CqHandle, CQ_OPS};
 use crate::fabric::FabricHandle;
 use crate::handle::{enosys_bind, enosys_control, enosys_ops_open, enosys_ops_set, obj_tostr, Handle, RefCount};
-use crate::mr::{MrHandle, MR_OPS};
+use crate::mr::MR_OPS;
 use libc::{c_int, c_void};
-use rfabric_core::error::Error;
 use std::sync::Arc;
 use rfabric_core::objects::cq::CqAttr;
 use rfabric_core::provider::{AvAttr, Domain};
@@ -23,74 +22,6 @@ pub(crate) struct DomainHandle {
     pub(crate) fabric: *const FabricHandle,
     pub(crate) children: RefCount,
     pub(crate) api_version: u32,
-    /// `domain_attr.mr_mode` of the info the domain was opened with.
-    pub(crate) mr_mode: u64,
-    /// Live `FI_MR_DMABUF` registrations: while there are any, data
-    /// operations translate addresses through their descriptors.
-    pub(crate) dmabuf_regs: std::sync::atomic::AtomicUsize,
-}
-
-impl DomainHandle {
-    /// Whether data operations must look at their descriptors.
-    #[inline]
-    pub(crate) fn desc_checks(&self) -> bool {
-        self.mr_mode & FI_MR_LOCAL != 0 || self.dmabuf_regs.load(std::sync::atomic::Ordering::Relaxed) > 0
-    }
-}
-
-/// The descriptors passed with a data operation.
-#[derive(Clone, Copy)]
-pub(crate) enum Descs {
-    One(*mut c_void),
-    /// One per iov (the array may be NULL).
-    Many(*mut *mut c_void),
-}
-
-/// Applies `descs` to `iov`: with `FI_MR_LOCAL` every non-empty buffer
-/// needs a descriptor from `fi_mr_desc` of this domain (`need`: false for
-/// injects); a descriptor of an `FI_MR_DMABUF` registration translates the
-/// buffer from the registration's `base_addr` space to the provider's CPU
-/// mapping of the dma-buf.
-///
-/// # Safety
-/// `descs` holds `iov.len()` entries (Many) or one (One); each non-NULL
-/// descriptor is a value from `fi_mr_desc` (read only while
-/// [`DomainHandle::desc_checks`] holds).
-pub(crate) unsafe fn apply_descs(d: &DomainHandle, iov: &mut [rfabric_core::provider::Iov], descs: Descs, need: bool) -> Result<(), Error> {
-    let local = d.mr_mode & FI_MR_LOCAL != 0;
-    for (i, v) in iov.iter_mut().enumerate() {
-        let desc = match descs {
-            Descs::One(p) if i == 0 => p,
-            Descs::One(_) => std::ptr::null_mut(),
-            Descs::Many(a) if a.is_null() => std::ptr::null_mut(),
-            // SAFETY: the array holds iov.len() entries (caller).
-            Descs::Many(a) => unsafe { *a.add(i) },
-        };
-        if desc.is_null() {
-            if local && need && v.len > 0 {
-                return Err(rfabric_core::error::EINVAL);
-            }
-            continue;
-        }
-        // SAFETY: desc is a descriptor value; ours() compares its ops table
-        // before using it as an MrHandle.
-        let Some(m) = (unsafe { MrHandle::from_fid(desc) }) else {
-            if local {
-                return Err(rfabric_core::error::EINVAL);
-            }
-            continue;
-        };
-        if local && !std::ptr::eq(m.domain, d) {
-            return Err(rfabric_core::error::EINVAL);
-        }
-        if let Some(map) = m.dmabuf.as_ref() {
-            let off = v.base.wrapping_sub(map.base_addr);
-            if v.base >= map.base_addr && off <= map.len && v.len <= map.len - off {
-                v.base = map.data + off;
-            }
-        }
-    }
-    Ok(())
 }
 
 unsafe extern "C" fn domain_close(f: *mut fid) -> c_int {
@@ -331,7 +262,7 @@ static DOMAIN_OPS: fi_ops_domain = fi_ops_domain {
 
 /// # Safety
 /// `out` is writable; `fabric` stays alive while the domain lives.
-pub(crate) unsafe fn publish_domain(obj: Box<dyn Domain>, fabric: &FabricHandle, mr_mode: u64, context: *mut c_void, out: *mut *mut fid_domain) -> c_int {
+pub(crate) unsafe fn publish_domain(obj: Box<dyn Domain>, fabric: &FabricHandle, context: *mut c_void, out: *mut *mut fid_domain) -> c_int {
     fabric.children.get();
     let h = Box::new(DomainHandle {
         fid: fid_domain {
@@ -343,8 +274,6 @@ pub(crate) unsafe fn publish_domain(obj: Box<dyn Domain>, fabric: &FabricHandle,
         fabric,
         children: RefCount::default(),
         api_version: fabric.fid.api_version,
-        mr_mode,
-        dmabuf_regs: std::sync::atomic::AtomicUsize::new(0),
     });
     // SAFETY: caller's out pointer.
     unsafe { *out = Box::into_raw(h) as *mut fid_domain };

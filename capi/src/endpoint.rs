@@ -11,12 +11,12 @@
 use crate::av::AvHandle;
 use crate::cntr::CntrHandle;
 use crate::cq::CqHandle;
-use crate::domain::{apply_descs, Descs, DomainHandle};
+use crate::domain::DomainHandle;
 use crate::handle::{Handle, put_cstr, rc, RefCount};
 use libc::{c_char, c_int, c_void, iovec};
 use rfabric_core::abi::*;
 use rfabric_core::error::Error;
-use rfabric_core::provider::{Bind, Endpoint, Iov, RxOp, TxOp};
+use rfabric_core::provider::{Bind, Descs, Endpoint, Iov, RxOp, TxOp};
 use std::sync::Mutex;
 
 #[repr(C)]
@@ -334,85 +334,28 @@ static CM_OPS: fi_ops_cm = fi_ops_cm {
 /// operation is built once, in place, not copied field by field (a copy
 /// read back in wider loads than it was written stalls store forwarding).
 #[inline(always)]
-unsafe fn do_send(e: *mut fid_ep, mut op: TxOp<'_>, descs: Descs) -> isize {
+unsafe fn do_send(e: *mut fid_ep, mut op: TxOp<'_>) -> isize {
     // SAFETY: checked against our ops table.
-    let Some(h) = (unsafe { ep(e as *const fid) }) else { return EINVAL_S };
+    let Some(h) = (unsafe { ep(e) }) else { return EINVAL_S };
     if op.flags & OP_DEFAULTS != 0 {
         op.flags = (op.flags & !OP_DEFAULTS) | h.tx_op_flags;
     }
-    let op = &op;
-    // SAFETY: the domain outlives its endpoints.
-    let d = unsafe { &*h.domain };
-    if d.desc_checks() && op.iov.len() == 1 {
-        // fi_send / fi_tsend with FI_MR_LOCAL: one buffer, no array to fill.
-        let mut v = [op.iov[0]];
-        let need = !op.no_completion && op.flags & FI_INJECT == 0;
-        // SAFETY: descs come with the caller's iov.
-        if let Err(err) = unsafe { apply_descs(d, &mut v, descs, need) } {
-            return err.to_c() as isize;
-        }
-        let op = TxOp { iov: &v, ..*op };
-        // SAFETY: forwarded contract (translated buffers are the same memory).
-        return ssz(unsafe { h.obj.send(&op) });
-    }
-    if d.desc_checks() && op.iov.len() <= MAX_IOV {
-        let mut v = [Iov::default(); MAX_IOV];
-        let n = op.iov.len();
-        v[..n].copy_from_slice(op.iov);
-        let need = !op.no_completion && op.flags & FI_INJECT == 0;
-        // SAFETY: descs come with the caller's iovs.
-        if let Err(err) = unsafe { apply_descs(d, &mut v[..n], descs, need) } {
-            return err.to_c() as isize;
-        }
-        let op = TxOp { iov: &v[..n], ..*op };
-        // SAFETY: forwarded contract (translated buffers are the same memory).
-        return ssz(unsafe { h.obj.send(&op) });
-    }
     // SAFETY: forwarded contract.
-    ssz(unsafe { h.obj.send(op) })
+    ssz(unsafe { h.obj.send(&op) })
 }
 
 /// # Safety
 /// As `do_send`.
 /// By value and inlined, as `do_send`.
 #[inline(always)]
-unsafe fn do_recv(e: *mut fid_ep, mut op: RxOp<'_>, descs: Descs) -> isize {
+unsafe fn do_recv(e: *mut fid_ep, mut op: RxOp<'_>) -> isize {
     // SAFETY: checked against our ops table.
-    let Some(h) = (unsafe { ep(e as *const fid) }) else { return EINVAL_S };
+    let Some(h) = (unsafe { ep(e) }) else { return EINVAL_S };
     if op.flags & OP_DEFAULTS != 0 {
         op.flags = (op.flags & !OP_DEFAULTS) | h.rx_op_flags;
     }
-    let op = &op;
-    // SAFETY: the domain outlives its endpoints.
-    let d = unsafe { &*h.domain };
-    // A peek carries no data.
-    if d.desc_checks() && op.iov.len() == 1 {
-        // fi_recv / fi_trecv with FI_MR_LOCAL: one buffer, no array to fill.
-        let mut v = [op.iov[0]];
-        let need = op.flags & (FI_PEEK | FI_CLAIM) != FI_PEEK;
-        // SAFETY: descs come with the caller's iov.
-        if let Err(err) = unsafe { apply_descs(d, &mut v, descs, need) } {
-            return err.to_c() as isize;
-        }
-        let op = RxOp { iov: &v, ..*op };
-        // SAFETY: forwarded contract (translated buffers are the same memory).
-        return ssz(unsafe { h.obj.recv(&op) });
-    }
-    if d.desc_checks() && op.iov.len() <= MAX_IOV {
-        let mut v = [Iov::default(); MAX_IOV];
-        let n = op.iov.len();
-        v[..n].copy_from_slice(op.iov);
-        let need = op.flags & (FI_PEEK | FI_CLAIM) != FI_PEEK;
-        // SAFETY: descs come with the caller's iovs.
-        if let Err(err) = unsafe { apply_descs(d, &mut v[..n], descs, need) } {
-            return err.to_c() as isize;
-        }
-        let op = RxOp { iov: &v[..n], ..*op };
-        // SAFETY: forwarded contract (translated buffers are the same memory).
-        return ssz(unsafe { h.obj.recv(&op) });
-    }
     // SAFETY: forwarded contract.
-    ssz(unsafe { h.obj.recv(op) })
+    ssz(unsafe { h.obj.recv(&op) })
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -424,9 +367,9 @@ unsafe fn send1(e: *mut fid_ep, buf: *const c_void, len: usize, dest: u64, ctx: 
     }
     let iov = [Iov { base: buf as usize, len }];
     // Only the calls without a flags argument come through here.
-    let op = TxOp { iov: &iov, dest, context: ctx as usize, tag, data, flags: flags | OP_DEFAULTS, tagged, no_completion };
+    let op = TxOp { iov: &iov, desc: Descs(&desc), dest, context: ctx as usize, tag, data, flags: flags | OP_DEFAULTS, tagged, no_completion };
     // SAFETY: forwarded.
-    unsafe { do_send(e, op, Descs::One(desc)) }
+    unsafe { do_send(e, op) }
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -439,9 +382,9 @@ unsafe fn sendv(e: *mut fid_ep, iov: *const iovec, count: usize, dest: u64, ctx:
         Ok(n) => n,
         Err(err) => return err.to_c() as isize,
     };
-    let op = TxOp { iov: &v[..n], dest, context: ctx as usize, tag, data, flags, tagged, no_completion: false };
+    let op = TxOp { iov: &v[..n], desc: Descs(desc), dest, context: ctx as usize, tag, data, flags, tagged, no_completion: false };
     // SAFETY: forwarded.
-    unsafe { do_send(e, op, Descs::Many(desc)) }
+    unsafe { do_send(e, op) }
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -454,9 +397,9 @@ unsafe fn recvv(e: *mut fid_ep, iov: *const iovec, count: usize, src: u64, ctx: 
         Ok(n) => n,
         Err(err) => return err.to_c() as isize,
     };
-    let op = RxOp { iov: &v[..n], src, context: ctx as usize, tag, ignore, flags, tagged };
+    let op = RxOp { iov: &v[..n], desc: Descs(desc), src, context: ctx as usize, tag, ignore, flags, tagged };
     // SAFETY: forwarded.
-    unsafe { do_recv(e, op, Descs::Many(desc)) }
+    unsafe { do_recv(e, op) }
 }
 
 unsafe extern "C" fn msg_send(e: *mut fid_ep, buf: *const c_void, len: usize, desc: *mut c_void, dest: fi_addr_t, ctx: *mut c_void) -> isize {
@@ -494,9 +437,9 @@ unsafe extern "C" fn msg_recv(e: *mut fid_ep, buf: *mut c_void, len: usize, desc
             return EINVAL_S;
         }
         let iov = [Iov { base: buf as usize, len }];
-        let op = RxOp { iov: &iov, src, context: ctx as usize, tag: 0, ignore: 0, flags: OP_DEFAULTS, tagged: false };
+        let op = RxOp { iov: &iov, desc: Descs(&desc), src, context: ctx as usize, tag: 0, ignore: 0, flags: OP_DEFAULTS, tagged: false };
         // SAFETY: fi_recv contract.
-        unsafe { do_recv(e, op, Descs::One(desc)) }
+        unsafe { do_recv(e, op) }
     })
 }
 unsafe extern "C" fn msg_recvv(e: *mut fid_ep, iov: *const iovec, desc: *mut *mut c_void, count: usize, src: fi_addr_t, ctx: *mut c_void) -> isize {
@@ -533,9 +476,9 @@ unsafe extern "C" fn tag_recv(e: *mut fid_ep, buf: *mut c_void, len: usize, desc
             return EINVAL_S;
         }
         let iov = [Iov { base: buf as usize, len }];
-        let op = RxOp { iov: &iov, src, context: ctx as usize, tag, ignore, flags: OP_DEFAULTS, tagged: true };
+        let op = RxOp { iov: &iov, desc: Descs(&desc), src, context: ctx as usize, tag, ignore, flags: OP_DEFAULTS, tagged: true };
         // SAFETY: fi_trecv contract.
-        unsafe { do_recv(e, op, Descs::One(desc)) }
+        unsafe { do_recv(e, op) }
     })
 }
 #[allow(clippy::too_many_arguments)]

@@ -69,7 +69,7 @@ unsafe extern "C" fn fabric_domain(f: *mut fid_fabric, i: *mut fi_info, d: *mut 
         // built-in providers.
         match unsafe { fh.obj.domain(&info) } {
             // SAFETY: d non-NULL; fh outlives the domain (refcount).
-            Ok(obj) => unsafe { crate::domain::publish_domain(obj, fh, info.domain_attr.as_ref().map_or(0, |a| a.mr_mode as u64), c, d) },
+            Ok(obj) => unsafe { crate::domain::publish_domain(obj, fh, c, d) },
             Err(e) => e.to_c(),
         }
     })

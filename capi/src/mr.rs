@@ -1,10 +1,12 @@
 //! The memory-region handle (`fid_mr`) and the `fi_ops_mr` slots of the
-//! domain.
+//! domain. What a registration means for data operations (its descriptor,
+//! `FI_MR_LOCAL`, a dma-buf's CPU mapping) is the provider's: capi passes
+//! the request on and hands out the descriptor the provider made.
 
 use crate::domain::DomainHandle;
 use crate::handle::{obj_tostr, enosys_bind, enosys_ops_open, enosys_ops_set, Handle};
-use rfabric_core::error::Error;
-use rfabric_core::provider::MrReq;
+use rfabric_core::objects::local_mr::{Dmabuf, LocalMr};
+use rfabric_core::provider::{MrReg, MrReq};
 use libc::{c_int, c_void};
 use rfabric_core::abi::*;
 
@@ -12,52 +14,9 @@ use rfabric_core::abi::*;
 pub(crate) struct MrHandle {
     pub(crate) fid: fid_mr,
     pub(crate) domain: *const DomainHandle,
-    /// The CPU mapping of an `FI_MR_DMABUF` registration.
-    pub(crate) dmabuf: Option<DmabufMap>,
-}
-
-/// A dma-buf fd mapped for CPU access (`mmap(MAP_SHARED)` at the fd's
-/// offset, rounded down to a page); unmapped when the MR closes.
-pub(crate) struct DmabufMap {
-    map: usize,
-    map_len: usize,
-    /// Where the registered bytes start in our mapping.
-    pub(crate) data: usize,
-    pub(crate) len: usize,
-    /// The application's address of the first byte (`fi_mr_dmabuf.base_addr`).
-    pub(crate) base_addr: usize,
-}
-
-impl DmabufMap {
-    fn new(b: &fi_mr_dmabuf) -> Result<DmabufMap, Error> {
-        // SAFETY: sysconf has no memory-safety preconditions.
-        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(4096) as u64;
-        let aligned = b.offset & !(page - 1);
-        let delta = (b.offset - aligned) as usize;
-        let map_len = b.len.checked_add(delta).ok_or(rfabric_core::error::EINVAL)?;
-        if b.fd < 0 || b.len == 0 || libc::off_t::try_from(aligned).is_err() {
-            rfabric_core::fi_warn!("core", FI_LOG_MR, "dma-buf registration refused: fd {} len {} offset {}", b.fd, b.len, b.offset);
-            return Err(rfabric_core::error::EINVAL);
-        }
-        // SAFETY: a fresh shared mapping chosen by the kernel; nothing of
-        // ours is replaced. Failure is checked below.
-        let p = unsafe {
-            libc::mmap(std::ptr::null_mut(), map_len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, b.fd, aligned as libc::off_t)
-        };
-        if p == libc::MAP_FAILED {
-            let errno = std::io::Error::last_os_error();
-            rfabric_core::fi_warn!("core", FI_LOG_MR, "dma-buf fd {} cannot be mapped for CPU access (offset {}, len {}): {}", b.fd, b.offset, b.len, errno);
-            return Err(rfabric_core::error::EINVAL);
-        }
-        Ok(DmabufMap { map: p as usize, map_len, data: p as usize + delta, len: b.len, base_addr: b.base_addr as usize })
-    }
-}
-
-impl Drop for DmabufMap {
-    fn drop(&mut self) {
-        // SAFETY: the mapping was made by DmabufMap::new and is unmapped once.
-        unsafe { libc::munmap(self.map as *mut c_void, self.map_len) };
-    }
+    /// The local side of the registration (the provider's), whose address
+    /// is `mem_desc`.
+    local: Option<Box<LocalMr>>,
 }
 
 unsafe extern "C" fn mr_close(f: *mut fid) -> c_int {
@@ -71,9 +30,6 @@ unsafe extern "C" fn mr_close(f: *mut fid) -> c_int {
             // busy), so the application sees the failure and may retry.
             rfabric_core::fi_warn!("core", FI_LOG_MR, "fi_close: MR with key {:#x} not released by the provider: {}", h.fid.key, e);
             return e.to_c();
-        }
-        if h.dmabuf.is_some() {
-            d.dmabuf_regs.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
         }
         d.children.put();
         // SAFETY: created by Box::into_raw in mr_publish; closed once.
@@ -138,28 +94,21 @@ pub(crate) static MR_FI_OPS: fi_ops = fi_ops {
 
 /// # Safety
 /// `d` is ours; `out` writable.
-unsafe fn mr_publish(d: &DomainHandle, req: &MrReq, dmabuf: Option<DmabufMap>, context: *mut c_void, out: *mut *mut fid_mr) -> c_int {
+unsafe fn mr_publish(d: &DomainHandle, req: &MrReq, context: *mut c_void, out: *mut *mut fid_mr) -> c_int {
     match d.obj.mr_reg(req) {
-        Ok(key) => {
+        Ok(MrReg { key, local }) => {
             d.children.get();
-            if dmabuf.is_some() {
-                d.dmabuf_regs.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            }
-            let h = Box::into_raw(Box::new(MrHandle {
+            let h = Box::new(MrHandle {
                 fid: fid_mr {
                     fid: fid { fclass: FI_CLASS_MR, context, ops: MrHandle::fi_ops_ptr() },
-                    mem_desc: std::ptr::null_mut(),
+                    mem_desc: local.as_ref().map_or(std::ptr::null_mut(), |l| l.desc()),
                     key,
                 },
                 domain: d,
-                dmabuf,
-            }));
-            // SAFETY: h is a fresh allocation; its address serves as the
-            // local descriptor (providers of ours need no other).
-            unsafe {
-                (*h).fid.mem_desc = h as *mut c_void;
-                *out = h as *mut fid_mr;
-            }
+                local,
+            });
+            // SAFETY: out writable (caller).
+            unsafe { *out = MrHandle::into_raw(h) as *mut fid_mr };
             0
         }
         Err(e) => e.to_c(),
@@ -175,9 +124,9 @@ unsafe extern "C" fn mr_reg(f: *mut fid, buf: *const c_void, len: usize, access:
         if buf.is_null() && len > 0 {
             return -FI_EINVAL;
         }
-        let req = MrReq { addr: buf as usize, len, access, offset, requested_key: key, flags };
+        let req = MrReq { addr: buf as usize, len, access, offset, requested_key: key, flags, dmabuf: None };
         // SAFETY: d ours, mr non-NULL.
-        unsafe { mr_publish(d, &req, None, ctx, mr) }
+        unsafe { mr_publish(d, &req, ctx, mr) }
     })
 }
 
@@ -220,13 +169,10 @@ unsafe extern "C" fn mr_regattr(f: *mut fid, attr: *const fi_mr_attr, flags: u64
             let b = unsafe { *b };
             // SAFETY: checked against our ops table.
             let Some(d) = (unsafe { DomainHandle::from_fid(f) }) else { return -FI_EINVAL };
-            let map = match DmabufMap::new(&b) {
-                Ok(m) => m,
-                Err(e) => return e.to_c(),
-            };
-            let req = MrReq { addr: map.data, len: map.len, access, offset, requested_key: key, flags: flags & !FI_MR_DMABUF };
+            let dmabuf = Dmabuf { fd: b.fd, offset: b.offset, len: b.len, base_addr: b.base_addr as usize };
+            let req = MrReq { access, offset, requested_key: key, flags: flags & !FI_MR_DMABUF, dmabuf: Some(dmabuf), ..MrReq::default() };
             // SAFETY: d ours, mr non-NULL.
-            return unsafe { mr_publish(d, &req, Some(map), context, mr) };
+            return unsafe { mr_publish(d, &req, context, mr) };
         }
         if iov_count != 1 {
             return -FI_EINVAL;
@@ -249,6 +195,7 @@ pub(crate) static MR_OPS: fi_ops_mr = fi_ops_mr {
 mod tests {
     use super::*;
     use crate::handle::RefCount;
+    use rfabric_core::error::Error;
     use rfabric_core::provider::Domain;
     use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -258,8 +205,8 @@ mod tests {
     }
 
     impl Domain for FailingMr {
-        fn mr_reg(&self, _req: &MrReq) -> Result<u64, Error> {
-            Ok(0x77)
+        fn mr_reg(&self, _req: &MrReq) -> Result<MrReg, Error> {
+            Ok(MrReg { key: 0x77, local: None })
         }
         fn mr_close(&self, _key: u64) -> Result<(), Error> {
             if self.fail.load(Ordering::Relaxed) > 0 {
@@ -282,14 +229,12 @@ mod tests {
             fabric: std::ptr::null(),
             children: RefCount(AtomicUsize::new(0)),
             api_version: fi_version(1, 17),
-            mr_mode: 0,
-            dmabuf_regs: AtomicUsize::new(0),
         };
         let buf = [0u8; 64];
         let req = MrReq { addr: buf.as_ptr() as usize, len: buf.len(), access: FI_REMOTE_READ, ..MrReq::default() };
         let mut mr: *mut fid_mr = std::ptr::null_mut();
         // SAFETY: `d` outlives the MR; `mr` is writable.
-        assert_eq!(unsafe { mr_publish(&d, &req, None, std::ptr::null_mut(), &mut mr) }, 0);
+        assert_eq!(unsafe { mr_publish(&d, &req, std::ptr::null_mut(), &mut mr) }, 0);
         assert!(!mr.is_null() && d.children.busy());
         // SAFETY: `mr` is the handle just published (still open after a failed close).
         unsafe {

@@ -14,7 +14,7 @@
 use crate::handle::{put_cstr, Handle, RefCount};
 use libc::{c_char, c_int, c_void};
 use rfabric_core::abi::*;
-use rfabric_core::provider::{CompletionQueue, Counter, Endpoint, Iov, RmaIov, RmaOp, TxOp};
+use rfabric_core::provider::{CompletionQueue, Counter, Descs, Endpoint, Iov, RmaIov, RmaOp, TxOp};
 use rfabric_core::xpu::{Completion, CompletionRing, Proxy, WorkRequest, XpuCounter, XpuCtx, XpuTarget, OP_SEND, OP_TSEND, OP_WRITE};
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -378,7 +378,7 @@ impl XpuTarget for EpTarget {
             }
             _ => return Err(rfabric_core::error::EINVAL),
         };
-        let op = TxOp { iov: &iov, dest: w.dest, context: w.context as usize, tag: w.tag, data: 0, flags: 0, tagged, no_completion: false };
+        let op = TxOp { iov: &iov, desc: Descs::NONE, dest: w.dest, context: w.context as usize, tag: w.tag, data: 0, flags: 0, tagged, no_completion: false };
         // SAFETY: the endpoint is alive (see the Send impl); the buffer is
         // device memory the device keeps until the completion.
         unsafe { (*self.ep).send(&op) }
