@@ -1,6 +1,5 @@
 //! The address-vector handle (`fid_av`).
 
-use crate::domain::DomainHandle;
 use crate::handle::{obj_tostr, enosys_bind, enosys_control, enosys_ops_open, enosys_ops_set, Handle, put_cstr, rc, RefCount};
 use rfabric_core::error::{Error, EINVAL};
 use rfabric_core::provider::AddressVector;
@@ -12,7 +11,8 @@ use rfabric_core::abi::*;
 pub(crate) struct AvHandle {
     pub(crate) fid: fid_av,
     pub(crate) obj: Arc<dyn AddressVector>,
-    pub(crate) domain: *const DomainHandle,
+    /// The domain's count of children.
+    parent: *const RefCount,
     pub(crate) refs: RefCount,
 }
 
@@ -23,8 +23,8 @@ unsafe extern "C" fn av_close(f: *mut fid) -> c_int {
         if h.refs.busy() {
             return -FI_EBUSY;
         }
-        // SAFETY: the domain outlives its AVs.
-        unsafe { (*h.domain).children.put() };
+        // SAFETY: the domain outlives its AVs (its count).
+        unsafe { (*h.parent).put() };
         // SAFETY: created by Box::into_raw in domain_av_open; closed once.
         drop(unsafe { AvHandle::from_raw(h) });
         0
@@ -229,7 +229,7 @@ unsafe extern "C" fn av_lookup2(av: *mut fid_av, fi_addr: fi_addr_t, addr: *mut 
 }
 
 
-pub(crate) static AV_OPS: fi_ops_av = fi_ops_av {
+static AV_OPS: fi_ops_av = fi_ops_av {
     size: std::mem::size_of::<fi_ops_av>(),
     insert: Some(av_insert),
     insertsvc: Some(av_insertsvc),
@@ -244,3 +244,23 @@ pub(crate) static AV_OPS: fi_ops_av = fi_ops_av {
     lookup2: Some(av_lookup2),
 };
 
+/// Hand an AV the domain's provider opened to the application.
+///
+/// # Safety
+/// `out` is writable; `parent` (the domain's count of children) outlives
+/// the AV.
+pub(crate) unsafe fn publish(obj: Arc<dyn AddressVector>, parent: &RefCount, context: *mut c_void, out: *mut *mut fid_av) -> c_int {
+    parent.get();
+    let h = Box::new(AvHandle {
+        fid: fid_av {
+            fid: fid { fclass: FI_CLASS_AV, context, ops: AvHandle::fi_ops_ptr() },
+            ops: &AV_OPS as *const fi_ops_av as *mut fi_ops_av,
+        },
+        obj,
+        parent,
+        refs: RefCount::default(),
+    });
+    // SAFETY: out writable (caller).
+    unsafe { *out = AvHandle::into_raw(h) as *mut fid_av };
+    0
+}

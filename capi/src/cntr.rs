@@ -1,8 +1,8 @@
 //! The counter handle (`fid_cntr`).
 
-use crate::domain::DomainHandle;
 use crate::handle::{obj_tostr, enosys_bind, enosys_ops_open, enosys_ops_set, Handle, rc, wait_control, RefCount};
 use rfabric_core::provider::Counter;
+use crate::xpu::XpuCntr;
 use std::sync::Arc;
 use libc::{c_int, c_void};
 use rfabric_core::abi::*;
@@ -20,59 +20,12 @@ unsafe extern "C" fn cntr_control(f: *mut fid, cmd: c_int, arg: *mut c_void) -> 
 pub(crate) struct CntrHandle {
     pub(crate) fid: fid_cntr,
     pub(crate) obj: Arc<dyn Counter>,
-    pub(crate) domain: *const DomainHandle,
+    /// The domain's count of children.
+    parent: *const RefCount,
     /// Endpoints bound to this counter.
     pub(crate) refs: RefCount,
     /// The XPU state of a counter opened with an XPU context.
-    pub(crate) xpu: Option<Arc<crate::xpu::XpuCntr>>,
-}
-
-pub(crate) unsafe extern "C" fn domain_cntr_open(d: *mut fid_domain, a: *mut fi_cntr_attr, out: *mut *mut fid_cntr, ctx: *mut c_void) -> c_int {
-    guard!(-FI_EOTHER, {
-        null_check!(a, out);
-        // SAFETY: checked against our ops table.
-        let Some(h) = (unsafe { DomainHandle::from_fid(d) }) else { return -FI_EINVAL };
-        // SAFETY: a non-NULL; fields read one by one (1.x structs are shorter).
-        let (events, wait_obj, wait_set, flags) = unsafe {
-            (
-                std::ptr::addr_of!((*a).events).read(),
-                std::ptr::addr_of!((*a).wait_obj).read(),
-                std::ptr::addr_of!((*a).wait_set).read(),
-                std::ptr::addr_of!((*a).flags).read(),
-            )
-        };
-        if !wait_set.is_null() {
-            return -FI_ENOSYS;
-        }
-        if flags & !FI_XPU != 0 {
-            rfabric_core::fi_warn!("core", FI_LOG_CNTR, "fi_cntr_open: unknown flags {:#x} in fi_cntr_attr", flags & !FI_XPU);
-            return -FI_EBADFLAGS;
-        }
-        // SAFETY: a is the caller's fi_cntr_attr, of its API version's shape.
-        let xctx = match crate::xpu::requested(flags, unsafe { crate::xpu::attr_ctx(std::ptr::addr_of!((*a).xpu_ctx), h.api_version) }, "fi_cntr_open") {
-            Ok(c) => c,
-            Err(e) => return e,
-        };
-        match h.obj.cntr_open(events as u32, wait_obj as u32) {
-            Ok(obj) => {
-                h.children.get();
-                let ch = Box::new(CntrHandle {
-                    fid: fid_cntr {
-                        fid: fid { fclass: FI_CLASS_CNTR, context: ctx, ops: CntrHandle::fi_ops_ptr() },
-                        ops: &CNTR_OPS as *const fi_ops_cntr as *mut fi_ops_cntr,
-                    },
-                    obj,
-                    domain: h,
-                    refs: RefCount::default(),
-                    xpu: xctx.map(|c| Arc::new(crate::xpu::XpuCntr::new(c))),
-                });
-                // SAFETY: out non-NULL.
-                unsafe { *out = CntrHandle::into_raw(ch) as *mut fid_cntr };
-                0
-            }
-            Err(e) => e.to_c(),
-        }
-    })
+    pub(crate) xpu: Option<Arc<XpuCntr>>,
 }
 
 unsafe extern "C" fn cntr_close(f: *mut fid) -> c_int {
@@ -82,8 +35,8 @@ unsafe extern "C" fn cntr_close(f: *mut fid) -> c_int {
         if h.refs.busy() {
             return -FI_EBUSY;
         }
-        // SAFETY: the domain outlives its counters.
-        unsafe { (*h.domain).children.put() };
+        // SAFETY: the domain outlives its counters (its count).
+        unsafe { (*h.parent).put() };
         // SAFETY: created by Box::into_raw in domain_cntr_open; closed once.
         drop(unsafe { CntrHandle::from_raw(h) });
         0
@@ -161,7 +114,7 @@ unsafe extern "C" fn cntr_export_xpu(c: *mut fid_cntr, flags: u64, out: *mut fid
     })
 }
 
-pub(crate) static CNTR_OPS: fi_ops_cntr = fi_ops_cntr {
+static CNTR_OPS: fi_ops_cntr = fi_ops_cntr {
     size: std::mem::size_of::<fi_ops_cntr>(),
     read: Some(cntr_read),
     readerr: Some(cntr_readerr),
@@ -173,3 +126,24 @@ pub(crate) static CNTR_OPS: fi_ops_cntr = fi_ops_cntr {
     export_xpu: Some(cntr_export_xpu),
 };
 
+/// Hand a counter the domain's provider opened to the application.
+///
+/// # Safety
+/// `out` is writable; `parent` (the domain's count of children) outlives
+/// the counter.
+pub(crate) unsafe fn publish(obj: Arc<dyn Counter>, parent: &RefCount, xpu: Option<Arc<XpuCntr>>, context: *mut c_void, out: *mut *mut fid_cntr) -> c_int {
+    parent.get();
+    let h = Box::new(CntrHandle {
+        fid: fid_cntr {
+            fid: fid { fclass: FI_CLASS_CNTR, context, ops: CntrHandle::fi_ops_ptr() },
+            ops: &CNTR_OPS as *const fi_ops_cntr as *mut fi_ops_cntr,
+        },
+        obj,
+        parent,
+        refs: RefCount::default(),
+        xpu,
+    });
+    // SAFETY: out writable (caller).
+    unsafe { *out = CntrHandle::into_raw(h) as *mut fid_cntr };
+    0
+}

@@ -1,9 +1,9 @@
 //! The completion-queue handle (`fid_cq`).
 
-use crate::domain::DomainHandle;
 use crate::handle::{obj_tostr, enosys_bind, enosys_ops_open, enosys_ops_set, Handle, rc, ssz_n as ssz, wait_control, RefCount};
 use rfabric_core::objects::cq::{encode_err, ErrDataLoc, ERR_ENTRY_SIZE};
 use rfabric_core::provider::CompletionQueue;
+use crate::xpu::XpuCq;
 use std::sync::Arc;
 use libc::{c_char, c_int, c_void};
 use rfabric_core::abi::*;
@@ -12,12 +12,13 @@ use rfabric_core::abi::*;
 pub(crate) struct CqHandle {
     pub(crate) fid: fid_cq,
     pub(crate) obj: Arc<dyn CompletionQueue>,
-    pub(crate) domain: *const DomainHandle,
+    /// The domain's count of children.
+    parent: *const RefCount,
     /// Endpoints bound to this CQ.
     pub(crate) refs: RefCount,
     pub(crate) api_version: u32,
     /// The XPU state of a CQ opened with an XPU context.
-    pub(crate) xpu: Option<Arc<crate::xpu::XpuCq>>,
+    pub(crate) xpu: Option<Arc<XpuCq>>,
 }
 
 unsafe extern "C" fn cq_close(f: *mut fid) -> c_int {
@@ -27,8 +28,8 @@ unsafe extern "C" fn cq_close(f: *mut fid) -> c_int {
         if h.refs.busy() {
             return -FI_EBUSY;
         }
-        // SAFETY: the domain outlives its CQs.
-        unsafe { (*h.domain).children.put() };
+        // SAFETY: the domain outlives its CQs (its count).
+        unsafe { (*h.parent).put() };
         // SAFETY: created by Box::into_raw in domain_cq_open; closed once.
         drop(unsafe { CqHandle::from_raw(h) });
         0
@@ -194,7 +195,7 @@ unsafe extern "C" fn cq_export_xpu(cq: *mut fid_cq, flags: u64, out: *mut fid_xp
     })
 }
 
-pub(crate) static CQ_OPS: fi_ops_cq = fi_ops_cq {
+static CQ_OPS: fi_ops_cq = fi_ops_cq {
     size: std::mem::size_of::<fi_ops_cq>(),
     read: Some(cq_read),
     readfrom: Some(cq_readfrom),
@@ -206,3 +207,25 @@ pub(crate) static CQ_OPS: fi_ops_cq = fi_ops_cq {
     export_xpu: Some(cq_export_xpu),
 };
 
+/// Hand a CQ the domain's provider opened to the application.
+///
+/// # Safety
+/// `out` is writable; `parent` (the domain's count of children) outlives
+/// the CQ.
+pub(crate) unsafe fn publish(obj: Arc<dyn CompletionQueue>, parent: &RefCount, api_version: u32, xpu: Option<Arc<XpuCq>>, context: *mut c_void, out: *mut *mut fid_cq) -> c_int {
+    parent.get();
+    let h = Box::new(CqHandle {
+        fid: fid_cq {
+            fid: fid { fclass: FI_CLASS_CQ, context, ops: CqHandle::fi_ops_ptr() },
+            ops: &CQ_OPS as *const fi_ops_cq as *mut fi_ops_cq,
+        },
+        obj,
+        parent,
+        refs: RefCount::default(),
+        api_version,
+        xpu,
+    });
+    // SAFETY: out writable (caller).
+    unsafe { *out = CqHandle::into_raw(h) as *mut fid_cq };
+    0
+}

@@ -1,25 +1,23 @@
 //! The domain handle (`fid_domain` with `fi_ops_domain` and `fi_ops_mr`)
 //! of a built-in provider: `#[repr(C)]`, C handle first, static ops tables,
-//! trampolines that cast the fid back after checking that its ops table is
-//! ours. The objects it opens have their own modules.
+//! trampolines that take the handle back with `Handle::from_fid`. The
+//! objects it opens have their own modules, below this one.
 
-use crate::av::{AvHandle, AV_OPS};
-use crate::cntr::domain_cntr_open;
-use crate::cq::{CqHandle, CQ_OPS};
-use crate::fabric::FabricHandle;
 use crate::handle::{enosys_bind, enosys_control, enosys_ops_open, enosys_ops_set, obj_tostr, Handle, RefCount};
-use crate::mr::MR_OPS;
 use libc::{c_int, c_void};
-use std::sync::Arc;
-use rfabric_core::objects::cq::CqAttr;
-use rfabric_core::provider::{AvAttr, Domain};
 use rfabric_core::abi::*;
+use rfabric_core::objects::cq::CqAttr;
+use rfabric_core::objects::local_mr::Dmabuf;
+use rfabric_core::provider::{AvAttr, Domain, MrReq};
+use std::sync::Arc;
 
 #[repr(C)]
 pub(crate) struct DomainHandle {
     pub(crate) fid: fid_domain,
     pub(crate) obj: Box<dyn Domain>,
-    pub(crate) fabric: *const FabricHandle,
+    /// The fabric's count of children.
+    parent: *const RefCount,
+    /// CQs, counters, AVs, MRs, endpoints and XPU contexts of the domain.
     pub(crate) children: RefCount,
     pub(crate) api_version: u32,
 }
@@ -31,9 +29,9 @@ unsafe extern "C" fn domain_close(f: *mut fid) -> c_int {
         if h.children.busy() {
             return -FI_EBUSY;
         }
-        // SAFETY: the fabric outlives its domains (its refcount).
-        unsafe { (*h.fabric).children.put() };
-        // SAFETY: created by Box::into_raw in publish_domain; closed once.
+        // SAFETY: the fabric outlives its domains (its count).
+        unsafe { (*h.parent).put() };
+        // SAFETY: made by publish_domain; closed once.
         drop(unsafe { DomainHandle::from_raw(h) });
         0
     })
@@ -71,21 +69,9 @@ unsafe extern "C" fn domain_cq_open(d: *mut fid_domain, a: *mut fi_cq_attr, cq: 
         let attr = CqAttr { size, format: format as u32, wait_obj: wait_obj as u32 };
         match h.obj.cq_open(&attr) {
             Ok(obj) => {
-                h.children.get();
-                let ch = Box::new(CqHandle {
-                    fid: fid_cq {
-                        fid: fid { fclass: FI_CLASS_CQ, context: ctx, ops: CqHandle::fi_ops_ptr() },
-                        ops: &CQ_OPS as *const fi_ops_cq as *mut fi_ops_cq,
-                    },
-                    obj,
-                    domain: h,
-                    refs: RefCount::default(),
-                    api_version: h.api_version,
-                    xpu: xctx.map(|c| Arc::new(crate::xpu::XpuCq::new(c, size))),
-                });
-                // SAFETY: out pointer non-NULL.
-                unsafe { *cq = CqHandle::into_raw(ch) as *mut fid_cq };
-                0
+                let xpu = xctx.map(|c| Arc::new(crate::xpu::XpuCq::new(c, size)));
+                // SAFETY: cq non-NULL; the domain outlives its CQs (its count).
+                unsafe { crate::cq::publish(obj, &h.children, h.api_version, xpu, ctx, cq) }
             }
             Err(e) => e.to_c(),
         }
@@ -105,21 +91,8 @@ unsafe extern "C" fn domain_av_open(d: *mut fid_domain, a: *mut fi_av_attr, av: 
         }
         let attr = AvAttr { kind: a.r#type as u32, count: a.count, flags: a.flags };
         match h.obj.av_open(&attr) {
-            Ok(obj) => {
-                h.children.get();
-                let ah = Box::new(AvHandle {
-                    fid: fid_av {
-                        fid: fid { fclass: FI_CLASS_AV, context: ctx, ops: AvHandle::fi_ops_ptr() },
-                        ops: &AV_OPS as *const fi_ops_av as *mut fi_ops_av,
-                    },
-                    obj,
-                    domain: h,
-                    refs: RefCount::default(),
-                });
-                // SAFETY: out pointer non-NULL.
-                unsafe { *av = Box::into_raw(ah) as *mut fid_av };
-                0
-            }
+            // SAFETY: av non-NULL; the domain outlives its AVs (its count).
+            Ok(obj) => unsafe { crate::av::publish(obj, &h.children, ctx, av) },
             Err(e) => e.to_c(),
         }
     })
@@ -159,7 +132,7 @@ unsafe fn open_endpoint(d: *mut fid_domain, i: *mut fi_info, ep: *mut *mut fid_e
                 // SAFETY: ep non-NULL; h outlives the endpoint (refcount).
                 let op_flags = (info.tx_attr.map_or(0, |t| t.op_flags), info.rx_attr.map_or(0, |r| r.op_flags));
                 let xpu = xctx.map(crate::xpu::XpuEp::new);
-                unsafe { crate::endpoint::publish_ep(obj, h, op_flags, xpu, ctx, ep) }
+                unsafe { crate::endpoint::publish_ep(obj, &h.children, op_flags, xpu, ctx, ep) }
             }
             Err(e) => e.to_c(),
         }
@@ -201,6 +174,119 @@ unsafe extern "C" fn domain_query_atomic(f: *mut fid_domain, dt: fi_datatype, op
     })
 }
 enosys_fn!(domain_query_collective<DomainHandle>(*mut fid_domain, fi_collective_op, *mut fi_collective_attr, u64) -> c_int);
+unsafe extern "C" fn domain_cntr_open(d: *mut fid_domain, a: *mut fi_cntr_attr, out: *mut *mut fid_cntr, ctx: *mut c_void) -> c_int {
+    guard!(-FI_EOTHER, {
+        null_check!(a, out);
+        // SAFETY: checked against our ops table.
+        let Some(h) = (unsafe { DomainHandle::from_fid(d) }) else { return -FI_EINVAL };
+        // SAFETY: a non-NULL; fields read one by one (1.x structs are shorter).
+        let (events, wait_obj, wait_set, flags) = unsafe {
+            (
+                std::ptr::addr_of!((*a).events).read(),
+                std::ptr::addr_of!((*a).wait_obj).read(),
+                std::ptr::addr_of!((*a).wait_set).read(),
+                std::ptr::addr_of!((*a).flags).read(),
+            )
+        };
+        if !wait_set.is_null() {
+            return -FI_ENOSYS;
+        }
+        if flags & !FI_XPU != 0 {
+            rfabric_core::fi_warn!("core", FI_LOG_CNTR, "fi_cntr_open: unknown flags {:#x} in fi_cntr_attr", flags & !FI_XPU);
+            return -FI_EBADFLAGS;
+        }
+        // SAFETY: a is the caller's fi_cntr_attr, of its API version's shape.
+        let xctx = match crate::xpu::requested(flags, unsafe { crate::xpu::attr_ctx(std::ptr::addr_of!((*a).xpu_ctx), h.api_version) }, "fi_cntr_open") {
+            Ok(c) => c,
+            Err(e) => return e,
+        };
+        match h.obj.cntr_open(events as u32, wait_obj as u32) {
+            Ok(obj) => {
+                let xpu = xctx.map(|c| Arc::new(crate::xpu::XpuCntr::new(c)));
+                // SAFETY: out non-NULL; the domain outlives its counters (its count).
+                unsafe { crate::cntr::publish(obj, &h.children, xpu, ctx, out) }
+            }
+            Err(e) => e.to_c(),
+        }
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+unsafe extern "C" fn mr_reg(f: *mut fid, buf: *const c_void, len: usize, access: u64, offset: u64, key: u64, flags: u64, mr: *mut *mut fid_mr, ctx: *mut c_void) -> c_int {
+    guard!(-FI_EOTHER, {
+        null_check!(mr);
+        // SAFETY: checked against our ops table.
+        let Some(d) = (unsafe { DomainHandle::from_fid(f) }) else { return -FI_EINVAL };
+        if buf.is_null() && len > 0 {
+            return -FI_EINVAL;
+        }
+        let req = MrReq { addr: buf as usize, len, access, offset, requested_key: key, flags, dmabuf: None };
+        // SAFETY: d ours, mr non-NULL.
+        unsafe { crate::mr::publish(&*d.obj, &d.children, &req, ctx, mr) }
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+unsafe extern "C" fn mr_regv(f: *mut fid, iov: *const libc::iovec, count: usize, access: u64, offset: u64, key: u64, flags: u64, mr: *mut *mut fid_mr, ctx: *mut c_void) -> c_int {
+    guard!(-FI_EOTHER, {
+        null_check!(iov, mr);
+        if count != 1 {
+            return -FI_EINVAL;
+        }
+        // SAFETY: iov has count (1) entries.
+        let v = unsafe { *iov };
+        // SAFETY: forwarded with the caller's arguments.
+        unsafe { mr_reg(f, v.iov_base, v.iov_len, access, offset, key, flags, mr, ctx) }
+    })
+}
+
+unsafe extern "C" fn mr_regattr(f: *mut fid, attr: *const fi_mr_attr, flags: u64, mr: *mut *mut fid_mr) -> c_int {
+    guard!(-FI_EOTHER, {
+        null_check!(attr, mr);
+        // SAFETY: attr non-NULL; only fields present since 1.x are read, one
+        // by one (older callers' structs are shorter).
+        let (iov_count, access, offset, key, context, iov) = unsafe {
+            (
+                std::ptr::addr_of!((*attr).iov_count).read(),
+                std::ptr::addr_of!((*attr).access).read(),
+                std::ptr::addr_of!((*attr).offset).read(),
+                std::ptr::addr_of!((*attr).requested_key).read(),
+                std::ptr::addr_of!((*attr).context).read(),
+                std::ptr::addr_of!((*attr).anon0).read(),
+            )
+        };
+        if flags & FI_MR_DMABUF != 0 {
+            // SAFETY: with FI_MR_DMABUF the union holds dmabuf.
+            let b = unsafe { iov.dmabuf };
+            if b.is_null() || iov_count != 1 {
+                return -FI_EINVAL;
+            }
+            // SAFETY: non-NULL caller struct.
+            let b = unsafe { *b };
+            // SAFETY: checked against our ops table.
+            let Some(d) = (unsafe { DomainHandle::from_fid(f) }) else { return -FI_EINVAL };
+            let dmabuf = Dmabuf { fd: b.fd, offset: b.offset, len: b.len, base_addr: b.base_addr as usize };
+            let req = MrReq { access, offset, requested_key: key, flags: flags & !FI_MR_DMABUF, dmabuf: Some(dmabuf), ..MrReq::default() };
+            // SAFETY: d ours, mr non-NULL.
+            return unsafe { crate::mr::publish(&*d.obj, &d.children, &req, context, mr) };
+        }
+        if iov_count != 1 {
+            return -FI_EINVAL;
+        }
+        // SAFETY: without FI_MR_DMABUF the union holds mr_iov.
+        let iov = unsafe { iov.mr_iov };
+        // SAFETY: forwarded.
+        unsafe { mr_regv(f, iov, 1, access, offset, key, flags, mr, context) }
+    })
+}
+
+static MR_OPS: fi_ops_mr = fi_ops_mr {
+    size: std::mem::size_of::<fi_ops_mr>(),
+    reg: Some(mr_reg),
+    regv: Some(mr_regv),
+    regattr: Some(mr_regattr),
+};
+
 /// `fi_xpu_ctx(domain, attr, &ctx, context)`.
 unsafe extern "C" fn domain_xpu_ctx(d: *mut fid_domain, attr: *mut fi_xpu_attr, out: *mut *mut fid_xpu_ctx, context: *mut c_void) -> c_int {
     guard!(-FI_EOTHER, {
@@ -234,7 +320,7 @@ unsafe impl Handle for DomainHandle {
     }
 }
 
-pub(crate) static DOMAIN_FI_OPS: fi_ops = fi_ops {
+static DOMAIN_FI_OPS: fi_ops = fi_ops {
     size: std::mem::size_of::<fi_ops>(),
     close: Some(domain_close),
     bind: Some(enosys_bind::<DomainHandle>),
@@ -260,10 +346,13 @@ static DOMAIN_OPS: fi_ops_domain = fi_ops_domain {
     xpu_ctx: Some(domain_xpu_ctx),
 };
 
+/// Hand a domain the fabric's provider opened to the application.
+///
 /// # Safety
-/// `out` is writable; `fabric` stays alive while the domain lives.
-pub(crate) unsafe fn publish_domain(obj: Box<dyn Domain>, fabric: &FabricHandle, context: *mut c_void, out: *mut *mut fid_domain) -> c_int {
-    fabric.children.get();
+/// `out` is writable; `parent` (the fabric's count of children) outlives
+/// the domain.
+pub(crate) unsafe fn publish_domain(obj: Box<dyn Domain>, parent: &RefCount, api_version: u32, context: *mut c_void, out: *mut *mut fid_domain) -> c_int {
+    parent.get();
     let h = Box::new(DomainHandle {
         fid: fid_domain {
             fid: fid { fclass: FI_CLASS_DOMAIN, context, ops: DomainHandle::fi_ops_ptr() },
@@ -271,12 +360,12 @@ pub(crate) unsafe fn publish_domain(obj: Box<dyn Domain>, fabric: &FabricHandle,
             mr: &MR_OPS as *const fi_ops_mr as *mut fi_ops_mr,
         },
         obj,
-        fabric,
+        parent,
         children: RefCount::default(),
-        api_version: fabric.fid.api_version,
+        api_version,
     });
     // SAFETY: caller's out pointer.
-    unsafe { *out = Box::into_raw(h) as *mut fid_domain };
+    unsafe { *out = DomainHandle::into_raw(h) as *mut fid_domain };
     0
 }
 

@@ -11,7 +11,6 @@
 use crate::av::AvHandle;
 use crate::cntr::CntrHandle;
 use crate::cq::CqHandle;
-use crate::domain::DomainHandle;
 use crate::handle::{Handle, put_cstr, rc, RefCount};
 use libc::{c_char, c_int, c_void, iovec};
 use rfabric_core::abi::*;
@@ -23,7 +22,8 @@ use std::sync::Mutex;
 pub(crate) struct EpHandle {
     fid: fid_ep,
     pub(crate) obj: Box<dyn Endpoint>,
-    domain: *const DomainHandle,
+    /// The domain's count of children.
+    parent: *const RefCount,
     /// Reference counts of the CQs/AVs this endpoint is bound to.
     bound: Mutex<Vec<*const RefCount>>,
     /// `tx_attr->op_flags` / `rx_attr->op_flags` of the fi_info the endpoint
@@ -90,7 +90,7 @@ unsafe extern "C" fn ep_close(f: *mut fid) -> c_int {
             unsafe { (*r).put() };
         }
         // SAFETY: the domain outlives its endpoints.
-        unsafe { (*h.domain).children.put() };
+        unsafe { (*h.parent).put() };
         // SAFETY: created by Box::into_raw in publish_ep; closed once.
         drop(unsafe { EpHandle::from_raw(h) });
         0
@@ -586,9 +586,10 @@ static COLLECTIVE_OPS: fi_ops_collective = fi_ops_collective {
 /// Hand a provider endpoint to the application as a `fid_ep`.
 ///
 /// # Safety
-/// `out` writable; `domain` outlives the endpoint.
-pub(crate) unsafe fn publish_ep(obj: Box<dyn Endpoint>, domain: &DomainHandle, op_flags: (u64, u64), xpu: Option<crate::xpu::XpuEp>, context: *mut c_void, out: *mut *mut fid_ep) -> c_int {
-    domain.children.get();
+/// `out` writable; `parent` (the domain's count of children) outlives the
+/// endpoint.
+pub(crate) unsafe fn publish_ep(obj: Box<dyn Endpoint>, parent: &RefCount, op_flags: (u64, u64), xpu: Option<crate::xpu::XpuEp>, context: *mut c_void, out: *mut *mut fid_ep) -> c_int {
+    parent.get();
     let h = Box::new(EpHandle {
         fid: fid_ep {
             fid: fid { fclass: FI_CLASS_EP, context, ops: EpHandle::fi_ops_ptr() },
@@ -601,7 +602,7 @@ pub(crate) unsafe fn publish_ep(obj: Box<dyn Endpoint>, domain: &DomainHandle, o
             collective: &COLLECTIVE_OPS as *const fi_ops_collective as *mut fi_ops_collective,
         },
         obj,
-        domain,
+        parent,
         bound: Mutex::new(Vec::new()),
         tx_op_flags: op_flags.0 & !OP_DEFAULTS,
         rx_op_flags: op_flags.1 & !OP_DEFAULTS,

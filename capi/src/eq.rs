@@ -1,7 +1,6 @@
 //! The event-queue handle (`fid_eq`), opened on a fabric.
 
-use crate::fabric::FabricHandle;
-use crate::handle::{obj_tostr, enosys_bind, enosys_control, enosys_ops_open, enosys_ops_set, Handle, ssz_n as ssz};
+use crate::handle::{obj_tostr, enosys_bind, enosys_control, enosys_ops_open, enosys_ops_set, Handle, ssz_n as ssz, RefCount};
 use rfabric_core::objects::cq::ErrDataLoc;
 use rfabric_core::objects::eq::Eq;
 use rfabric_core::objects::wait::Locked;
@@ -12,7 +11,8 @@ use rfabric_core::abi::*;
 pub(crate) struct EqHandle {
     fid: fid_eq,
     eq: Locked<Eq>,
-    fabric: *const FabricHandle,
+    /// The fabric's count of children.
+    parent: *const RefCount,
     api_version: u32,
 }
 
@@ -20,8 +20,8 @@ unsafe extern "C" fn eq_close(f: *mut fid) -> c_int {
     guard!(-FI_EOTHER, {
         // SAFETY: checked against our ops table.
         let Some(h) = (unsafe { EqHandle::from_fid(f) }) else { return -FI_EINVAL };
-        // SAFETY: the fabric outlives its EQs.
-        unsafe { (*h.fabric).children.put() };
+        // SAFETY: the fabric outlives its EQs (its count).
+        unsafe { (*h.parent).put() };
         // SAFETY: created by Box::into_raw in eq_open; closed once.
         drop(unsafe { EqHandle::from_raw(h) });
         0
@@ -179,8 +179,9 @@ static EQ_OPS: fi_ops_eq = fi_ops_eq {
 /// `fi_eq_open` on a fabric of a built-in provider.
 ///
 /// # Safety
-/// `out` writable; `fabric` outlives the EQ.
-pub(crate) unsafe fn eq_open(fabric: &FabricHandle, a: &fi_eq_attr, out: *mut *mut fid_eq, context: *mut c_void) -> c_int {
+/// `out` writable; `parent` (the fabric's count of children) outlives the
+/// EQ.
+pub(crate) unsafe fn eq_open(parent: &RefCount, api_version: u32, a: &fi_eq_attr, out: *mut *mut fid_eq, context: *mut c_void) -> c_int {
     if !a.wait_set.is_null() {
         return -FI_ENOSYS;
     }
@@ -188,15 +189,15 @@ pub(crate) unsafe fn eq_open(fabric: &FabricHandle, a: &fi_eq_attr, out: *mut *m
         Ok(q) => q,
         Err(e) => return e.to_c(),
     };
-    fabric.children.get();
+    parent.get();
     let h = Box::new(EqHandle {
         fid: fid_eq {
             fid: fid { fclass: FI_CLASS_EQ, context, ops: EqHandle::fi_ops_ptr() },
             ops: &EQ_OPS as *const fi_ops_eq as *mut fi_ops_eq,
         },
         eq: Locked::new(eq),
-        fabric,
-        api_version: fabric.fid.api_version,
+        parent,
+        api_version,
     });
     // SAFETY: caller's out pointer.
     unsafe { *out = Box::into_raw(h) as *mut fid_eq };

@@ -69,7 +69,7 @@ unsafe extern "C" fn fabric_domain(f: *mut fid_fabric, i: *mut fi_info, d: *mut 
         // built-in providers.
         match unsafe { fh.obj.domain(&info) } {
             // SAFETY: d non-NULL; fh outlives the domain (refcount).
-            Ok(obj) => unsafe { crate::domain::publish_domain(obj, fh, c, d) },
+            Ok(obj) => unsafe { crate::domain::publish_domain(obj, &fh.children, fh.fid.api_version, c, d) },
             Err(e) => e.to_c(),
         }
     })
@@ -92,7 +92,7 @@ unsafe extern "C" fn fabric_eq_open(f: *mut fid_fabric, a: *mut fi_eq_attr, e: *
         let Some(fh) = (unsafe { FabricHandle::from_fid(f) }) else { return -FI_EINVAL };
         null_check!(a, e);
         // SAFETY: a and e non-NULL caller pointers.
-        unsafe { crate::eq::eq_open(fh, &*a, e, c) }
+        unsafe { crate::eq::eq_open(&fh.children, fh.fid.api_version, &*a, e, c) }
     })
 }
 enosys_fn!(fabric_wait_open<FabricHandle>(*mut fid_fabric, *mut fi_wait_attr, *mut *mut fid_wait) -> c_int);

@@ -1,19 +1,21 @@
-//! The memory-region handle (`fid_mr`) and the `fi_ops_mr` slots of the
-//! domain. What a registration means for data operations (its descriptor,
+//! The memory-region handle (`fid_mr`); the `fi_ops_mr` slots that make
+//! one are the domain's. What a registration means for data operations (its descriptor,
 //! `FI_MR_LOCAL`, a dma-buf's CPU mapping) is the provider's: capi passes
 //! the request on and hands out the descriptor the provider made.
 
-use crate::domain::DomainHandle;
-use crate::handle::{obj_tostr, enosys_bind, enosys_ops_open, enosys_ops_set, Handle};
-use rfabric_core::objects::local_mr::{Dmabuf, LocalMr};
-use rfabric_core::provider::{MrReg, MrReq};
+use crate::handle::{obj_tostr, enosys_bind, enosys_ops_open, enosys_ops_set, Handle, RefCount};
+use rfabric_core::objects::local_mr::LocalMr;
+use rfabric_core::provider::{Domain, MrReg, MrReq};
 use libc::{c_int, c_void};
 use rfabric_core::abi::*;
 
 #[repr(C)]
 pub(crate) struct MrHandle {
     pub(crate) fid: fid_mr,
-    pub(crate) domain: *const DomainHandle,
+    /// The provider's domain, which releases the registration.
+    domain: *const dyn Domain,
+    /// The domain's count of children.
+    parent: *const RefCount,
     /// The local side of the registration (the provider's), whose address
     /// is `mem_desc`.
     local: Option<Box<LocalMr>>,
@@ -23,16 +25,16 @@ unsafe extern "C" fn mr_close(f: *mut fid) -> c_int {
     guard!(-FI_EOTHER, {
         // SAFETY: checked against our ops table.
         let Some(h) = (unsafe { MrHandle::from_fid(f) }) else { return -FI_EINVAL };
-        // SAFETY: the domain outlives its MRs (refcount).
-        let d = unsafe { &*h.domain };
-        if let Err(e) = d.obj.mr_close(h.fid.key) {
+        // SAFETY: the domain outlives its MRs (its count).
+        let (d, parent) = unsafe { (&*h.domain, &*h.parent) };
+        if let Err(e) = d.mr_close(h.fid.key) {
             // As upstream: the MR stays open (its handle valid, the domain
             // busy), so the application sees the failure and may retry.
             rfabric_core::fi_warn!("core", FI_LOG_MR, "fi_close: MR with key {:#x} not released by the provider: {}", h.fid.key, e);
             return e.to_c();
         }
-        d.children.put();
-        // SAFETY: created by Box::into_raw in mr_publish; closed once.
+        parent.put();
+        // SAFETY: made by publish; closed once.
         drop(unsafe { MrHandle::from_raw(h) });
         0
     })
@@ -92,12 +94,16 @@ pub(crate) static MR_FI_OPS: fi_ops = fi_ops {
     ops_set: Some(enosys_ops_set::<MrHandle>),
 };
 
+/// Registers `req` with the provider's domain `d` and hands the region to
+/// the application.
+///
 /// # Safety
-/// `d` is ours; `out` writable.
-unsafe fn mr_publish(d: &DomainHandle, req: &MrReq, context: *mut c_void, out: *mut *mut fid_mr) -> c_int {
-    match d.obj.mr_reg(req) {
+/// `out` is writable; `d` and `parent` (the domain's count of children)
+/// outlive the MR.
+pub(crate) unsafe fn publish(d: &(dyn Domain + 'static), parent: &RefCount, req: &MrReq, context: *mut c_void, out: *mut *mut fid_mr) -> c_int {
+    match d.mr_reg(req) {
         Ok(MrReg { key, local }) => {
-            d.children.get();
+            parent.get();
             let h = Box::new(MrHandle {
                 fid: fid_mr {
                     fid: fid { fclass: FI_CLASS_MR, context, ops: MrHandle::fi_ops_ptr() },
@@ -105,6 +111,7 @@ unsafe fn mr_publish(d: &DomainHandle, req: &MrReq, context: *mut c_void, out: *
                     key,
                 },
                 domain: d,
+                parent,
                 local,
             });
             // SAFETY: out writable (caller).
@@ -115,86 +122,9 @@ unsafe fn mr_publish(d: &DomainHandle, req: &MrReq, context: *mut c_void, out: *
     }
 }
 
-#[allow(clippy::too_many_arguments)]
-unsafe extern "C" fn mr_reg(f: *mut fid, buf: *const c_void, len: usize, access: u64, offset: u64, key: u64, flags: u64, mr: *mut *mut fid_mr, ctx: *mut c_void) -> c_int {
-    guard!(-FI_EOTHER, {
-        null_check!(mr);
-        // SAFETY: checked against our ops table.
-        let Some(d) = (unsafe { DomainHandle::from_fid(f) }) else { return -FI_EINVAL };
-        if buf.is_null() && len > 0 {
-            return -FI_EINVAL;
-        }
-        let req = MrReq { addr: buf as usize, len, access, offset, requested_key: key, flags, dmabuf: None };
-        // SAFETY: d ours, mr non-NULL.
-        unsafe { mr_publish(d, &req, ctx, mr) }
-    })
-}
-
-#[allow(clippy::too_many_arguments)]
-unsafe extern "C" fn mr_regv(f: *mut fid, iov: *const libc::iovec, count: usize, access: u64, offset: u64, key: u64, flags: u64, mr: *mut *mut fid_mr, ctx: *mut c_void) -> c_int {
-    guard!(-FI_EOTHER, {
-        null_check!(iov, mr);
-        if count != 1 {
-            return -FI_EINVAL;
-        }
-        // SAFETY: iov has count (1) entries.
-        let v = unsafe { *iov };
-        // SAFETY: forwarded with the caller's arguments.
-        unsafe { mr_reg(f, v.iov_base, v.iov_len, access, offset, key, flags, mr, ctx) }
-    })
-}
-
-unsafe extern "C" fn mr_regattr(f: *mut fid, attr: *const fi_mr_attr, flags: u64, mr: *mut *mut fid_mr) -> c_int {
-    guard!(-FI_EOTHER, {
-        null_check!(attr, mr);
-        // SAFETY: attr non-NULL; only fields present since 1.x are read, one
-        // by one (older callers' structs are shorter).
-        let (iov_count, access, offset, key, context, iov) = unsafe {
-            (
-                std::ptr::addr_of!((*attr).iov_count).read(),
-                std::ptr::addr_of!((*attr).access).read(),
-                std::ptr::addr_of!((*attr).offset).read(),
-                std::ptr::addr_of!((*attr).requested_key).read(),
-                std::ptr::addr_of!((*attr).context).read(),
-                std::ptr::addr_of!((*attr).anon0).read(),
-            )
-        };
-        if flags & FI_MR_DMABUF != 0 {
-            // SAFETY: with FI_MR_DMABUF the union holds dmabuf.
-            let b = unsafe { iov.dmabuf };
-            if b.is_null() || iov_count != 1 {
-                return -FI_EINVAL;
-            }
-            // SAFETY: non-NULL caller struct.
-            let b = unsafe { *b };
-            // SAFETY: checked against our ops table.
-            let Some(d) = (unsafe { DomainHandle::from_fid(f) }) else { return -FI_EINVAL };
-            let dmabuf = Dmabuf { fd: b.fd, offset: b.offset, len: b.len, base_addr: b.base_addr as usize };
-            let req = MrReq { access, offset, requested_key: key, flags: flags & !FI_MR_DMABUF, dmabuf: Some(dmabuf), ..MrReq::default() };
-            // SAFETY: d ours, mr non-NULL.
-            return unsafe { mr_publish(d, &req, context, mr) };
-        }
-        if iov_count != 1 {
-            return -FI_EINVAL;
-        }
-        // SAFETY: without FI_MR_DMABUF the union holds mr_iov.
-        let iov = unsafe { iov.mr_iov };
-        // SAFETY: forwarded.
-        unsafe { mr_regv(f, iov, 1, access, offset, key, flags, mr, context) }
-    })
-}
-
-pub(crate) static MR_OPS: fi_ops_mr = fi_ops_mr {
-    size: std::mem::size_of::<fi_ops_mr>(),
-    reg: Some(mr_reg),
-    regv: Some(mr_regv),
-    regattr: Some(mr_regattr),
-};
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::handle::RefCount;
     use rfabric_core::error::Error;
     use rfabric_core::provider::Domain;
     use std::sync::atomic::{AtomicUsize, Ordering};
@@ -221,29 +151,22 @@ mod tests {
     /// (and the domain's count of it); a later close that succeeds frees it.
     #[test]
     fn mr_close_reports_provider_failure() {
-        let d = DomainHandle {
-            // SAFETY: fid_domain is plain pointers and integers; all zero is
-            // a valid (unused here) value.
-            fid: unsafe { std::mem::zeroed() },
-            obj: Box::new(FailingMr { fail: AtomicUsize::new(1) }),
-            fabric: std::ptr::null(),
-            children: RefCount(AtomicUsize::new(0)),
-            api_version: fi_version(1, 17),
-        };
+        let d = FailingMr { fail: AtomicUsize::new(1) };
+        let children = RefCount::default();
         let buf = [0u8; 64];
         let req = MrReq { addr: buf.as_ptr() as usize, len: buf.len(), access: FI_REMOTE_READ, ..MrReq::default() };
         let mut mr: *mut fid_mr = std::ptr::null_mut();
         // SAFETY: `d` outlives the MR; `mr` is writable.
-        assert_eq!(unsafe { mr_publish(&d, &req, std::ptr::null_mut(), &mut mr) }, 0);
-        assert!(!mr.is_null() && d.children.busy());
+        assert_eq!(unsafe { publish(&d, &children, &req, std::ptr::null_mut(), &mut mr) }, 0);
+        assert!(!mr.is_null() && children.busy());
         // SAFETY: `mr` is the handle just published (still open after a failed close).
         unsafe {
             assert_eq!(mr_close(mr as *mut fid), -FI_ENOKEY);
-            assert!(d.children.busy(), "the MR is still open");
+            assert!(children.busy(), "the MR is still open");
             assert_eq!((*mr).key, 0x77, "its handle is still valid");
             assert_eq!(mr_close(mr as *mut fid), 0);
         }
-        assert!(!d.children.busy());
+        assert!(!children.busy());
     }
 }
 
