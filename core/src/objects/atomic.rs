@@ -323,7 +323,7 @@ macro_rules! hw_elem {
             // SAFETY: aligned, valid, accessed atomically by everyone (caller).
             let a = unsafe { <$au>::from_ptr(p as *mut $u) };
             let int = is_int(self.dt);
-            let signed = int && self.dt.is_multiple_of(2);
+            let signed = int && self.dt % 2 == 0;
             let v: $u = match self.op {
                 FI_ATOMIC_READ => a.load(SeqCst),
                 FI_ATOMIC_WRITE => a.swap(b, SeqCst),
@@ -376,7 +376,7 @@ impl Elem<'_> {
     /// # Safety
     /// As [`apply_shared`], for this one element.
     unsafe fn run(&self, p: *mut u8, size: usize, old: &mut [u8]) {
-        if (p as usize).is_multiple_of(size) {
+        if (p as usize) % size == 0 {
             // SAFETY (each arm): p is aligned for the width (just checked)
             // and valid, shared only atomically (caller).
             match size {

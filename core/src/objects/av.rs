@@ -142,7 +142,7 @@ impl Av {
         {
             return Err(EINVAL);
         }
-        if flags & c::FI_SYNC_ERR != 0 && errors.as_ref().is_none_or(|e| e.len() < count) {
+        if flags & c::FI_SYNC_ERR != 0 && errors.as_ref().map_or(true, |e| e.len() < count) {
             return Err(EINVAL);
         }
         let mut done = 0;

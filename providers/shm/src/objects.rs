@@ -479,7 +479,7 @@ impl CompletionQueue for ShmCq {
         }
         // A handed-off completion must fit the caller's arrays: checked
         // first, as it leaves the ring behind.
-        let fits = count > 0 && count.checked_mul(self.esize).is_some_and(|n| n <= out.len()) && src.as_ref().is_none_or(|s| s.len() >= count);
+        let fits = count > 0 && count.checked_mul(self.esize).is_some_and(|n| n <= out.len()) && src.as_ref().map_or(true, |s| s.len() >= count);
         if let Some(c) = self.progress(fits.then_some(count)) {
             rfabric_core::objects::cq::encode(self.format, &c, &mut out[..self.esize])?;
             let mut n = 1;
