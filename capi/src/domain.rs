@@ -129,9 +129,9 @@ unsafe fn open_endpoint(d: *mut fid_domain, i: *mut fi_info, ep: *mut *mut fid_e
         };
         match h.obj.endpoint(&info) {
             Ok(obj) => {
-                // SAFETY: ep non-NULL; h outlives the endpoint (refcount).
                 let op_flags = (info.tx_attr.map_or(0, |t| t.op_flags), info.rx_attr.map_or(0, |r| r.op_flags));
                 let xpu = xctx.map(crate::xpu::XpuEp::new);
+                // SAFETY: ep non-NULL; the domain outlives its endpoints (its count).
                 unsafe { crate::endpoint::publish_ep(obj, &h.children, op_flags, xpu, ctx, ep) }
             }
             Err(e) => e.to_c(),

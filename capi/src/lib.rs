@@ -4,7 +4,6 @@
 //! Each entry point goes through `guard!`, which contains panics and turns
 //! them into `-FI_EOTHER` plus a log line. Should one still escape, the
 //! language aborts at the `extern "C"` frame: unwinding into C cannot happen.
-#![allow(clippy::missing_safety_doc)]
 // Casts of C enum values (`as u32`, `as usize`) are kept even where the
 // types match on x86-64 Linux: C enum and constant types differ by ABI.
 #![allow(clippy::unnecessary_cast)]

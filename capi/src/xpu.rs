@@ -243,13 +243,17 @@ pub(crate) struct XpuEp {
     st: Mutex<EpState>,
 }
 
+/// A bound CQ, with its XPU state when it has one (a bound host CQ stays
+/// its owner's).
+type BoundCq = (Arc<dyn CompletionQueue>, Option<Arc<XpuCq>>);
+/// A bound counter, as [`BoundCq`].
+type BoundCntr = (Arc<dyn Counter>, Option<Arc<XpuCntr>>);
+
 struct EpState {
     ctx: Arc<XpuCtx>,
     enabled: bool,
-    /// The bound CQ and counter, with their XPU state when they have one
-    /// (a bound host CQ or counter stays its owner's).
-    cq: Option<(Arc<dyn CompletionQueue>, Option<Arc<XpuCq>>)>,
-    cntr: Option<(Arc<dyn Counter>, Option<Arc<XpuCntr>>)>,
+    cq: Option<BoundCq>,
+    cntr: Option<BoundCntr>,
     proxy: Option<Proxy>,
 }
 

@@ -3,7 +3,6 @@
 //! `abi` holds the C-visible types and constants (layouts checked against
 //! `tests/abi/layout.tsv`); everything else works on Rust values and is
 //! composed by providers. Entry points that C calls live in `capi/`.
-#![allow(clippy::missing_safety_doc)]
 
 pub mod abi;
 pub mod error;

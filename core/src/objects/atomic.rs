@@ -377,12 +377,16 @@ impl Elem<'_> {
     /// As [`apply_shared`], for this one element.
     unsafe fn run(&self, p: *mut u8, size: usize, old: &mut [u8]) {
         if (p as usize) % size == 0 {
-            // SAFETY (each arm): p is aligned for the width (just checked)
-            // and valid, shared only atomically (caller).
+            // In each arm p is aligned for the width (just checked) and
+            // valid, shared only atomically (caller).
             match size {
+                // SAFETY: as above, one byte.
                 1 => return unsafe { self.run8(p, old) },
+                // SAFETY: as above, two bytes.
                 2 => return unsafe { self.run16(p, old) },
+                // SAFETY: as above, four bytes.
                 4 => return unsafe { self.run32(p, old) },
+                // SAFETY: as above, eight bytes.
                 8 => return unsafe { self.run64(p, old) },
                 _ => {}
             }
@@ -590,7 +594,7 @@ mod tests {
                     let mut olds = Vec::with_capacity(ROUNDS as usize);
                     for _ in 0..ROUNDS {
                         let mut old = [0u8; 8];
-                        // SAFETY (every call): offsets inside the 128-byte
+                        // SAFETY: (every call) offsets inside the 128-byte
                         // buffer, which outlives the threads and is only
                         // touched through apply_shared while they run.
                         unsafe {

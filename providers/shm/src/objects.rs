@@ -2361,13 +2361,15 @@ mod tests {
         // A progress thread runs beside the application: real locks.
         let mut info = Info { caps: FI_MSG, ..Info::default() };
         info.domain_attr = Some(DomainAttr { threading: FI_THREAD_DOMAIN, data_progress: FI_PROGRESS_AUTO, ..DomainAttr::default() });
-        // SAFETY (each domain below): opened, looked at and dropped here.
+        // SAFETY: the domain is opened, looked at and dropped here.
         assert!(unsafe { ShmDomain::with_app_threading(&info) }.unwrap().locking.is_real());
         info.domain_attr = Some(DomainAttr { threading: FI_THREAD_DOMAIN, ..DomainAttr::default() });
+        // SAFETY: as above.
         assert!(!unsafe { ShmDomain::with_app_threading(&info) }.unwrap().locking.is_real());
         // Safe code gets locks whatever the threading model says.
         assert!(ShmDomain::new(&info).unwrap().locking.is_real());
         info.caps |= FI_XPU;
+        // SAFETY: as above.
         assert!(unsafe { ShmDomain::with_app_threading(&info) }.unwrap().locking.is_real());
     }
 
