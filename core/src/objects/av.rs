@@ -7,6 +7,7 @@
 //! reused. A reverse map from address bytes to slot serves `FI_SOURCE` (the
 //! source of an incoming message) and duplicate insertion (the slot is shared
 //! and reference-counted, so each insert needs its own remove).
+#![forbid(unsafe_code)]
 
 use super::c;
 use crate::error::{Error, Result, EINVAL};

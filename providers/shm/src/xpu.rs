@@ -1,6 +1,7 @@
 //! shm's host XPU (`fi_xpu(3)`, `FI_HMEM_SYSTEM`): what `fi_getinfo`
 //! reports, and the name its contexts carry. The queues, callbacks and
 //! proxy are `rfabric_core::xpu`.
+#![forbid(unsafe_code)]
 
 use rfabric_core::abi::*;
 use rfabric_core::info::Info;
