@@ -60,6 +60,7 @@ run() { # name, command...
 }
 
 run cargo-tests cargo test -j2 --workspace
+run clippy cargo clippy -j2 --workspace --all-targets -- -D warnings
 run exports-header sh -c 'cbindgen --config cbindgen.toml --crate rfabric-capi --output build/exports.h 2>/dev/null && diff -u include/rfabric/exports.h build/exports.h && tests/abi/check_exports.sh'
 run header-abi tests/abi/check_headers.sh
 run header-oracle tests/abi/oracle_debian.sh
