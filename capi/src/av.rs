@@ -1,11 +1,11 @@
 //! The address-vector handle (`fid_av`).
 
-use crate::handle::{obj_tostr, enosys_bind, enosys_control, enosys_ops_open, enosys_ops_set, Handle, put_cstr, rc, RefCount};
+use crate::handle::{enosys_bind, enosys_control, enosys_ops_open, enosys_ops_set, obj_tostr, put_cstr, rc, Handle, RefCount};
+use libc::{c_char, c_int, c_void};
+use rfabric_core::abi::*;
 use rfabric_core::error::{Error, EINVAL};
 use rfabric_core::provider::AddressVector;
 use std::sync::Arc;
-use libc::{c_char, c_int, c_void};
-use rfabric_core::abi::*;
 
 #[repr(C)]
 pub(crate) struct AvHandle {

@@ -1,11 +1,11 @@
 //! The counter handle (`fid_cntr`).
 
-use crate::handle::{obj_tostr, enosys_bind, enosys_ops_open, enosys_ops_set, Handle, rc, wait_control, RefCount};
-use rfabric_core::provider::Counter;
+use crate::handle::{enosys_bind, enosys_ops_open, enosys_ops_set, obj_tostr, rc, wait_control, Handle, RefCount};
 use crate::xpu::XpuCntr;
-use std::sync::Arc;
 use libc::{c_int, c_void};
 use rfabric_core::abi::*;
+use rfabric_core::provider::Counter;
+use std::sync::Arc;
 
 unsafe extern "C" fn cntr_control(f: *mut fid, cmd: c_int, arg: *mut c_void) -> c_int {
     guard!(-FI_EOTHER, {

@@ -1,12 +1,12 @@
 //! The completion-queue handle (`fid_cq`).
 
-use crate::handle::{obj_tostr, enosys_bind, enosys_ops_open, enosys_ops_set, Handle, rc, ssz_n as ssz, wait_control, RefCount};
-use rfabric_core::objects::cq::{encode_err, ErrDataLoc, ERR_ENTRY_SIZE};
-use rfabric_core::provider::CompletionQueue;
+use crate::handle::{enosys_bind, enosys_ops_open, enosys_ops_set, obj_tostr, rc, ssz_n as ssz, wait_control, Handle, RefCount};
 use crate::xpu::XpuCq;
-use std::sync::Arc;
 use libc::{c_char, c_int, c_void};
 use rfabric_core::abi::*;
+use rfabric_core::objects::cq::{encode_err, ErrDataLoc, ERR_ENTRY_SIZE};
+use rfabric_core::provider::CompletionQueue;
+use std::sync::Arc;
 
 #[repr(C)]
 pub(crate) struct CqHandle {

@@ -11,7 +11,7 @@
 use crate::av::AvHandle;
 use crate::cntr::CntrHandle;
 use crate::cq::CqHandle;
-use crate::handle::{Handle, put_cstr, rc, RefCount};
+use crate::handle::{put_cstr, rc, Handle, RefCount};
 use libc::{c_char, c_int, c_void, iovec};
 use rfabric_core::abi::*;
 use rfabric_core::error::Error;

@@ -1,11 +1,11 @@
 //! The event-queue handle (`fid_eq`), opened on a fabric.
 
-use crate::handle::{obj_tostr, enosys_bind, enosys_control, enosys_ops_open, enosys_ops_set, Handle, ssz_n as ssz, RefCount};
+use crate::handle::{enosys_bind, enosys_control, enosys_ops_open, enosys_ops_set, obj_tostr, ssz_n as ssz, Handle, RefCount};
+use libc::{c_char, c_int, c_void};
+use rfabric_core::abi::*;
 use rfabric_core::objects::cq::ErrDataLoc;
 use rfabric_core::objects::eq::Eq;
 use rfabric_core::objects::wait::Locked;
-use libc::{c_char, c_int, c_void};
-use rfabric_core::abi::*;
 
 #[repr(C)]
 pub(crate) struct EqHandle {

@@ -3,11 +3,11 @@
 //! `FI_MR_LOCAL`, a dma-buf's CPU mapping) is the provider's: capi passes
 //! the request on and hands out the descriptor the provider made.
 
-use crate::handle::{obj_tostr, enosys_bind, enosys_ops_open, enosys_ops_set, Handle, RefCount};
-use rfabric_core::objects::local_mr::LocalMr;
-use rfabric_core::provider::{Domain, MrReg, MrReq};
+use crate::handle::{enosys_bind, enosys_ops_open, enosys_ops_set, obj_tostr, Handle, RefCount};
 use libc::{c_int, c_void};
 use rfabric_core::abi::*;
+use rfabric_core::objects::local_mr::LocalMr;
+use rfabric_core::provider::{Domain, MrReg, MrReq};
 
 #[repr(C)]
 pub(crate) struct MrHandle {
