@@ -215,37 +215,64 @@ impl LocalRegs {
         self.mr_local || self.dmabuf.load(Ordering::Relaxed) > 0
     }
 
-    /// Applies `descs` to `iov`: with `FI_MR_LOCAL` every non-empty buffer
-    /// needs a descriptor of this domain (`need`: false for injects and
-    /// peeks); the descriptor of a dma-buf registration translates the
-    /// buffer from the registration's `base_addr` space to its CPU mapping.
+    /// The registration buffer `i` (of `len` bytes) names, after the checks:
+    /// with `FI_MR_LOCAL` a non-empty buffer needs a descriptor of this
+    /// domain (`need`: false for injects and peeks). `None`: no descriptor
+    /// (or, without `FI_MR_LOCAL`, one that is not ours).
+    ///
+    /// # Safety
+    /// As [`LocalRegs::check`].
+    #[inline(always)]
+    unsafe fn resolve(&self, descs: Descs, i: usize, len: usize, need: bool) -> Result<Option<&LocalMr>> {
+        // SAFETY: the array is NULL or holds more than i entries (caller).
+        let desc = unsafe { descs.get(i) };
+        if desc.is_null() {
+            if self.mr_local && need && len > 0 {
+                return Err(EINVAL);
+            }
+            return Ok(None);
+        }
+        // SAFETY: a descriptor value (caller); its tag is compared before
+        // anything else is read.
+        let Some(m) = (unsafe { LocalMr::from_desc(desc) }) else {
+            return if self.mr_local { Err(EINVAL) } else { Ok(None) };
+        };
+        if self.mr_local && !std::ptr::eq(Arc::as_ptr(&m.regs), self) {
+            return Err(EINVAL);
+        }
+        Ok(Some(m))
+    }
+
+    /// Checks `descs` for the buffers of `iov` (see `resolve`); true when a
+    /// descriptor names a dma-buf registration, whose buffer must then be
+    /// translated ([`LocalRegs::apply`]). Reads each buffer's length only:
+    /// the common case passes the operation on as it is.
     ///
     /// # Safety
     /// `descs` is NULL or holds `iov.len()` entries; each non-NULL
     /// descriptor is as [`LocalMr::from_desc`] needs.
     #[inline]
+    pub unsafe fn check(&self, iov: &[Iov], descs: Descs, need: bool) -> Result<bool> {
+        let mut translate = false;
+        for (i, v) in iov.iter().enumerate() {
+            // SAFETY: forwarded contract.
+            if let Some(m) = unsafe { self.resolve(descs, i, v.len, need)? } {
+                translate |= m.dmabuf.is_some();
+            }
+        }
+        Ok(translate)
+    }
+
+    /// As [`LocalRegs::check`], and moves each buffer whose descriptor
+    /// names a dma-buf registration from the registration's `base_addr`
+    /// space to its CPU mapping.
+    ///
+    /// # Safety
+    /// As [`LocalRegs::check`].
     pub unsafe fn apply(&self, iov: &mut [Iov], descs: Descs, need: bool) -> Result<()> {
         for (i, v) in iov.iter_mut().enumerate() {
-            // SAFETY: the array is NULL or holds iov.len() entries (caller).
-            let desc = unsafe { descs.get(i) };
-            if desc.is_null() {
-                if self.mr_local && need && v.len > 0 {
-                    return Err(EINVAL);
-                }
-                continue;
-            }
-            // SAFETY: a descriptor value (caller); its tag is compared
-            // before anything else is read.
-            let Some(m) = (unsafe { LocalMr::from_desc(desc) }) else {
-                if self.mr_local {
-                    return Err(EINVAL);
-                }
-                continue;
-            };
-            if self.mr_local && !std::ptr::eq(Arc::as_ptr(&m.regs), self) {
-                return Err(EINVAL);
-            }
-            if let Some(map) = m.dmabuf.as_ref() {
+            // SAFETY: forwarded contract.
+            if let Some(map) = unsafe { self.resolve(descs, i, v.len, need)? }.and_then(|m| m.dmabuf.as_ref()) {
                 map.translate(v);
             }
         }
@@ -271,25 +298,16 @@ impl<E: Endpoint> Checked<E> {
     }
 }
 
-/// `iov` after [`LocalRegs::apply`], copied into `one` (the common single
-/// buffer: no array to fill) or `many`.
+/// A copy of `iov` in `buf` (filled here: the common case does not pay for
+/// it), translated by [`LocalRegs::apply`] (the dma-buf case).
 ///
 /// # Safety
 /// As [`LocalRegs::apply`].
-#[inline(always)]
-unsafe fn applied<'a>(regs: &LocalRegs, iov: &[Iov], descs: Descs, need: bool, one: &'a mut [Iov; 1], many: &'a mut MaybeUninit<[Iov; MAX_IOV]>) -> Result<&'a [Iov]> {
-    let v: &mut [Iov] = match iov {
-        [x] => {
-            one[0] = *x;
-            one
-        }
-        _ if iov.len() <= MAX_IOV => {
-            let v = &mut many.write([Iov::default(); MAX_IOV])[..iov.len()];
-            v.copy_from_slice(iov);
-            v
-        }
-        _ => return Err(EINVAL),
-    };
+#[inline(never)]
+#[cold]
+unsafe fn translated<'a>(regs: &LocalRegs, iov: &[Iov], descs: Descs, need: bool, buf: &'a mut MaybeUninit<[Iov; MAX_IOV]>) -> Result<&'a [Iov]> {
+    let v = buf.write([Iov::default(); MAX_IOV]).get_mut(..iov.len()).ok_or(EINVAL)?;
+    v.copy_from_slice(iov);
     // SAFETY: forwarded contract.
     unsafe { regs.apply(v, descs, need)? };
     Ok(v)
@@ -310,33 +328,38 @@ impl<E: Endpoint> Endpoint for Checked<E> {
     }
     // `E`'s send and receive are called from one place each, so an `E`
     // that asks for it is inlined here once: one indirect call (into this
-    // wrapper) from the C API to the provider's data path.
+    // wrapper) from the C API to the provider's data path. Without a dma-buf
+    // descriptor the operation goes on as it came (nothing copied).
     unsafe fn send(&self, op: &TxOp<'_>) -> Result<()> {
-        let (mut one, mut many, checked);
-        let op = if self.regs.active() {
+        let mut buf = MaybeUninit::uninit();
+        let copy;
+        let mut op = op;
+        if self.regs.active() {
             let need = !op.no_completion && op.flags & FI_INJECT == 0;
             // SAFETY: the descriptors come with the op's buffers (send contract).
-            let iov = unsafe { applied(&self.regs, op.iov, op.desc, need, { one = [Iov::default()]; &mut one }, { many = MaybeUninit::uninit(); &mut many })? };
-            checked = TxOp { iov, ..*op };
-            &checked
-        } else {
-            op
-        };
+            if unsafe { self.regs.check(op.iov, op.desc, need)? } {
+                // SAFETY: as above.
+                copy = TxOp { iov: unsafe { translated(&self.regs, op.iov, op.desc, need, &mut buf)? }, ..*op };
+                op = &copy;
+            }
+        }
         // SAFETY: forwarded contract (translated buffers are the same memory).
         unsafe { self.ep.send(op) }
     }
     unsafe fn recv(&self, op: &RxOp<'_>) -> Result<()> {
-        let (mut one, mut many, checked);
-        let op = if self.regs.active() {
+        let mut buf = MaybeUninit::uninit();
+        let copy;
+        let mut op = op;
+        if self.regs.active() {
             // A peek carries no data.
             let need = op.flags & (FI_PEEK | FI_CLAIM) != FI_PEEK;
             // SAFETY: the descriptors come with the op's buffers (receive contract).
-            let iov = unsafe { applied(&self.regs, op.iov, op.desc, need, { one = [Iov::default()]; &mut one }, { many = MaybeUninit::uninit(); &mut many })? };
-            checked = RxOp { iov, ..*op };
-            &checked
-        } else {
-            op
-        };
+            if unsafe { self.regs.check(op.iov, op.desc, need)? } {
+                // SAFETY: as above.
+                copy = RxOp { iov: unsafe { translated(&self.regs, op.iov, op.desc, need, &mut buf)? }, ..*op };
+                op = &copy;
+            }
+        }
         // SAFETY: forwarded contract (translated buffers are the same memory).
         unsafe { self.ep.recv(op) }
     }
