@@ -1,5 +1,6 @@
 //! Compiles the few entry points that must be C: the variadic ones
 //! (`fi_log`, `fi_param_define`), which stable Rust cannot define.
+#![forbid(unsafe_code)]
 
 fn main() {
     println!("cargo:rerun-if-changed=csrc/fi_log.c");

@@ -17,6 +17,7 @@ names=()
 declare -A cmd
 add() { names+=("$1"); cmd[$1]=$2; }
 add cargo-tests 'cargo test -j2 --workspace'
+add clippy 'cargo clippy -j2 --workspace --all-targets -- -D warnings'
 add provider-features 'cargo build -j2 --workspace --no-default-features --target-dir target/features && cargo build -j2 -p rfabric-capi --no-default-features --features shm --target-dir target/features && cargo test -j2 -p rfabric-capi --no-default-features --target-dir target/features && cargo clippy -j2 --workspace --all-targets --no-default-features --target-dir target/features -- -D warnings && cargo clippy -j2 -p rfabric-capi --all-targets --no-default-features --features dl,shm --target-dir target/features -- -D warnings'
 add exports-header "sh -c 'cbindgen --config cbindgen.toml --crate rfabric-capi --output build/exports.h 2>/dev/null && diff -u include/rfabric/exports.h build/exports.h && tests/abi/check_exports.sh'"
 add header-abi 'tests/abi/check_headers.sh'
@@ -26,6 +27,7 @@ add symbols 'tests/symbols/check_symbols.sh build/lib/libfabric.so.1'
 add compat-abi-valgrind 'make -s check-compat-c'
 add tostr-diff 'tests/c/tostr_diff.sh "$lib"'
 add bad-input 'tests/c/bad_input.sh "$lib"'
+add foreign-fid 'tests/c/foreign_fid.sh "$lib"'
 add shm-sendrecv 'tests/c/shm_sendrecv.sh "$lib"'
 add xpu 'tests/xpu/run.sh "$lib"'
 add shm-msg-features 'tests/c/shm_msg_features.sh "$lib"'

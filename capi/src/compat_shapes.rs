@@ -9,6 +9,7 @@
 //! which keeps the conversions generic over versions; `rfabric_core::abi`
 //! has the typed mirrors. Both are checked against the same table.
 #![allow(non_camel_case_types, dead_code)]
+#![forbid(unsafe_code)]
 
 use core::ffi::{c_char, c_int, c_void};
 

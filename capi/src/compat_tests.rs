@@ -4,6 +4,8 @@
 //! blocks we allocate (see `make check`).
 
 use super::*;
+use crate::versioned::{rf_compat_fi_fabric_1_0, rf_compat_fi_freeinfo_1_0, rf_compat_fi_freeinfo_1_9, rf_compat_fi_getinfo_1_0, rf_compat_fi_getinfo_1_3};
+use core::ffi::{c_char, c_int};
 use rfabric_core::abi::{fi_ops, fid};
 use std::collections::HashMap;
 use std::ffi::CStr;
@@ -377,6 +379,7 @@ fn nic_goes_with_the_shape_that_has_it() {
     let mut ops: fi_ops = unsafe { core::mem::zeroed() };
     ops.size = size_of::<fi_ops>();
     ops.close = Some(count_close);
+    // SAFETY: fid_nic is plain pointers and integers; all zero is valid.
     let mut nic: fid_nic = unsafe { core::mem::zeroed() };
     nic.fid.ops = &mut ops;
     for (v, moved) in [(CompatVer::V1_1, false), (CompatVer::V1_2, true), (CompatVer::V1_9, true)] {

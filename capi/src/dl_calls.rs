@@ -8,7 +8,7 @@
 //! so an older provider reads exactly the fields it knows.
 
 use crate::compat::{free_info_old, widen_info, CompatVer};
-use crate::getinfo::freeinfo_current;
+use crate::info::freeinfo_current;
 use libc::{c_char, c_int, c_void};
 use rfabric_core::abi::*;
 use rfabric_core::dl::{AbiNode, DlProvider};

@@ -1,6 +1,6 @@
 //! The endpoint handle (`fid_ep`) of built-in providers: every slot of
 //! `fi_ops_ep`, `fi_ops_cm`, `fi_ops_msg`, `fi_ops_tagged`, `fi_ops_rma`,
-//! `fi_ops_atomic` (in `ep_rma.rs`) and `fi_ops_collective` is filled; what the provider's
+//! `fi_ops_atomic` (in `endpoint/rma.rs`) and `fi_ops_collective` is filled; what the provider's
 //! `Endpoint` does not implement answers `-FI_ENOSYS`.
 //!
 //! Data path of `fi_send`: the application's inline wrapper calls
@@ -8,25 +8,30 @@
 //! (one `Iov`) and makes one dynamic call into the provider's
 //! `Endpoint::send`. No allocation, no lookup.
 
-use crate::domain::{apply_descs, av_fi_ops, cntr_fi_ops, cq_fi_ops, ours, put_cstr, rc, AvHandle, CntrHandle, CqHandle, Descs, DomainHandle};
-use crate::objects::RefCount;
+use crate::av::AvHandle;
+use crate::cntr::CntrHandle;
+use crate::cq::CqHandle;
+use crate::handle::{put_cstr, rc, Handle, RefCount};
 use libc::{c_char, c_int, c_void, iovec};
 use rfabric_core::abi::*;
 use rfabric_core::error::Error;
-use rfabric_core::provider::{Bind, Endpoint, Iov, RxOp, TxOp};
+use rfabric_core::provider::{Bind, Descs, Endpoint, Iov, RxOp, TxOp};
 use std::sync::Mutex;
 
 #[repr(C)]
 pub(crate) struct EpHandle {
     fid: fid_ep,
     pub(crate) obj: Box<dyn Endpoint>,
-    domain: *const DomainHandle,
+    /// The domain's count of children.
+    parent: *const RefCount,
     /// Reference counts of the CQs/AVs this endpoint is bound to.
     bound: Mutex<Vec<*const RefCount>>,
     /// `tx_attr->op_flags` / `rx_attr->op_flags` of the fi_info the endpoint
     /// was opened with: the flags of calls that take no flags argument.
     tx_op_flags: u64,
     rx_op_flags: u64,
+    /// The XPU state of an endpoint opened with an XPU context.
+    xpu: Option<crate::xpu::XpuEp>,
 }
 
 /// Marks a call without a flags argument (fi_send, fi_trecv, ...): its flags
@@ -48,9 +53,9 @@ const EOTHER_S: isize = -(FI_EOTHER as isize);
 
 /// # Safety
 /// `f` NULL or a fid.
-unsafe fn ep<'a>(f: *const fid) -> Option<&'a EpHandle> {
+unsafe fn ep<'a, P>(f: *const P) -> Option<&'a EpHandle> {
     // SAFETY: caller.
-    unsafe { ours::<EpHandle>(f, &EP_FI_OPS) }
+    unsafe { EpHandle::from_fid(f) }
 }
 
 /// Copies the caller's iovec array into `out`.
@@ -76,16 +81,18 @@ unsafe extern "C" fn ep_close(f: *mut fid) -> c_int {
     guard!(-FI_EOTHER, {
         // SAFETY: checked against our ops table.
         let Some(h) = (unsafe { ep(f) }) else { return -FI_EINVAL };
-        crate::xpu::ep_closing(f as usize);
+        if let Some(x) = h.xpu.as_ref() {
+            x.closing();
+        }
         let _ = h.obj.close();
         for r in h.bound.lock().unwrap_or_else(|e| e.into_inner()).drain(..) {
             // SAFETY: a bound CQ/AV cannot close while we hold its count.
             unsafe { (*r).put() };
         }
         // SAFETY: the domain outlives its endpoints.
-        unsafe { (*h.domain).children.put() };
+        unsafe { (*h.parent).put() };
         // SAFETY: created by Box::into_raw in publish_ep; closed once.
-        drop(unsafe { Box::from_raw(f as *mut EpHandle) });
+        drop(unsafe { EpHandle::from_raw(h) });
         0
     })
 }
@@ -99,24 +106,34 @@ unsafe extern "C" fn ep_bind(f: *mut fid, b: *mut fid, flags: u64) -> c_int {
         let class = unsafe { (*b).fclass };
         let (r, refs) = if class == FI_CLASS_CQ {
             // SAFETY: checked against the CQ ops table.
-            let Some(c) = (unsafe { ours::<CqHandle>(b, cq_fi_ops()) }) else { return -FI_EINVAL };
-            (h.obj.bind(Bind::Cq(&c.obj), flags), &c.refs as *const RefCount)
+            let Some(c) = (unsafe { CqHandle::from_fid(b) }) else { return -FI_EINVAL };
+            let r = h.obj.bind(Bind::Cq(&c.obj), flags);
+            if let (Ok(()), Some(x)) = (&r, h.xpu.as_ref()) {
+                x.bound_cq(&c.obj, c.xpu.as_ref());
+            }
+            (r, &c.refs as *const RefCount)
         } else if class == FI_CLASS_AV {
             // SAFETY: checked against the AV ops table.
-            let Some(a) = (unsafe { ours::<AvHandle>(b, av_fi_ops()) }) else { return -FI_EINVAL };
+            let Some(a) = (unsafe { AvHandle::from_fid(b) }) else { return -FI_EINVAL };
             (h.obj.bind(Bind::Av(&a.obj), flags), &a.refs as *const RefCount)
         } else if class == FI_CLASS_EQ {
+            // SAFETY: checked against the EQ ops table.
+            if unsafe { crate::eq::EqHandle::from_fid(b) }.is_none() {
+                return -FI_EINVAL;
+            }
             return rc(h.obj.bind(Bind::Eq, flags));
         } else if class == FI_CLASS_CNTR {
             // SAFETY: checked against the counter ops table.
-            let Some(c) = (unsafe { ours::<CntrHandle>(b, cntr_fi_ops()) }) else { return -FI_EINVAL };
-            (h.obj.bind(Bind::Cntr(&c.obj), flags), &c.refs as *const RefCount)
+            let Some(c) = (unsafe { CntrHandle::from_fid(b) }) else { return -FI_EINVAL };
+            let r = h.obj.bind(Bind::Cntr(&c.obj), flags);
+            if let (Ok(()), Some(x)) = (&r, h.xpu.as_ref()) {
+                x.bound_cntr(&c.obj, c.xpu.as_ref());
+            }
+            (r, &c.refs as *const RefCount)
         } else {
             return -FI_EINVAL;
         };
         if r.is_ok() {
-            // SAFETY: b was checked above as a handle of its class.
-            unsafe { crate::xpu::ep_bound(f as usize, b) };
             // SAFETY: refs belongs to a live handle.
             unsafe { (*refs).get() };
             h.bound.lock().unwrap_or_else(|e| e.into_inner()).push(refs);
@@ -131,8 +148,8 @@ unsafe extern "C" fn ep_control(f: *mut fid, cmd: c_int, _arg: *mut c_void) -> c
         let Some(h) = (unsafe { ep(f) }) else { return -FI_EINVAL };
         if cmd == FI_ENABLE {
             let r = h.obj.enable();
-            if r.is_ok() {
-                crate::xpu::ep_enabled(f as usize);
+            if let (Ok(()), Some(x)) = (&r, h.xpu.as_ref()) {
+                x.enabled();
             }
             rc(r)
         } else {
@@ -143,18 +160,26 @@ unsafe extern "C" fn ep_control(f: *mut fid, cmd: c_int, _arg: *mut c_void) -> c
 
 unsafe extern "C" fn ep_tostr(f: *const fid, buf: *mut c_char, len: usize) -> c_int {
     guard!(-FI_EOTHER, {
-        null_check!(f, buf);
+        null_check!(buf);
+        // SAFETY: checked conversion.
+        if unsafe { ep(f) }.is_none() {
+            return -FI_EINVAL;
+        }
         // SAFETY: buf holds len bytes.
         unsafe { put_cstr(buf, len, "endpoint") };
         0
     })
 }
 
-enosys_fn!(ep_ops_open(*mut fid, *const c_char, u64, *mut *mut c_void, *mut c_void) -> c_int);
-enosys_fn!(ep_ops_set(*mut fid, *const c_char, u64, *mut c_void, *mut c_void) -> c_int);
+enosys_fn!(ep_ops_open<EpHandle>(*mut fid, *const c_char, u64, *mut *mut c_void, *mut c_void) -> c_int);
+enosys_fn!(ep_ops_set<EpHandle>(*mut fid, *const c_char, u64, *mut c_void, *mut c_void) -> c_int);
 
-pub(crate) fn ep_fi_ops() -> &'static fi_ops {
-    &EP_FI_OPS
+// SAFETY: #[repr(C)] with the fid first (in fid_ep); EP_FI_OPS is used by
+// this handle type only.
+unsafe impl Handle for EpHandle {
+    fn fi_ops() -> &'static fi_ops {
+        &EP_FI_OPS
+    }
 }
 
 static EP_FI_OPS: fi_ops = fi_ops {
@@ -206,11 +231,29 @@ unsafe extern "C" fn ep_setopt(f: fid_t, level: c_int, name: c_int, val: *const 
     })
 }
 
-enosys_fn!(ep_tx_ctx(*mut fid_ep, c_int, *mut fi_tx_attr, *mut *mut fid_ep, *mut c_void) -> c_int);
-enosys_fn!(ep_rx_ctx(*mut fid_ep, c_int, *mut fi_rx_attr, *mut *mut fid_ep, *mut c_void) -> c_int);
-enosys_fn!(ep_rx_size_left(*mut fid_ep) -> isize);
-enosys_fn!(ep_tx_size_left(*mut fid_ep) -> isize);
-use crate::xpu::ep_export_xpu;
+enosys_fn!(ep_tx_ctx<EpHandle>(*mut fid_ep, c_int, *mut fi_tx_attr, *mut *mut fid_ep, *mut c_void) -> c_int);
+enosys_fn!(ep_rx_ctx<EpHandle>(*mut fid_ep, c_int, *mut fi_rx_attr, *mut *mut fid_ep, *mut c_void) -> c_int);
+enosys_fn!(ep_rx_size_left<EpHandle>(*mut fid_ep) -> isize);
+enosys_fn!(ep_tx_size_left<EpHandle>(*mut fid_ep) -> isize);
+/// `fi_ep_export_xpu`.
+unsafe extern "C" fn ep_export_xpu(e: *mut fid_ep, flags: u64, out: *mut fid_xpu_ep) -> c_int {
+    guard!(-FI_EOTHER, {
+        // SAFETY: checked conversion.
+        let Some(h) = (unsafe { ep(e) }) else { return -FI_EINVAL };
+        null_check!(out);
+        let Some(x) = h.xpu.as_ref() else { return crate::xpu::not_xpu("fi_ep_export_xpu", flags) };
+        // SAFETY: the object lives in the handle until fi_close, which
+        // stops the proxy (XpuEp::closing) before freeing it.
+        match unsafe { x.export(&*h.obj as *const dyn Endpoint, flags) } {
+            Ok(fid) => {
+                // SAFETY: out non-NULL, a fid_xpu_ep.
+                unsafe { out.write(fid_xpu_ep { fid }) };
+                0
+            }
+            Err(err) => err,
+        }
+    })
+}
 
 static EP_OPS: fi_ops_ep = fi_ops_ep {
     size: std::mem::size_of::<fi_ops_ep>(),
@@ -260,13 +303,13 @@ unsafe extern "C" fn cm_setname(f: fid_t, addr: *mut c_void, addrlen: usize) -> 
     })
 }
 
-enosys_fn!(cm_getpeer(*mut fid_ep, *mut c_void, *mut usize) -> c_int);
-enosys_fn!(cm_connect(*mut fid_ep, *const c_void, *const c_void, usize) -> c_int);
-enosys_fn!(cm_listen(*mut fid_pep) -> c_int);
-enosys_fn!(cm_accept(*mut fid_ep, *const c_void, usize) -> c_int);
-enosys_fn!(cm_reject(*mut fid_pep, fid_t, *const c_void, usize) -> c_int);
-enosys_fn!(cm_shutdown(*mut fid_ep, u64) -> c_int);
-enosys_fn!(cm_join(*mut fid_ep, *const c_void, u64, *mut *mut fid_mc, *mut c_void) -> c_int);
+enosys_fn!(cm_getpeer<EpHandle>(*mut fid_ep, *mut c_void, *mut usize) -> c_int);
+enosys_fn!(cm_connect<EpHandle>(*mut fid_ep, *const c_void, *const c_void, usize) -> c_int);
+enosys_fn!(cm_listen<EpHandle>(*mut fid_pep) -> c_int);
+enosys_fn!(cm_accept<EpHandle>(*mut fid_ep, *const c_void, usize) -> c_int);
+enosys_fn!(cm_reject<EpHandle>(*mut fid_pep, fid_t, *const c_void, usize) -> c_int);
+enosys_fn!(cm_shutdown<EpHandle>(*mut fid_ep, u64) -> c_int);
+enosys_fn!(cm_join<EpHandle>(*mut fid_ep, *const c_void, u64, *mut *mut fid_mc, *mut c_void) -> c_int);
 
 static CM_OPS: fi_ops_cm = fi_ops_cm {
     size: std::mem::size_of::<fi_ops_cm>(),
@@ -291,85 +334,28 @@ static CM_OPS: fi_ops_cm = fi_ops_cm {
 /// operation is built once, in place, not copied field by field (a copy
 /// read back in wider loads than it was written stalls store forwarding).
 #[inline(always)]
-unsafe fn do_send(e: *mut fid_ep, mut op: TxOp<'_>, descs: Descs) -> isize {
+unsafe fn do_send(e: *mut fid_ep, mut op: TxOp<'_>) -> isize {
     // SAFETY: checked against our ops table.
-    let Some(h) = (unsafe { ep(e as *const fid) }) else { return EINVAL_S };
+    let Some(h) = (unsafe { ep(e) }) else { return EINVAL_S };
     if op.flags & OP_DEFAULTS != 0 {
         op.flags = (op.flags & !OP_DEFAULTS) | h.tx_op_flags;
     }
-    let op = &op;
-    // SAFETY: the domain outlives its endpoints.
-    let d = unsafe { &*h.domain };
-    if d.desc_checks() && op.iov.len() == 1 {
-        // fi_send / fi_tsend with FI_MR_LOCAL: one buffer, no array to fill.
-        let mut v = [op.iov[0]];
-        let need = !op.no_completion && op.flags & FI_INJECT == 0;
-        // SAFETY: descs come with the caller's iov.
-        if let Err(err) = unsafe { apply_descs(d, &mut v, descs, need) } {
-            return err.to_c() as isize;
-        }
-        let op = TxOp { iov: &v, ..*op };
-        // SAFETY: forwarded contract (translated buffers are the same memory).
-        return ssz(unsafe { h.obj.send(&op) });
-    }
-    if d.desc_checks() && op.iov.len() <= MAX_IOV {
-        let mut v = [Iov::default(); MAX_IOV];
-        let n = op.iov.len();
-        v[..n].copy_from_slice(op.iov);
-        let need = !op.no_completion && op.flags & FI_INJECT == 0;
-        // SAFETY: descs come with the caller's iovs.
-        if let Err(err) = unsafe { apply_descs(d, &mut v[..n], descs, need) } {
-            return err.to_c() as isize;
-        }
-        let op = TxOp { iov: &v[..n], ..*op };
-        // SAFETY: forwarded contract (translated buffers are the same memory).
-        return ssz(unsafe { h.obj.send(&op) });
-    }
     // SAFETY: forwarded contract.
-    ssz(unsafe { h.obj.send(op) })
+    ssz(unsafe { h.obj.send(&op) })
 }
 
 /// # Safety
 /// As `do_send`.
 /// By value and inlined, as `do_send`.
 #[inline(always)]
-unsafe fn do_recv(e: *mut fid_ep, mut op: RxOp<'_>, descs: Descs) -> isize {
+unsafe fn do_recv(e: *mut fid_ep, mut op: RxOp<'_>) -> isize {
     // SAFETY: checked against our ops table.
-    let Some(h) = (unsafe { ep(e as *const fid) }) else { return EINVAL_S };
+    let Some(h) = (unsafe { ep(e) }) else { return EINVAL_S };
     if op.flags & OP_DEFAULTS != 0 {
         op.flags = (op.flags & !OP_DEFAULTS) | h.rx_op_flags;
     }
-    let op = &op;
-    // SAFETY: the domain outlives its endpoints.
-    let d = unsafe { &*h.domain };
-    // A peek carries no data.
-    if d.desc_checks() && op.iov.len() == 1 {
-        // fi_recv / fi_trecv with FI_MR_LOCAL: one buffer, no array to fill.
-        let mut v = [op.iov[0]];
-        let need = op.flags & (FI_PEEK | FI_CLAIM) != FI_PEEK;
-        // SAFETY: descs come with the caller's iov.
-        if let Err(err) = unsafe { apply_descs(d, &mut v, descs, need) } {
-            return err.to_c() as isize;
-        }
-        let op = RxOp { iov: &v, ..*op };
-        // SAFETY: forwarded contract (translated buffers are the same memory).
-        return ssz(unsafe { h.obj.recv(&op) });
-    }
-    if d.desc_checks() && op.iov.len() <= MAX_IOV {
-        let mut v = [Iov::default(); MAX_IOV];
-        let n = op.iov.len();
-        v[..n].copy_from_slice(op.iov);
-        let need = op.flags & (FI_PEEK | FI_CLAIM) != FI_PEEK;
-        // SAFETY: descs come with the caller's iovs.
-        if let Err(err) = unsafe { apply_descs(d, &mut v[..n], descs, need) } {
-            return err.to_c() as isize;
-        }
-        let op = RxOp { iov: &v[..n], ..*op };
-        // SAFETY: forwarded contract (translated buffers are the same memory).
-        return ssz(unsafe { h.obj.recv(&op) });
-    }
     // SAFETY: forwarded contract.
-    ssz(unsafe { h.obj.recv(op) })
+    ssz(unsafe { h.obj.recv(&op) })
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -381,9 +367,9 @@ unsafe fn send1(e: *mut fid_ep, buf: *const c_void, len: usize, dest: u64, ctx: 
     }
     let iov = [Iov { base: buf as usize, len }];
     // Only the calls without a flags argument come through here.
-    let op = TxOp { iov: &iov, dest, context: ctx as usize, tag, data, flags: flags | OP_DEFAULTS, tagged, no_completion };
+    let op = TxOp { iov: &iov, desc: Descs(&desc), dest, context: ctx as usize, tag, data, flags: flags | OP_DEFAULTS, tagged, no_completion };
     // SAFETY: forwarded.
-    unsafe { do_send(e, op, Descs::One(desc)) }
+    unsafe { do_send(e, op) }
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -396,9 +382,9 @@ unsafe fn sendv(e: *mut fid_ep, iov: *const iovec, count: usize, dest: u64, ctx:
         Ok(n) => n,
         Err(err) => return err.to_c() as isize,
     };
-    let op = TxOp { iov: &v[..n], dest, context: ctx as usize, tag, data, flags, tagged, no_completion: false };
+    let op = TxOp { iov: &v[..n], desc: Descs(desc), dest, context: ctx as usize, tag, data, flags, tagged, no_completion: false };
     // SAFETY: forwarded.
-    unsafe { do_send(e, op, Descs::Many(desc)) }
+    unsafe { do_send(e, op) }
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -411,9 +397,9 @@ unsafe fn recvv(e: *mut fid_ep, iov: *const iovec, count: usize, src: u64, ctx: 
         Ok(n) => n,
         Err(err) => return err.to_c() as isize,
     };
-    let op = RxOp { iov: &v[..n], src, context: ctx as usize, tag, ignore, flags, tagged };
+    let op = RxOp { iov: &v[..n], desc: Descs(desc), src, context: ctx as usize, tag, ignore, flags, tagged };
     // SAFETY: forwarded.
-    unsafe { do_recv(e, op, Descs::Many(desc)) }
+    unsafe { do_recv(e, op) }
 }
 
 unsafe extern "C" fn msg_send(e: *mut fid_ep, buf: *const c_void, len: usize, desc: *mut c_void, dest: fi_addr_t, ctx: *mut c_void) -> isize {
@@ -451,9 +437,9 @@ unsafe extern "C" fn msg_recv(e: *mut fid_ep, buf: *mut c_void, len: usize, desc
             return EINVAL_S;
         }
         let iov = [Iov { base: buf as usize, len }];
-        let op = RxOp { iov: &iov, src, context: ctx as usize, tag: 0, ignore: 0, flags: OP_DEFAULTS, tagged: false };
+        let op = RxOp { iov: &iov, desc: Descs(&desc), src, context: ctx as usize, tag: 0, ignore: 0, flags: OP_DEFAULTS, tagged: false };
         // SAFETY: fi_recv contract.
-        unsafe { do_recv(e, op, Descs::One(desc)) }
+        unsafe { do_recv(e, op) }
     })
 }
 unsafe extern "C" fn msg_recvv(e: *mut fid_ep, iov: *const iovec, desc: *mut *mut c_void, count: usize, src: fi_addr_t, ctx: *mut c_void) -> isize {
@@ -490,9 +476,9 @@ unsafe extern "C" fn tag_recv(e: *mut fid_ep, buf: *mut c_void, len: usize, desc
             return EINVAL_S;
         }
         let iov = [Iov { base: buf as usize, len }];
-        let op = RxOp { iov: &iov, src, context: ctx as usize, tag, ignore, flags: OP_DEFAULTS, tagged: true };
+        let op = RxOp { iov: &iov, desc: Descs(&desc), src, context: ctx as usize, tag, ignore, flags: OP_DEFAULTS, tagged: true };
         // SAFETY: fi_trecv contract.
-        unsafe { do_recv(e, op, Descs::One(desc)) }
+        unsafe { do_recv(e, op) }
     })
 }
 #[allow(clippy::too_many_arguments)]
@@ -556,9 +542,10 @@ static TAGGED_OPS: fi_ops_tagged = fi_ops_tagged {
     injectdata: Some(tag_injectdata),
 };
 
-// ---- RMA and atomics: capi/src/ep_rma.rs. Collectives: not provided.
+// ---- RMA and atomics: capi/src/endpoint/rma.rs. Collectives: not provided.
 
-use crate::ep_rma::{ATOMIC_OPS, RMA_OPS};
+mod rma;
+use rma::{ATOMIC_OPS, RMA_OPS};
 
 /// The provider endpoint behind an endpoint fid of ours.
 ///
@@ -569,17 +556,17 @@ pub(crate) unsafe fn ep_of<'a>(f: *const fid) -> Option<&'a dyn Endpoint> {
     unsafe { ep(f) }.map(|h| &*h.obj)
 }
 
-enosys_fn!(co_barrier(*mut fid_ep, fi_addr_t, *mut c_void) -> isize);
-enosys_fn!(co_broadcast(*mut fid_ep, *mut c_void, usize, *mut c_void, fi_addr_t, fi_addr_t, fi_datatype, u64, *mut c_void) -> isize);
-enosys_fn!(co_alltoall(*mut fid_ep, *const c_void, usize, *mut c_void, *mut c_void, *mut c_void, fi_addr_t, fi_datatype, u64, *mut c_void) -> isize);
-enosys_fn!(co_allreduce(*mut fid_ep, *const c_void, usize, *mut c_void, *mut c_void, *mut c_void, fi_addr_t, fi_datatype, fi_op, u64, *mut c_void) -> isize);
-enosys_fn!(co_allgather(*mut fid_ep, *const c_void, usize, *mut c_void, *mut c_void, *mut c_void, fi_addr_t, fi_datatype, u64, *mut c_void) -> isize);
-enosys_fn!(co_reduce_scatter(*mut fid_ep, *const c_void, usize, *mut c_void, *mut c_void, *mut c_void, fi_addr_t, fi_datatype, fi_op, u64, *mut c_void) -> isize);
-enosys_fn!(co_reduce(*mut fid_ep, *const c_void, usize, *mut c_void, *mut c_void, *mut c_void, fi_addr_t, fi_addr_t, fi_datatype, fi_op, u64, *mut c_void) -> isize);
-enosys_fn!(co_scatter(*mut fid_ep, *const c_void, usize, *mut c_void, *mut c_void, *mut c_void, fi_addr_t, fi_addr_t, fi_datatype, u64, *mut c_void) -> isize);
-enosys_fn!(co_gather(*mut fid_ep, *const c_void, usize, *mut c_void, *mut c_void, *mut c_void, fi_addr_t, fi_addr_t, fi_datatype, u64, *mut c_void) -> isize);
-enosys_fn!(co_msg(*mut fid_ep, *const fi_msg_collective, *mut fi_ioc, *mut *mut c_void, usize, u64) -> isize);
-enosys_fn!(co_barrier2(*mut fid_ep, fi_addr_t, u64, *mut c_void) -> isize);
+enosys_fn!(co_barrier<EpHandle>(*mut fid_ep, fi_addr_t, *mut c_void) -> isize);
+enosys_fn!(co_broadcast<EpHandle>(*mut fid_ep, *mut c_void, usize, *mut c_void, fi_addr_t, fi_addr_t, fi_datatype, u64, *mut c_void) -> isize);
+enosys_fn!(co_alltoall<EpHandle>(*mut fid_ep, *const c_void, usize, *mut c_void, *mut c_void, *mut c_void, fi_addr_t, fi_datatype, u64, *mut c_void) -> isize);
+enosys_fn!(co_allreduce<EpHandle>(*mut fid_ep, *const c_void, usize, *mut c_void, *mut c_void, *mut c_void, fi_addr_t, fi_datatype, fi_op, u64, *mut c_void) -> isize);
+enosys_fn!(co_allgather<EpHandle>(*mut fid_ep, *const c_void, usize, *mut c_void, *mut c_void, *mut c_void, fi_addr_t, fi_datatype, u64, *mut c_void) -> isize);
+enosys_fn!(co_reduce_scatter<EpHandle>(*mut fid_ep, *const c_void, usize, *mut c_void, *mut c_void, *mut c_void, fi_addr_t, fi_datatype, fi_op, u64, *mut c_void) -> isize);
+enosys_fn!(co_reduce<EpHandle>(*mut fid_ep, *const c_void, usize, *mut c_void, *mut c_void, *mut c_void, fi_addr_t, fi_addr_t, fi_datatype, fi_op, u64, *mut c_void) -> isize);
+enosys_fn!(co_scatter<EpHandle>(*mut fid_ep, *const c_void, usize, *mut c_void, *mut c_void, *mut c_void, fi_addr_t, fi_addr_t, fi_datatype, u64, *mut c_void) -> isize);
+enosys_fn!(co_gather<EpHandle>(*mut fid_ep, *const c_void, usize, *mut c_void, *mut c_void, *mut c_void, fi_addr_t, fi_addr_t, fi_datatype, u64, *mut c_void) -> isize);
+enosys_fn!(co_msg<EpHandle>(*mut fid_ep, *const fi_msg_collective, *mut fi_ioc, *mut *mut c_void, usize, u64) -> isize);
+enosys_fn!(co_barrier2<EpHandle>(*mut fid_ep, fi_addr_t, u64, *mut c_void) -> isize);
 
 static COLLECTIVE_OPS: fi_ops_collective = fi_ops_collective {
     size: std::mem::size_of::<fi_ops_collective>(),
@@ -599,12 +586,13 @@ static COLLECTIVE_OPS: fi_ops_collective = fi_ops_collective {
 /// Hand a provider endpoint to the application as a `fid_ep`.
 ///
 /// # Safety
-/// `out` writable; `domain` outlives the endpoint.
-pub(crate) unsafe fn publish_ep(obj: Box<dyn Endpoint>, domain: &DomainHandle, op_flags: (u64, u64), context: *mut c_void, out: *mut *mut fid_ep) -> c_int {
-    domain.children.get();
+/// `out` writable; `parent` (the domain's count of children) outlives the
+/// endpoint.
+pub(crate) unsafe fn publish_ep(obj: Box<dyn Endpoint>, parent: &RefCount, op_flags: (u64, u64), xpu: Option<crate::xpu::XpuEp>, context: *mut c_void, out: *mut *mut fid_ep) -> c_int {
+    parent.get();
     let h = Box::new(EpHandle {
         fid: fid_ep {
-            fid: fid { fclass: FI_CLASS_EP, context, ops: &EP_FI_OPS as *const fi_ops as *mut fi_ops },
+            fid: fid { fclass: FI_CLASS_EP, context, ops: EpHandle::fi_ops_ptr() },
             ops: &EP_OPS as *const fi_ops_ep as *mut fi_ops_ep,
             cm: &CM_OPS as *const fi_ops_cm as *mut fi_ops_cm,
             msg: &MSG_OPS as *const fi_ops_msg as *mut fi_ops_msg,
@@ -614,10 +602,11 @@ pub(crate) unsafe fn publish_ep(obj: Box<dyn Endpoint>, domain: &DomainHandle, o
             collective: &COLLECTIVE_OPS as *const fi_ops_collective as *mut fi_ops_collective,
         },
         obj,
-        domain,
+        parent,
         bound: Mutex::new(Vec::new()),
         tx_op_flags: op_flags.0 & !OP_DEFAULTS,
         rx_op_flags: op_flags.1 & !OP_DEFAULTS,
+        xpu,
     });
     // SAFETY: caller's out pointer.
     unsafe { *out = Box::into_raw(h) as *mut fid_ep };

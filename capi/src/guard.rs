@@ -39,11 +39,19 @@ macro_rules! null_check_ssize {
     };
 }
 
-/// An ops-table slot the object does not support: `-FI_ENOSYS`.
+/// An ops-table slot the object does not support: `-FI_ENOSYS` when the
+/// slot is called on one of our handles of type `$h`, `-FI_EINVAL` for any
+/// other fid (the one checked conversion, `Handle::from_fid`, decides).
 macro_rules! enosys_fn {
-    ($name:ident ( $($t:ty),* $(,)? ) -> $r:ty) => {
-        unsafe extern "C" fn $name($(_: $t),*) -> $r {
-            -(rfabric_core::abi::FI_ENOSYS as $r)
+    ($vis:vis $name:ident < $h:ty > ( $first:ty $(, $t:ty)* $(,)? ) -> $r:ty) => {
+        /// An unsupported slot (see `enosys_fn!`).
+        ///
+        /// # Safety
+        /// The first argument is NULL or a readable fid.
+        $vis unsafe extern "C" fn $name(f: $first $(, _: $t)*) -> $r {
+            // SAFETY: checked conversion (caller: a fid).
+            let ours = unsafe { <$h as $crate::handle::Handle>::from_fid(f) }.is_some();
+            $crate::handle::unsupported(ours) as $r
         }
     };
 }

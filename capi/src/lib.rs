@@ -4,7 +4,6 @@
 //! Each entry point goes through `guard!`, which contains panics and turns
 //! them into `-FI_EOTHER` plus a log line. Should one still escape, the
 //! language aborts at the `extern "C"` frame: unwinding into C cannot happen.
-#![allow(clippy::missing_safety_doc)]
 // Casts of C enum values (`as u32`, `as usize`) are kept even where the
 // types match on x86-64 Linux: C enum and constant types differ by ABI.
 #![allow(clippy::unnecessary_cast)]
@@ -14,14 +13,21 @@ mod guard;
 
 mod compat;
 mod compat_shapes;
+mod versioned;
 mod getinfo;
+mod info;
 mod log_params;
 mod tostr;
-mod objects;
+mod handle;
+mod fabric;
 mod domain;
 mod endpoint;
+mod cq;
+mod cntr;
+mod av;
+mod mr;
+mod eq;
 mod xpu;
-mod ep_rma;
 mod dl_calls;
 #[cfg(feature = "dl")]
 mod prov_ini;

@@ -34,7 +34,8 @@
 //!   ops tables of our handles.
 
 use crate::compat::{narrow_info_list, widen_info, CompatVer};
-use crate::getinfo::{fabric_current, freeinfo_current, getinfo_current, info_from_c_current};
+use crate::getinfo::{fabric_current, getinfo_current};
+use crate::info::{freeinfo_current, info_from_c_current};
 use libc::{c_char, c_int, c_void};
 use rfabric_core::abi::*;
 use rfabric_core::dl::AbiNode;

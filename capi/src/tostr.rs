@@ -79,6 +79,24 @@ pub extern "C" fn fi_strerror(errnum: c_int) -> *const c_char {
     })
 }
 
+/// The text of `fi_cq_strerror` / `fi_eq_strerror`: the message for
+/// `prov_errno`, copied into `buf` (NUL-terminated, truncated to `len`)
+/// when the caller gives one, else the static string itself.
+///
+/// # Safety
+/// `buf` is NULL or writable for `len` bytes.
+pub(crate) unsafe fn strerror_into(prov_errno: c_int, buf: *mut c_char, len: usize) -> *const c_char {
+    let s = fi_strerror(prov_errno.saturating_abs());
+    if buf.is_null() || len == 0 {
+        return s;
+    }
+    // SAFETY: s is one of our static C strings.
+    let text = unsafe { std::ffi::CStr::from_ptr(s) }.to_string_lossy();
+    // SAFETY: buf holds len bytes (caller).
+    unsafe { crate::handle::put_cstr(buf, len, &text) };
+    buf as *const c_char
+}
+
 fn c_string(s: &str) -> CString {
     CString::new(s.replace('\0', "")).unwrap_or_default()
 }

@@ -1,4 +1,5 @@
 //! One error type inside the library; the boundary turns it into `-FI_E*`.
+#![forbid(unsafe_code)]
 
 use std::fmt;
 

@@ -6,6 +6,7 @@
 //! match; attribute sizes and limits requested must not exceed the offer.
 //! Each refusal is logged at `FI_LOG_LEVEL=info`, naming the provider, the
 //! field, what was requested and what is supported.
+#![forbid(unsafe_code)]
 
 use crate::abi::*;
 use crate::info::{DomainAttr, EpAttr, FabricAttr, Info};

@@ -1,3 +1,4 @@
+#![forbid(unsafe_code)]
 use super::*;
 use crate::info::{DomainAttr, EpAttr, FabricAttr, Info};
 

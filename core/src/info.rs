@@ -4,6 +4,7 @@
 //! their C types; members that point somewhere (names, addresses, auth keys)
 //! become owned Rust values. `capi` converts to and from the C-allocated tree
 //! that applications see.
+#![forbid(unsafe_code)]
 
 use crate::abi::*;
 

@@ -1,9 +1,13 @@
-//! rfabric core: the safe heart of the library.
+//! rfabric core: the object model of the library and what every provider
+//! composes.
 //!
 //! `abi` holds the C-visible types and constants (layouts checked against
 //! `tests/abi/layout.tsv`); everything else works on Rust values and is
 //! composed by providers. Entry points that C calls live in `capi/`.
-#![allow(clippy::missing_safety_doc)]
+//! `unsafe` is confined to the modules that must touch memory or calls
+//! the compiler cannot check (`tostr`, `xpu`, `dl`, `objects::local_mr`,
+//! `objects::atomic`, `objects::wait`, the C unions of `abi`); the others
+//! forbid it (`docs/ARCHITECTURE.md` lists where and why).
 
 pub mod abi;
 pub mod error;

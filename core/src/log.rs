@@ -20,6 +20,7 @@
 //! write with the macros [`fi_warn!`](crate::fi_warn), [`fi_trace!`](crate::fi_trace),
 //! [`fi_info!`](crate::fi_info), [`fi_dbg!`](crate::fi_dbg), which capture the
 //! calling function's name and line.
+#![forbid(unsafe_code)]
 
 #![allow(non_camel_case_types)]
 

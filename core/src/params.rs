@@ -13,6 +13,7 @@
 //! `yes`/`no`, `on`/`off`. Integers take C `strtol(…, 0)` syntax (decimal,
 //! `0x` hex, leading-`0` octal, optional sign, surrounding blanks) but, unlike
 //! a bare `strtol`, trailing garbage or a value out of range is `EINVAL`.
+#![forbid(unsafe_code)]
 
 #![allow(non_camel_case_types)]
 

@@ -5,6 +5,9 @@ use crate::dl::DlProvider;
 use crate::error::{Result, ENOSYS};
 use crate::info::{FabricAttr, Info};
 use crate::objects::cq::{CqAttr, CqErrInfo};
+pub use crate::objects::local_mr::Descs;
+use crate::objects::local_mr::{Dmabuf, LocalMr};
+use crate::xpu::{XpuAttr, XpuCtx};
 use once_cell::sync::OnceCell;
 use std::any::Any;
 use std::sync::Arc;
@@ -53,6 +56,18 @@ pub struct MrReq {
     pub offset: u64,
     pub requested_key: u64,
     pub flags: u64,
+    /// `FI_MR_DMABUF`: the range is this dma-buf (`addr` and `len` are 0,
+    /// `flags` without `FI_MR_DMABUF`).
+    pub dmabuf: Option<Dmabuf>,
+}
+
+/// What `Domain::mr_reg` registered.
+#[derive(Debug)]
+pub struct MrReg {
+    pub key: u64,
+    /// The local side, whose address `fi_mr_desc` hands out; `None` gives
+    /// the application NULL descriptors.
+    pub local: Option<Box<LocalMr>>,
 }
 
 /// A domain of a built-in provider. Every operation a provider does not
@@ -71,11 +86,16 @@ pub trait Domain: Send + Sync {
     fn cntr_open(&self, _events: u32, _wait_obj: u32) -> Result<Arc<dyn Counter>> {
         Err(ENOSYS)
     }
-    /// Registers a range; returns the key.
-    fn mr_reg(&self, _req: &MrReq) -> Result<u64> {
+    /// Registers a range: its key and the local side of the registration.
+    fn mr_reg(&self, _req: &MrReq) -> Result<MrReg> {
         Err(ENOSYS)
     }
     fn mr_close(&self, _key: u64) -> Result<()> {
+        Err(ENOSYS)
+    }
+    /// `fi_xpu_ctx`: a context for one XPU of this domain's provider
+    /// (`crate::xpu::XpuCtx::open` serves providers whose XPU is the host).
+    fn xpu_ctx(&self, _attr: &XpuAttr) -> Result<Arc<XpuCtx>> {
         Err(ENOSYS)
     }
     /// `fi_query_atomic`: `(count, size)` of `op` on `datatype` issued
@@ -176,6 +196,8 @@ pub struct Iov {
 #[derive(Clone, Copy, Debug)]
 pub struct TxOp<'a> {
     pub iov: &'a [Iov],
+    /// The application's descriptors for `iov` (see `objects::local_mr`).
+    pub desc: Descs,
     pub dest: u64,
     pub context: usize,
     pub tag: u64,
@@ -191,6 +213,8 @@ pub struct TxOp<'a> {
 #[derive(Clone, Copy, Debug)]
 pub struct RxOp<'a> {
     pub iov: &'a [Iov],
+    /// The application's descriptors for `iov` (see `objects::local_mr`).
+    pub desc: Descs,
     pub src: u64,
     pub context: usize,
     pub tag: u64,

@@ -341,7 +341,7 @@ pub unsafe fn tostr_bytes(data: *const c_void, ty: u32, cap: Option<usize>) -> V
     if data.is_null() || o.cap == 0 {
         return o.buf;
     }
-    // SAFETY (every read below): the caller guarantees `data` points to a
+    // SAFETY: (every read below) the caller guarantees `data` points to a
     // valid value of the type `ty` names; scalars are read unaligned-safe.
     unsafe {
         let u64v = || (data as *const u64).read_unaligned();
@@ -524,11 +524,15 @@ unsafe fn address(o: &mut Out, format: u32, addr: *const c_void) {
 /// `addr` points to an address of `format` (of the size that format has).
 unsafe fn addr_text(format: u32, addr: *const c_void) -> Option<Vec<u8>> {
     let b = addr as *const u8;
-    // SAFETY (all reads): `addr` holds an address of `format` (caller),
-    // which is at least as long as each read; reads are unaligned-safe.
+    // In all reads `addr` holds an address of `format` (caller), which is
+    // at least as long as each read; reads are unaligned-safe.
+    // SAFETY: as above, 8-byte words.
     let rd64 = |i: usize| unsafe { (b as *const u64).add(i).read_unaligned() };
+    // SAFETY: as above, 4-byte words.
     let rd32 = |i: usize| unsafe { (b as *const u32).add(i).read_unaligned() };
+    // SAFETY: as above, 2-byte words.
     let rd16 = |i: usize| unsafe { (b as *const u16).add(i).read_unaligned() };
+    // SAFETY: as above, byte ranges.
     let bytes = |off: usize, n: usize| unsafe { std::slice::from_raw_parts(b.add(off), n) };
     let ip6 = |off: usize| {
         let a: [u8; 16] = bytes(off, 16).try_into().unwrap_or([0; 16]);

@@ -1,5 +1,8 @@
 //! Host side of accelerator-initiated communication (`fi_xpu(3)`) for
-//! providers whose XPU is the host itself (`FI_HMEM_SYSTEM`).
+//! providers whose XPU is the host itself (`FI_HMEM_SYSTEM`). A provider
+//! composes it: its `Domain::xpu_ctx` opens an [`XpuCtx`] naming itself
+//! ([`XpuProvider`]: the name in log lines, the `fid_xpu.prov_id` device
+//! code dispatches on).
 //!
 //! An XPU context owns the application's memory callbacks
 //! (`struct fi_xpu_ops`) and the doorbell page. Exported objects are plain
@@ -9,6 +12,9 @@
 //! - [`CompletionRing`]: the host proxy produces completions, device threads
 //!   consume them;
 //! - [`XpuCounter`]: two words the host raises.
+//!
+//! (The header spells the structs of this layout `fi_xpu_shm_*`; the
+//! layout itself belongs to no provider.)
 //!
 //! Memory comes from the application's `alloc` (mapped through the fd it
 //! returns with `FI_XPU_ALLOC_DMABUF`, else used at the address it returns)
@@ -33,7 +39,7 @@ pub const OP_SEND: u32 = 1;
 pub const OP_TSEND: u32 = 2;
 pub const OP_WRITE: u32 = 3;
 
-/// `struct fi_xpu_shm_wqe`.
+/// A work-queue entry (the header's `struct fi_xpu_shm_wqe`).
 #[repr(C)]
 pub struct Wqe {
     pub seq: AtomicU64,
@@ -49,7 +55,7 @@ pub struct Wqe {
     pub desc: u64,
 }
 
-/// `struct fi_xpu_shm_cqe`.
+/// A completion-ring entry (the header's `struct fi_xpu_shm_cqe`).
 #[repr(C)]
 pub struct Cqe {
     pub seq: AtomicU64,
@@ -63,7 +69,8 @@ pub struct Cqe {
     pub prov_errno: i32,
 }
 
-/// `struct fi_xpu_shm_queue`; entries follow at [`ENTRIES_OFFSET`].
+/// The header of a work queue or completion ring (the header's
+/// `struct fi_xpu_shm_queue`); entries follow at [`ENTRIES_OFFSET`].
 #[repr(C)]
 pub struct QueueHdr {
     pub magic: u64,
@@ -78,7 +85,7 @@ pub struct QueueHdr {
 
 pub const ENTRIES_OFFSET: usize = 192;
 
-/// `struct fi_xpu_shm_cntr`.
+/// The words of a counter (the header's `struct fi_xpu_shm_cntr`).
 #[repr(C)]
 pub struct CntrWords {
     pub magic: u64,
@@ -110,7 +117,8 @@ pub struct Callbacks {
 }
 
 impl Callbacks {
-    /// Read `ops` as an application of `api_version` filled it.
+    /// Read `ops` as an application of `api_version` filled it (the C
+    /// boundary's conversion: refusals are logged as the core's).
     ///
     /// # Safety
     /// `ops` is NULL or points to at least `size_of::<usize>()` readable
@@ -122,13 +130,13 @@ impl Callbacks {
         // SAFETY: the caller guarantees `size` is readable.
         let size = unsafe { std::ptr::addr_of!((*ops).size).read_unaligned() };
         if size < std::mem::size_of::<fi_xpu_ops>() {
-            crate::fi_warn!("shm", FI_LOG_DOMAIN, "fi_xpu_ops.size {} is smaller than the {} bytes of alloc, import and free", size, std::mem::size_of::<fi_xpu_ops>());
+            crate::fi_warn!("core", FI_LOG_DOMAIN, "fi_xpu_ops.size {} is smaller than the {} bytes of alloc, import and free", size, std::mem::size_of::<fi_xpu_ops>());
             return Err(EINVAL);
         }
         // SAFETY: size covers the whole struct we know.
         let o = unsafe { ops.read_unaligned() };
         if o.alloc.is_some() != o.free.is_some() {
-            crate::fi_warn!("shm", FI_LOG_DOMAIN, "fi_xpu_ops: alloc and free must be given together");
+            crate::fi_warn!("core", FI_LOG_DOMAIN, "fi_xpu_ops: alloc and free must be given together");
             return Err(EINVAL);
         }
         Ok(Some(Callbacks {
@@ -233,6 +241,8 @@ pub struct XpuMem {
     host: *mut u8,
     len: usize,
     dev_addr: u64,
+    /// `fid_xpu.prov_id` of handles to this memory.
+    prov_id: u32,
     /// Our own mapping (the default allocator), if any.
     own: Option<MemfdMap>,
     /// Our view of an application allocation mapped through its fd.
@@ -305,9 +315,30 @@ impl Doorbell {
     }
 }
 
+/// The provider an XPU context belongs to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct XpuProvider {
+    /// The provider's name, as its log lines give it.
+    pub name: &'static str,
+    /// `fid_xpu.prov_id` of the objects it exports (`enum fi_xpu_provider`).
+    pub prov_id: u32,
+}
+
+/// `struct fi_xpu_attr` as the provider sees it: the application's
+/// callbacks already read ([`Callbacks::from_c`]), with the API version the
+/// application's fabric was opened with.
+#[derive(Clone, Copy, Debug)]
+pub struct XpuAttr {
+    pub iface: fi_hmem_iface,
+    pub device: u64,
+    pub callbacks: Option<Callbacks>,
+    pub api_version: u32,
+}
+
 /// What `fi_xpu_ctx` validated.
 #[derive(Debug)]
 pub struct XpuCtx {
+    pub provider: XpuProvider,
     pub device: u64,
     pub api_version: u32,
     cb: Option<Callbacks>,
@@ -325,10 +356,11 @@ impl std::fmt::Debug for Doorbell {
 /// XPU object two ways: the flag together with a context, and (in its
 /// EXAMPLE) the context alone; both give an XPU object of that context
 /// (`Some`). With neither it is a host object (`None`). The flag without a
-/// context names no device: `EINVAL`. `what` names the call in the log line.
+/// context names no device: `EINVAL`. `what` names the call in the log line
+/// (the core's: no provider is named yet).
 pub fn requested<T>(flag: bool, ctx: Option<T>, what: &str) -> Result<Option<T>> {
     if flag && ctx.is_none() {
-        crate::fi_warn!("shm", FI_LOG_DOMAIN, "{}: FI_XPU is set but xpu_ctx is NULL (or the caller's API version has no xpu_ctx)", what);
+        crate::fi_warn!("core", FI_LOG_DOMAIN, "{}: FI_XPU is set but xpu_ctx is NULL (or the caller's API version has no xpu_ctx)", what);
         return Err(EINVAL);
     }
     Ok(ctx)
@@ -339,22 +371,18 @@ pub const AV_ADDR_SIZE: usize = 8;
 pub const MR_DESC_SIZE: usize = 8;
 
 impl XpuCtx {
-    /// Validate an `fi_xpu_attr` for a host XPU.
-    ///
-    /// # Safety
-    /// `ops` as for [`Callbacks::from_c`].
-    pub unsafe fn open(iface: fi_hmem_iface, device: u64, ops: *const fi_xpu_ops, api_version: u32) -> Result<Arc<XpuCtx>> {
+    /// Validate an `fi_xpu_attr` for `provider`'s host XPU.
+    pub fn open(provider: XpuProvider, attr: &XpuAttr) -> Result<Arc<XpuCtx>> {
+        let XpuAttr { iface, device, callbacks: cb, api_version } = *attr;
         if iface != FI_HMEM_SYSTEM {
-            crate::fi_warn!("shm", FI_LOG_DOMAIN, "XPU iface {} not supported: the shm XPU is the host (FI_HMEM_SYSTEM)", iface);
+            crate::fi_warn!(provider.name, FI_LOG_DOMAIN, "XPU iface {} not supported: the {} XPU is the host (FI_HMEM_SYSTEM)", iface, provider.name);
             return Err(EOPNOTSUPP);
         }
         if device != 0 {
-            crate::fi_warn!("shm", FI_LOG_DOMAIN, "XPU device {} does not exist: the host XPU is device 0", device);
+            crate::fi_warn!(provider.name, FI_LOG_DOMAIN, "XPU device {} does not exist: the host XPU is device 0", device);
             return Err(EINVAL);
         }
-        // SAFETY: forwarded contract.
-        let cb = unsafe { Callbacks::from_c(ops, api_version) }?;
-        Ok(Arc::new(XpuCtx { device, api_version, cb, doorbell: Mutex::new(None) }))
+        Ok(Arc::new(XpuCtx { provider, device, api_version, cb, doorbell: Mutex::new(None) }))
     }
 
     pub fn query(&self) -> fi_xpu_ctx_attr {
@@ -381,7 +409,7 @@ impl XpuCtx {
                 if addr.is_null() {
                     return Err(ENOMEM);
                 }
-                let mut mem = XpuMem { host: addr as *mut u8, len: size, dev_addr: addr as u64, own: None, app_view: None, app: Some((free, self.device, addr)) };
+                let mut mem = XpuMem { host: addr as *mut u8, len: size, dev_addr: addr as u64, prov_id: self.provider.prov_id, own: None, app_view: None, app: Some((free, self.device, addr)) };
                 if fd >= 0 {
                     let start = offset & !(page as u64 - 1);
                     let skip = (offset - start) as usize;
@@ -390,7 +418,7 @@ impl XpuCtx {
                     // page-aligned offset; failure is checked.
                     let p = unsafe { libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, fd, start as libc::off_t) };
                     if p == libc::MAP_FAILED {
-                        crate::fi_warn!("shm", FI_LOG_DOMAIN, "XPU alloc: cannot map the returned fd {} at offset {}", fd, offset);
+                        crate::fi_warn!(self.provider.name, FI_LOG_DOMAIN, "XPU alloc: cannot map the returned fd {} at offset {}", fd, offset);
                         return Err(ENOMEM); // drop(mem) calls free
                     }
                     mem.app_view = Some((p, len));
@@ -410,7 +438,7 @@ impl XpuCtx {
             dev = cb.import(self.device, own.base as *mut c_void, own.len as u64, flags, fd)?;
         }
         own.close_fd();
-        Ok(XpuMem { host: own.base, len: size, dev_addr: dev, own: Some(own), app_view: None, app: None })
+        Ok(XpuMem { host: own.base, len: size, dev_addr: dev, prov_id: self.provider.prov_id, own: Some(own), app_view: None, app: None })
     }
 
     /// The context's doorbell, imported into the device on first use.
@@ -425,7 +453,7 @@ impl XpuCtx {
         let dev_addr = match self.cb.as_ref().filter(|c| c.import.is_some()) {
             None => host as u64,
             Some(cb) if !cb.import_takes_fd => {
-                crate::fi_warn!("shm", FI_LOG_DOMAIN, "XPU doorbell page can only be imported as a DMA-BUF, and the import callback has the pre-2.8 shape (no fd): cannot export");
+                crate::fi_warn!(self.provider.name, FI_LOG_DOMAIN, "XPU doorbell page can only be imported as a DMA-BUF, and the import callback has the pre-2.8 shape (no fd): cannot export");
                 return Err(EOPNOTSUPP);
             }
             Some(cb) => {
@@ -434,7 +462,7 @@ impl XpuCtx {
             }
         };
         if dev_addr % 8 != 0 {
-            crate::fi_warn!("shm", FI_LOG_DOMAIN, "XPU import returned a misaligned doorbell address {:#x}", dev_addr);
+            crate::fi_warn!(self.provider.name, FI_LOG_DOMAIN, "XPU import returned a misaligned doorbell address {:#x}", dev_addr);
             return Err(EINVAL);
         }
         map.close_fd();
@@ -487,7 +515,7 @@ impl XpuCtx {
 }
 
 fn handle(fclass: usize, mem: &XpuMem) -> fid_xpu {
-    fid_xpu { fclass: fclass as u32, prov_id: FI_XPU_PROV_SHM, prov_ctx: mem.dev_addr }
+    fid_xpu { fclass: fclass as u32, prov_id: mem.prov_id, prov_ctx: mem.dev_addr }
 }
 
 fn hdr(mem: &XpuMem) -> &QueueHdr {

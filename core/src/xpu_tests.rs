@@ -134,18 +134,24 @@ fn ops(alloc: bool, import: bool, old: bool) -> fi_xpu_ops {
 const V28: u32 = fi_version(2, 8);
 const V27: u32 = fi_version(2, 7);
 
+/// The provider the contexts of these tests belong to.
+const PROV: XpuProvider = XpuProvider { name: "test", prov_id: FI_XPU_PROV_SHM };
+
+fn attr(iface: fi_hmem_iface, device: u64, callbacks: Option<Callbacks>, api_version: u32) -> XpuAttr {
+    XpuAttr { iface, device, callbacks, api_version }
+}
+
 fn open(o: Option<&fi_xpu_ops>, v: u32) -> Result<Arc<XpuCtx>> {
     let p = o.map_or(std::ptr::null(), |o| o as *const fi_xpu_ops);
     // SAFETY: p is NULL or a whole fi_xpu_ops.
-    unsafe { XpuCtx::open(FI_HMEM_SYSTEM, 0, p, v) }
+    let cb = unsafe { Callbacks::from_c(p, v) }?;
+    XpuCtx::open(PROV, &attr(FI_HMEM_SYSTEM, 0, cb, v))
 }
 
 #[test]
 fn bad_attributes() {
-    // SAFETY: NULL ops.
-    assert_eq!(unsafe { XpuCtx::open(FI_HMEM_CUDA, 0, std::ptr::null(), V28) }.unwrap_err(), EOPNOTSUPP);
-    // SAFETY: NULL ops.
-    assert_eq!(unsafe { XpuCtx::open(FI_HMEM_SYSTEM, 1, std::ptr::null(), V28) }.unwrap_err(), EINVAL);
+    assert_eq!(XpuCtx::open(PROV, &attr(FI_HMEM_CUDA, 0, None, V28)).unwrap_err(), EOPNOTSUPP);
+    assert_eq!(XpuCtx::open(PROV, &attr(FI_HMEM_SYSTEM, 1, None, V28)).unwrap_err(), EINVAL);
     let mut o = ops(true, true, false);
     o.size = 8;
     assert_eq!(open(Some(&o), V28).unwrap_err(), EINVAL);

@@ -1,6 +1,7 @@
 //! `tests/abi_layout.rs` is generated from the ABI tables; this test fails
 //! when the committed file no longer matches what the generator produces
 //! (a table or the generator changed without regenerating).
+#![forbid(unsafe_code)]
 
 use std::path::Path;
 use std::process::Command;

@@ -11,6 +11,7 @@
 //! node the real library makes its default (from `tests/abi/symbols.tsv`).
 //! The result records the same needed library and symbol versions, so it
 //! runs unchanged against the real `libfabric.so.1`.
+#![forbid(unsafe_code)]
 
 use std::env;
 use std::fs;

@@ -4,6 +4,7 @@
 //! are positive `i32`, values of a C enum are typed by a `u32` alias named
 //! after the enum. `tests/abi_layout.rs` checks every value against
 //! `tests/abi/constants.tsv`.
+#![forbid(unsafe_code)]
 
 use super::types::fi_addr_t;
 

@@ -323,7 +323,7 @@ macro_rules! hw_elem {
             // SAFETY: aligned, valid, accessed atomically by everyone (caller).
             let a = unsafe { <$au>::from_ptr(p as *mut $u) };
             let int = is_int(self.dt);
-            let signed = int && self.dt.is_multiple_of(2);
+            let signed = int && self.dt % 2 == 0;
             let v: $u = match self.op {
                 FI_ATOMIC_READ => a.load(SeqCst),
                 FI_ATOMIC_WRITE => a.swap(b, SeqCst),
@@ -376,13 +376,17 @@ impl Elem<'_> {
     /// # Safety
     /// As [`apply_shared`], for this one element.
     unsafe fn run(&self, p: *mut u8, size: usize, old: &mut [u8]) {
-        if (p as usize).is_multiple_of(size) {
-            // SAFETY (each arm): p is aligned for the width (just checked)
-            // and valid, shared only atomically (caller).
+        if (p as usize) % size == 0 {
+            // In each arm p is aligned for the width (just checked) and
+            // valid, shared only atomically (caller).
             match size {
+                // SAFETY: as above, one byte.
                 1 => return unsafe { self.run8(p, old) },
+                // SAFETY: as above, two bytes.
                 2 => return unsafe { self.run16(p, old) },
+                // SAFETY: as above, four bytes.
                 4 => return unsafe { self.run32(p, old) },
+                // SAFETY: as above, eight bytes.
                 8 => return unsafe { self.run64(p, old) },
                 _ => {}
             }
@@ -590,7 +594,7 @@ mod tests {
                     let mut olds = Vec::with_capacity(ROUNDS as usize);
                     for _ in 0..ROUNDS {
                         let mut old = [0u8; 8];
-                        // SAFETY (every call): offsets inside the 128-byte
+                        // SAFETY: (every call) offsets inside the 128-byte
                         // buffer, which outlives the threads and is only
                         // touched through apply_shared while they run.
                         unsafe {

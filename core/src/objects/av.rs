@@ -7,6 +7,7 @@
 //! reused. A reverse map from address bytes to slot serves `FI_SOURCE` (the
 //! source of an incoming message) and duplicate insertion (the slot is shared
 //! and reference-counted, so each insert needs its own remove).
+#![forbid(unsafe_code)]
 
 use super::c;
 use crate::error::{Error, Result, EINVAL};
@@ -142,7 +143,7 @@ impl Av {
         {
             return Err(EINVAL);
         }
-        if flags & c::FI_SYNC_ERR != 0 && errors.as_ref().is_none_or(|e| e.len() < count) {
+        if flags & c::FI_SYNC_ERR != 0 && errors.as_ref().map_or(true, |e| e.len() < count) {
             return Err(EINVAL);
         }
         let mut done = 0;

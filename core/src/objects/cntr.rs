@@ -1,6 +1,7 @@
 //! Counter: a success value and an error value, both atomic so that any
 //! thread may update or read them without a lock; `wait` blocks (after
 //! busy-polling the provider's progress) until a threshold is reached.
+#![forbid(unsafe_code)]
 
 use super::c;
 use super::wait::{block_until, timeout_ms, WaitObj};

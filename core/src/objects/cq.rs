@@ -286,7 +286,7 @@ impl Cq {
     }
 
     fn read_inner(&mut self, out: &mut [u8], count: usize, mut src: Option<&mut [u64]>) -> Result<usize> {
-        if count.checked_mul(self.esize).is_none_or(|need| need > out.len()) {
+        if count.checked_mul(self.esize).map_or(true, |need| need > out.len()) {
             return Err(EINVAL);
         }
         let avail = self.readable();

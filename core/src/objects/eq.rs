@@ -4,6 +4,7 @@
 //! `fi_eq_cm_entry` payload, plus error entries (`fi_eq_err_entry`).
 //! Order is kept across both kinds: a read whose next item is an error fails
 //! with `-FI_EAVAIL`. Control path only, so entries own heap buffers.
+#![forbid(unsafe_code)]
 
 use super::c;
 use super::cq::{ErrDataLoc, API_1_5};

@@ -12,6 +12,7 @@
 //! full pool answers `-FI_EAGAIN`. The payload handles `R` (a posted
 //! receive's descriptors) and `U` (where an unexpected message's data sits)
 //! are the provider's own types.
+#![forbid(unsafe_code)]
 
 use super::c;
 use crate::error::{Error, Result, EINVAL};

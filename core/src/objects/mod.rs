@@ -15,5 +15,6 @@ pub mod cntr;
 pub mod eq;
 pub mod av;
 pub mod mr;
+pub mod local_mr;
 pub mod matching;
 pub mod atomic;

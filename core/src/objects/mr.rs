@@ -7,6 +7,7 @@
 //! the application's `requested_key` is used and must not already be in use
 //! (`-FI_ENOKEY`). Remote addresses are virtual addresses with
 //! `FI_MR_VIRT_ADDR`, otherwise byte offsets into the region.
+#![forbid(unsafe_code)]
 
 use super::c;
 use crate::error::{Error, Result, EINVAL};

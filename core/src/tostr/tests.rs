@@ -94,6 +94,7 @@ fn tx_attr_text_and_truncation() {
 #[test]
 fn info_with_null_members_and_address() {
     let name = CString::new("lo").unwrap();
+    // SAFETY: sockaddr_in is plain integers; all zero is valid.
     let mut sin: libc::sockaddr_in = unsafe { std::mem::zeroed() };
     sin.sin_family = libc::AF_INET as u16;
     sin.sin_port = 4242u16.to_be();

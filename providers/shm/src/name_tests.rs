@@ -3,6 +3,7 @@
 
 use super::*;
 use rfabric_core::info::DomainAttr;
+use rfabric_core::provider::Descs;
 
 struct Fix {
     d: ShmDomain,
@@ -70,14 +71,14 @@ fn setname(ep: &dyn Endpoint, s: &str) -> Result<()> {
 
 fn send(ep: &dyn Endpoint, buf: &[u8], dest: u64, ctx: usize) -> Result<()> {
     let iov = [rfabric_core::provider::Iov { base: buf.as_ptr() as usize, len: buf.len() }];
-    let op = TxOp { iov: &iov, dest, context: ctx, tag: 0, data: 0, flags: 0, tagged: false, no_completion: false };
+    let op = TxOp { iov: &iov, desc: Descs::NONE, dest, context: ctx, tag: 0, data: 0, flags: 0, tagged: false, no_completion: false };
     // SAFETY: every buffer here is eager (copied before send returns).
     unsafe { ep.send(&op) }
 }
 
 fn recv(ep: &dyn Endpoint, buf: &mut [u8], ctx: usize) -> Result<()> {
     let iov = [rfabric_core::provider::Iov { base: buf.as_mut_ptr() as usize, len: buf.len() }];
-    let op = RxOp { iov: &iov, src: FI_ADDR_UNSPEC, context: ctx, tag: 0, ignore: 0, flags: 0, tagged: false };
+    let op = RxOp { iov: &iov, desc: Descs::NONE, src: FI_ADDR_UNSPEC, context: ctx, tag: 0, ignore: 0, flags: 0, tagged: false };
     // SAFETY: buf outlives the completion read before it goes.
     unsafe { ep.recv(&op) }
 }

@@ -27,10 +27,11 @@ use rfabric_core::objects::av::Av;
 use rfabric_core::objects::cntr::Cntr;
 use rfabric_core::objects::cq::{Completion, Cq, CqAttr, CqErrInfo, ErrCompletion, ErrDataLoc};
 use rfabric_core::objects::matching::{Matcher, RecvSpec, Search, Unexp};
+use rfabric_core::objects::local_mr::{Checked, DmabufMap, LocalRegs};
 use rfabric_core::objects::mr::{MrRegion, MrRegistry};
 use crate::lock::{Lk, Locking};
 use rfabric_core::objects::wait::Locked;
-use rfabric_core::provider::{AddressVector, AvAttr, Bind, CompletionQueue, Counter, Domain, Endpoint, Iov, MrReq, RxOp, TxOp};
+use rfabric_core::provider::{AddressVector, AvAttr, Bind, CompletionQueue, Counter, Domain, Endpoint, Iov, MrReg, MrReq, RxOp, TxOp};
 use std::any::Any;
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, RwLock};
@@ -147,6 +148,9 @@ fn locked<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 pub struct ShmDomain {
     mr: Arc<Locked<MrRegistry>>,
+    /// The rules for the descriptors of sends and receives (`FI_MR_LOCAL`,
+    /// `FI_MR_DMABUF`), applied by the `Checked` wrapper of every endpoint.
+    local: Arc<LocalRegs>,
     /// `FI_PROGRESS_AUTO` was asked for: every endpoint gets a progress thread.
     auto_progress: bool,
     /// Whether endpoint states, CQ rings and CQ endpoint lists get real
@@ -193,7 +197,7 @@ impl ShmDomain {
             threading,
             if locking.is_real() { "mutexes" } else { "no locks" }
         );
-        Ok(ShmDomain { mr: Arc::new(Locked::new(MrRegistry::new(mode, key_size)?)), auto_progress, locking })
+        Ok(ShmDomain { mr: Arc::new(Locked::new(MrRegistry::new(mode, key_size)?)), local: LocalRegs::new(mode), auto_progress, locking })
     }
 }
 
@@ -231,7 +235,7 @@ impl ShmDomain {
 
 impl Domain for ShmDomain {
     fn endpoint(&self, info: &Info) -> Result<Box<dyn Endpoint>> {
-        Ok(Box::new(self.endpoint_with(info, MAX_UNEXPECTED)?))
+        Ok(Box::new(Checked::new(self.endpoint_with(info, MAX_UNEXPECTED)?, self.local.clone())))
     }
     fn cq_open(&self, attr: &CqAttr) -> Result<Arc<dyn CompletionQueue>> {
         Ok(Arc::new(ShmCq::new(attr, self.locking)?))
@@ -256,12 +260,21 @@ impl Domain for ShmDomain {
     fn cntr_open(&self, events: u32, wait_obj: u32) -> Result<Arc<dyn Counter>> {
         Ok(Arc::new(ShmCntr { c: Cntr::new(events, wait_obj)?, eps: Mutex::new(Vec::new()) }))
     }
-    fn mr_reg(&self, req: &MrReq) -> Result<u64> {
-        let r = MrRegion { base: req.addr, len: req.len, access: req.access, ..MrRegion::default() };
-        self.mr.lock().register(r, req.requested_key)
+    fn mr_reg(&self, req: &MrReq) -> Result<MrReg> {
+        // A dma-buf is reached through a CPU mapping of its own: that
+        // mapping is what gets registered, and descriptors of the MR
+        // translate the application's addresses into it.
+        let map = req.dmabuf.as_ref().map(|b| DmabufMap::new(b, "shm")).transpose()?;
+        let (base, len) = map.as_ref().map_or((req.addr, req.len), |m| (m.data(), m.len()));
+        let r = MrRegion { base, len, access: req.access, dmabuf: req.dmabuf.map(|b| (b.fd, b.offset)), ..MrRegion::default() };
+        let key = self.mr.lock().register(r, req.requested_key)?;
+        Ok(MrReg { key, local: Some(self.local.register(map)) })
     }
     fn mr_close(&self, key: u64) -> Result<()> {
         self.mr.lock().remove(key).map(|_| ())
+    }
+    fn xpu_ctx(&self, attr: &rfabric_core::xpu::XpuAttr) -> Result<Arc<rfabric_core::xpu::XpuCtx>> {
+        rfabric_core::xpu::XpuCtx::open(crate::xpu::PROVIDER, attr)
     }
     fn query_atomic(&self, kind: rfabric_core::provider::AtomicKind, op: u32, datatype: u32) -> Result<(usize, usize)> {
         let count = rfabric_core::objects::atomic::valid(kind, op, datatype, rma::ATOMIC_MAX_BYTES).ok_or(Error(FI_EOPNOTSUPP))?;
@@ -466,7 +479,7 @@ impl CompletionQueue for ShmCq {
         }
         // A handed-off completion must fit the caller's arrays: checked
         // first, as it leaves the ring behind.
-        let fits = count > 0 && count.checked_mul(self.esize).is_some_and(|n| n <= out.len()) && src.as_ref().is_none_or(|s| s.len() >= count);
+        let fits = count > 0 && count.checked_mul(self.esize).is_some_and(|n| n <= out.len()) && src.as_ref().map_or(true, |s| s.len() >= count);
         if let Some(c) = self.progress(fits.then_some(count)) {
             rfabric_core::objects::cq::encode(self.format, &c, &mut out[..self.esize])?;
             let mut n = 1;
@@ -1832,6 +1845,9 @@ impl Endpoint for ShmEp {
         Ok(s.len())
     }
 
+    // Inlined into the `Checked` wrapper of every endpoint (its only caller on
+    // the data path), so a send stays one indirect call from the C API.
+    #[inline(always)]
     unsafe fn send(&self, op: &TxOp<'_>) -> Result<()> {
         let mut st = self.shared.st.lock();
         if !st.enabled {
@@ -1964,6 +1980,9 @@ impl Endpoint for ShmEp {
         }
     }
 
+    // Inlined into the `Checked` wrapper of every endpoint (its only caller on
+    // the data path), so a receive stays one indirect call from the C API.
+    #[inline(always)]
     unsafe fn recv(&self, op: &RxOp<'_>) -> Result<()> {
         let multi = op.flags & FI_MULTI_RECV != 0;
         let mut scatter = None;
@@ -2148,6 +2167,7 @@ mod name_tests;
 mod tests {
     use super::*;
     use rfabric_core::info::DomainAttr;
+    use rfabric_core::provider::Descs;
 
     struct Pair {
         cq: Arc<dyn CompletionQueue>,
@@ -2210,14 +2230,14 @@ mod tests {
 
     fn send(ep: &dyn Endpoint, buf: &[u8], dest: u64, ctx: usize, tag: Option<u64>) -> Result<()> {
         let iov = [rfabric_core::provider::Iov { base: buf.as_ptr() as usize, len: buf.len() }];
-        let op = TxOp { iov: &iov, dest, context: ctx, tag: tag.unwrap_or(0), data: 0, flags: 0, tagged: tag.is_some(), no_completion: false };
+        let op = TxOp { iov: &iov, desc: Descs::NONE, dest, context: ctx, tag: tag.unwrap_or(0), data: 0, flags: 0, tagged: tag.is_some(), no_completion: false };
         // SAFETY: buf outlives the send's completion in every test.
         unsafe { ep.send(&op) }
     }
 
     fn recv(ep: &dyn Endpoint, buf: &mut [u8], ctx: usize, tag: Option<u64>) -> Result<()> {
         let iov = [rfabric_core::provider::Iov { base: buf.as_mut_ptr() as usize, len: buf.len() }];
-        let op = RxOp { iov: &iov, src: FI_ADDR_UNSPEC, context: ctx, tag: tag.unwrap_or(0), ignore: 0, flags: 0, tagged: tag.is_some() };
+        let op = RxOp { iov: &iov, desc: Descs::NONE, src: FI_ADDR_UNSPEC, context: ctx, tag: tag.unwrap_or(0), ignore: 0, flags: 0, tagged: tag.is_some() };
         // SAFETY: buf outlives the receive's completion.
         unsafe { ep.recv(&op) }
     }
@@ -2353,13 +2373,15 @@ mod tests {
         // A progress thread runs beside the application: real locks.
         let mut info = Info { caps: FI_MSG, ..Info::default() };
         info.domain_attr = Some(DomainAttr { threading: FI_THREAD_DOMAIN, data_progress: FI_PROGRESS_AUTO, ..DomainAttr::default() });
-        // SAFETY (each domain below): opened, looked at and dropped here.
+        // SAFETY: the domain is opened, looked at and dropped here.
         assert!(unsafe { ShmDomain::with_app_threading(&info) }.unwrap().locking.is_real());
         info.domain_attr = Some(DomainAttr { threading: FI_THREAD_DOMAIN, ..DomainAttr::default() });
+        // SAFETY: as above.
         assert!(!unsafe { ShmDomain::with_app_threading(&info) }.unwrap().locking.is_real());
         // Safe code gets locks whatever the threading model says.
         assert!(ShmDomain::new(&info).unwrap().locking.is_real());
         info.caps |= FI_XPU;
+        // SAFETY: as above.
         assert!(unsafe { ShmDomain::with_app_threading(&info) }.unwrap().locking.is_real());
     }
 
@@ -2383,7 +2405,7 @@ mod tests {
 
     fn recv_from(ep: &dyn Endpoint, buf: &mut [u8], ctx: usize, src: u64) -> Result<()> {
         let iov = [rfabric_core::provider::Iov { base: buf.as_mut_ptr() as usize, len: buf.len() }];
-        let op = RxOp { iov: &iov, src, context: ctx, tag: 0, ignore: 0, flags: 0, tagged: false };
+        let op = RxOp { iov: &iov, desc: Descs::NONE, src, context: ctx, tag: 0, ignore: 0, flags: 0, tagged: false };
         // SAFETY: buf outlives the receive's completion.
         unsafe { ep.recv(&op) }
     }
@@ -2487,7 +2509,7 @@ mod tests {
         assert_eq!(send(&*p.a, b"x", 99, 0, None), Err(EINVAL));
         let iov = [rfabric_core::provider::Iov { base: 0, len: 0 }];
         let big = vec![0u8; 8192];
-        let op = TxOp { iov: &iov, dest: p.to_b, context: 0, tag: 0, data: 0, flags: FI_INJECT, tagged: false, no_completion: true };
+        let op = TxOp { iov: &iov, desc: Descs::NONE, dest: p.to_b, context: 0, tag: 0, data: 0, flags: FI_INJECT, tagged: false, no_completion: true };
         // SAFETY: zero-length inject.
         assert_eq!(unsafe { p.a.send(&op) }, Ok(()));
         let iov = [rfabric_core::provider::Iov { base: big.as_ptr() as usize, len: big.len() }];
@@ -2500,7 +2522,7 @@ mod tests {
     }
 
     fn recvmsg(ep: &dyn Endpoint, iov: &[rfabric_core::provider::Iov], ctx: usize, tag: u64, flags: u64) -> Result<()> {
-        let op = RxOp { iov, src: FI_ADDR_UNSPEC, context: ctx, tag, ignore: 0, flags, tagged: true };
+        let op = RxOp { iov, desc: Descs::NONE, src: FI_ADDR_UNSPEC, context: ctx, tag, ignore: 0, flags, tagged: true };
         // SAFETY: the buffers outlive the receive's completion.
         unsafe { ep.recv(&op) }
     }
@@ -2546,7 +2568,7 @@ mod tests {
         }
         let mut buf = [0u8; 40];
         let iov = [rfabric_core::provider::Iov { base: buf.as_mut_ptr() as usize, len: 40 }];
-        let op = RxOp { iov: &iov, src: FI_ADDR_UNSPEC, context: 7, tag: 0, ignore: 0, flags: FI_MULTI_RECV, tagged: false };
+        let op = RxOp { iov: &iov, desc: Descs::NONE, src: FI_ADDR_UNSPEC, context: 7, tag: 0, ignore: 0, flags: FI_MULTI_RECV, tagged: false };
         // SAFETY: buf outlives the receive.
         unsafe { p.b.recv(&op) }.unwrap();
         for i in 0..3usize {

@@ -1068,7 +1068,7 @@ mod tests {
         let to_b = out[0];
         let mut target = vec![7u8; 4096];
         let req = rfabric_core::provider::MrReq { addr: target.as_mut_ptr() as usize, len: target.len(), access: FI_REMOTE_READ | FI_REMOTE_WRITE, ..Default::default() };
-        let key = d.mr_reg(&req).unwrap();
+        let key = d.mr_reg(&req).unwrap().key;
         let base = target.as_ptr() as u64;
         let fail = |errs: &[i32]| b.shared.st.lock().rma.fail_replies.extend(errs.iter().map(|&e| Error(e)));
         let mut buf = [0u8; 100];
@@ -1110,7 +1110,7 @@ mod tests {
         let s = setup((FI_MR_VIRT_ADDR | FI_MR_PROV_KEY) as i32);
         let mut target = vec![0u8; 300_000];
         let req = rfabric_core::provider::MrReq { addr: target.as_mut_ptr() as usize, len: target.len(), access: FI_REMOTE_READ | FI_REMOTE_WRITE, ..Default::default() };
-        let key = s.d.mr_reg(&req).unwrap();
+        let key = s.d.mr_reg(&req).unwrap().key;
         let base = target.as_ptr() as u64;
         for len in [1usize, 100, 4016, 4017, 70_000, 300_000] {
             let mut src: Vec<u8> = (0..len).map(|i| (i * 7 + len) as u8).collect();

@@ -1,9 +1,15 @@
 //! shm's host XPU (`fi_xpu(3)`, `FI_HMEM_SYSTEM`): what `fi_getinfo`
-//! reports. The queues, callbacks and proxy are `rfabric_core::xpu`.
+//! reports, and the name its contexts carry. The queues, callbacks and
+//! proxy are `rfabric_core::xpu`.
+#![forbid(unsafe_code)]
 
 use rfabric_core::abi::*;
 use rfabric_core::info::Info;
 use rfabric_core::provider::Request;
+
+/// What shm's XPU contexts carry: its name in their log lines, and the
+/// `fid_xpu.prov_id` that `<rdma/fi_xpu_device.h>` dispatches on.
+pub const PROVIDER: rfabric_core::xpu::XpuProvider = rfabric_core::xpu::XpuProvider { name: "shm", prov_id: FI_XPU_PROV_SHM };
 
 /// XPU contexts one domain may hold.
 pub const MAX_XPU_CTX: usize = 16;

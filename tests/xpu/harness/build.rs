@@ -1,5 +1,6 @@
 //! Compiles the device kernels with warnings as errors, against the
 //! project's own headers.
+#![forbid(unsafe_code)]
 
 fn main() {
     println!("cargo:rerun-if-changed=../kernels.c");

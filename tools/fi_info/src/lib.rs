@@ -5,6 +5,7 @@
 //! Output formats follow the upstream tool byte for byte, so scripts that
 //! parse it keep working; the one deliberate difference is in
 //! [`format_param`].
+#![forbid(unsafe_code)]
 
 use rfabric_core::abi::*;
 

@@ -161,10 +161,18 @@ fn ctx_of(t: usize, i: usize) -> u64 {
 
 // ---- one full run --------------------------------------------------------
 
+/// A host-XPU context for device code of `<rdma/fi_xpu_device.h>`, which
+/// dispatches on `FI_XPU_PROV_SHM`.
+fn open(ops: *const fi_xpu_ops) -> Arc<XpuCtx> {
+    // SAFETY: NULL or a whole fi_xpu_ops.
+    let callbacks = unsafe { Callbacks::from_c(ops, V28) }.unwrap();
+    let prov = XpuProvider { name: "test", prov_id: FI_XPU_PROV_SHM };
+    XpuCtx::open(prov, &XpuAttr { iface: FI_HMEM_SYSTEM, device: 0, callbacks, api_version: V28 }).unwrap()
+}
+
 fn run(ops: Option<&fi_xpu_ops>) {
     let p = ops.map_or(std::ptr::null(), |o| o as *const fi_xpu_ops);
-    // SAFETY: NULL or a whole fi_xpu_ops.
-    let ctx = unsafe { XpuCtx::open(FI_HMEM_SYSTEM, 0, p, V28) }.unwrap();
+    let ctx = open(p);
     let wq = Arc::new(ctx.work_queue(16).unwrap());
     let ring = Arc::new(ctx.completion_ring(32).unwrap());
     let cn = Arc::new(ctx.counter().unwrap());
@@ -311,8 +319,7 @@ fn device_kernels_against_host_proxy() {
     // An import that fails: the endpoint cannot be exported, the code is
     // the callback's, and nothing stays allocated.
     *IMPORT_RC.lock().unwrap() = -FI_EACCES;
-    // SAFETY: a whole fi_xpu_ops.
-    let ctx = unsafe { XpuCtx::open(FI_HMEM_SYSTEM, 0, &ops, V28) }.unwrap();
+    let ctx = open(&ops);
     assert_eq!(ctx.work_queue(16).err(), Some(Error(FI_EACCES)));
     drop(ctx);
     *IMPORT_RC.lock().unwrap() = 0;

@@ -1,30 +1,17 @@
-//! Handles for objects of built-in providers: a `#[repr(C)]` struct whose
-//! first member is the C handle (`fid_fabric`, ...) the application sees,
-//! followed by the Rust object. Ops-table trampolines cast the pointer they
-//! receive back to the handle: one indirect call, no lookup, no lock.
+//! The fabric handle (`fid_fabric`) of a built-in provider. Like every
+//! handle it is a `#[repr(C)]` struct whose first member is the C handle
+//! the application sees, followed by the Rust object. Ops-table trampolines
+//! turn the pointer they receive back into the handle with
+//! `Handle::from_fid` (its ops table compared, then a cast): one indirect
+//! call, no lookup, no lock.
 
+use crate::cntr::CntrHandle;
+use crate::cq::CqHandle;
+use crate::handle::{enosys_bind, enosys_control, enosys_ops_open, enosys_ops_set, put_cstr, rc, Handle, RefCount};
 use libc::{c_char, c_int, c_void};
 use rfabric_core::abi::*;
 use rfabric_core::info::FabricAttr;
 use rfabric_core::provider::Fabric;
-use std::sync::atomic::{AtomicUsize, Ordering};
-
-/// Children (domains, EQs, ...) keep their parent open: `fi_close` on a
-/// parent with live children returns `-FI_EBUSY`.
-#[derive(Default)]
-pub(crate) struct RefCount(pub(crate) AtomicUsize);
-
-impl RefCount {
-    pub(crate) fn get(&self) {
-        self.0.fetch_add(1, Ordering::AcqRel);
-    }
-    pub(crate) fn put(&self) {
-        self.0.fetch_sub(1, Ordering::AcqRel);
-    }
-    pub(crate) fn busy(&self) -> bool {
-        self.0.load(Ordering::Acquire) != 0
-    }
-}
 
 #[repr(C)]
 pub(crate) struct FabricHandle {
@@ -34,59 +21,45 @@ pub(crate) struct FabricHandle {
     pub(crate) prov_name: String,
 }
 
-unsafe extern "C" fn enosys_bind(_f: *mut fid, _b: *mut fid, _flags: u64) -> c_int {
-    -FI_ENOSYS
-}
-unsafe extern "C" fn enosys_control(_f: *mut fid, _cmd: c_int, _arg: *mut c_void) -> c_int {
-    -FI_ENOSYS
-}
-unsafe extern "C" fn enosys_ops_open(_f: *mut fid, _n: *const c_char, _fl: u64, _ops: *mut *mut c_void, _ctx: *mut c_void) -> c_int {
-    -FI_ENOSYS
-}
-unsafe extern "C" fn enosys_ops_set(_f: *mut fid, _n: *const c_char, _fl: u64, _ops: *mut c_void, _ctx: *mut c_void) -> c_int {
-    -FI_ENOSYS
+// SAFETY: #[repr(C)] with the fid first (in fid_fabric); FABRIC_FI_OPS is
+// used by fabric handles only.
+unsafe impl Handle for FabricHandle {
+    fn fi_ops() -> &'static fi_ops {
+        &FABRIC_FI_OPS
+    }
 }
 
 unsafe extern "C" fn fabric_close(f: *mut fid) -> c_int {
     guard!(-FI_EOTHER, {
-        null_check!(f);
-        let h = f as *mut FabricHandle;
-        // SAFETY: `f` is the first member of a FabricHandle we published.
-        if unsafe { (*h).children.busy() } {
+        // SAFETY: checked conversion.
+        let Some(h) = (unsafe { FabricHandle::from_fid(f) }) else { return -FI_EINVAL };
+        if h.children.busy() {
             return -FI_EBUSY;
         }
-        // SAFETY: the handle was created by Box::into_raw in publish_fabric
-        // and is closed exactly once (the application's contract).
-        drop(unsafe { Box::from_raw(h) });
+        // SAFETY: made by publish_fabric; closed once (the application's contract).
+        drop(unsafe { FabricHandle::from_raw(h) });
         0
     })
 }
 
 unsafe extern "C" fn fabric_tostr(f: *const fid, buf: *mut c_char, len: usize) -> c_int {
     guard!(-FI_EOTHER, {
-        null_check!(f, buf);
-        // SAFETY: f belongs to a FabricHandle.
-        let h = unsafe { &*(f as *const FabricHandle) };
-        let s = format!("fabric {}", h.prov_name);
-        let n = s.len().min(len.saturating_sub(1));
-        if len > 0 {
-            // SAFETY: buf has `len` bytes.
-            unsafe {
-                std::ptr::copy_nonoverlapping(s.as_ptr(), buf as *mut u8, n);
-                *buf.add(n) = 0;
-            }
-        }
+        null_check!(buf);
+        // SAFETY: checked conversion.
+        let Some(h) = (unsafe { FabricHandle::from_fid(f) }) else { return -FI_EINVAL };
+        // SAFETY: buf has `len` bytes.
+        unsafe { put_cstr(buf, len, &format!("fabric {}", h.prov_name)) };
         0
     })
 }
 
 unsafe extern "C" fn fabric_domain(f: *mut fid_fabric, i: *mut fi_info, d: *mut *mut fid_domain, c: *mut c_void) -> c_int {
     guard!(-FI_EOTHER, {
-        null_check!(f, i, d);
-        // SAFETY: f is the first member of a FabricHandle we published.
-        let fh = unsafe { &*(f as *const FabricHandle) };
+        // SAFETY: checked conversion.
+        let Some(fh) = (unsafe { FabricHandle::from_fid(f) }) else { return -FI_EINVAL };
+        null_check!(i, d);
         // SAFETY: i is the caller's fi_info.
-        let info = match unsafe { crate::getinfo::info_from_c(i) } {
+        let info = match unsafe { crate::info::info_from_c(i) } {
             Ok(x) => x,
             Err(e) => return e.to_c(),
         };
@@ -96,36 +69,41 @@ unsafe extern "C" fn fabric_domain(f: *mut fid_fabric, i: *mut fi_info, d: *mut 
         // built-in providers.
         match unsafe { fh.obj.domain(&info) } {
             // SAFETY: d non-NULL; fh outlives the domain (refcount).
-            Ok(obj) => unsafe { crate::domain::publish_domain(obj, fh, info.domain_attr.as_ref().map_or(0, |a| a.mr_mode as u64), c, d) },
+            Ok(obj) => unsafe { crate::domain::publish_domain(obj, &fh.children, fh.fid.api_version, c, d) },
             Err(e) => e.to_c(),
         }
     })
 }
 unsafe extern "C" fn fabric_domain2(f: *mut fid_fabric, i: *mut fi_info, d: *mut *mut fid_domain, fl: u64, c: *mut c_void) -> c_int {
+    // SAFETY: checked conversion.
+    if unsafe { FabricHandle::from_fid(f) }.is_none() {
+        return -FI_EINVAL;
+    }
     if fl != 0 {
         return -FI_EBADFLAGS;
     }
     // SAFETY: same contract as fi_domain.
     unsafe { fabric_domain(f, i, d, c) }
 }
-unsafe extern "C" fn fabric_passive_ep(_f: *mut fid_fabric, _i: *mut fi_info, _p: *mut *mut fid_pep, _c: *mut c_void) -> c_int {
-    -FI_ENOSYS
-}
+enosys_fn!(fabric_passive_ep<FabricHandle>(*mut fid_fabric, *mut fi_info, *mut *mut fid_pep, *mut c_void) -> c_int);
 unsafe extern "C" fn fabric_eq_open(f: *mut fid_fabric, a: *mut fi_eq_attr, e: *mut *mut fid_eq, c: *mut c_void) -> c_int {
     guard!(-FI_EOTHER, {
-        null_check!(f, a, e);
-        // SAFETY: f is ours; a and e non-NULL caller pointers.
-        unsafe { crate::domain::eq_open(&*(f as *const FabricHandle), &*a, e, c) }
+        // SAFETY: checked conversion.
+        let Some(fh) = (unsafe { FabricHandle::from_fid(f) }) else { return -FI_EINVAL };
+        null_check!(a, e);
+        // SAFETY: a and e non-NULL caller pointers.
+        unsafe { crate::eq::eq_open(&fh.children, fh.fid.api_version, &*a, e, c) }
     })
 }
-unsafe extern "C" fn fabric_wait_open(_f: *mut fid_fabric, _a: *mut fi_wait_attr, _w: *mut *mut fid_wait) -> c_int {
-    -FI_ENOSYS
-}
+enosys_fn!(fabric_wait_open<FabricHandle>(*mut fid_fabric, *mut fi_wait_attr, *mut *mut fid_wait) -> c_int);
 /// `fi_trywait`: every fid must be one of our CQs or counters; the first
 /// that is not ready to sleep answers (`-FI_EAGAIN`).
 unsafe extern "C" fn fabric_trywait(f: *mut fid_fabric, fids: *mut *mut fid, n: c_int) -> c_int {
     guard!(-FI_EOTHER, {
-        null_check!(f);
+        // SAFETY: checked conversion.
+        if unsafe { FabricHandle::from_fid(f) }.is_none() {
+            return -FI_EINVAL;
+        }
         if n < 0 || (n > 0 && fids.is_null()) {
             return -FI_EINVAL;
         }
@@ -133,7 +111,7 @@ unsafe extern "C" fn fabric_trywait(f: *mut fid_fabric, fids: *mut *mut fid, n: 
             // SAFETY: fids holds n entries.
             let one = unsafe { *fids.add(i) };
             // SAFETY: one is NULL or a fid; trywait_one checks its ops table.
-            match unsafe { crate::domain::trywait_one(one) } {
+            match unsafe { trywait_one(one) } {
                 Some(0) => {}
                 Some(r) => return r,
                 None => return -FI_EINVAL,
@@ -146,11 +124,11 @@ unsafe extern "C" fn fabric_trywait(f: *mut fid_fabric, fids: *mut *mut fid, n: 
 static FABRIC_FI_OPS: fi_ops = fi_ops {
     size: std::mem::size_of::<fi_ops>(),
     close: Some(fabric_close),
-    bind: Some(enosys_bind),
-    control: Some(enosys_control),
-    ops_open: Some(enosys_ops_open),
+    bind: Some(enosys_bind::<FabricHandle>),
+    control: Some(enosys_control::<FabricHandle>),
+    ops_open: Some(enosys_ops_open::<FabricHandle>),
     tostr: Some(fabric_tostr),
-    ops_set: Some(enosys_ops_set),
+    ops_set: Some(enosys_ops_set::<FabricHandle>),
 };
 
 static FABRIC_OPS: fi_ops_fabric = fi_ops_fabric {
@@ -173,7 +151,7 @@ pub(crate) unsafe fn publish_fabric(obj: Box<dyn Fabric>, attr: &FabricAttr, con
             fid: fid {
                 fclass: FI_CLASS_FABRIC as usize,
                 context,
-                ops: &FABRIC_FI_OPS as *const fi_ops as *mut fi_ops,
+                ops: FabricHandle::fi_ops_ptr(),
             },
             ops: &FABRIC_OPS as *const fi_ops_fabric as *mut fi_ops_fabric,
             api_version: attr.api_version,
@@ -183,6 +161,22 @@ pub(crate) unsafe fn publish_fabric(obj: Box<dyn Fabric>, attr: &FabricAttr, con
         prov_name: attr.prov_name.clone().unwrap_or_default(),
     });
     // SAFETY: caller's out pointer.
-    unsafe { *out = Box::into_raw(h) as *mut fid_fabric };
+    unsafe { *out = FabricHandle::into_raw(h) as *mut fid_fabric };
     0
+}
+
+/// `fi_trywait` for one of our CQs or counters; `None` for other fids.
+///
+/// # Safety
+/// `f` NULL or a fid.
+unsafe fn trywait_one(f: *mut fid) -> Option<c_int> {
+    // SAFETY: caller; each check compares the ops table first.
+    if let Some(h) = unsafe { CqHandle::from_fid(f) } {
+        return Some(rc(h.obj.trywait()));
+    }
+    // SAFETY: as above.
+    if let Some(h) = unsafe { CntrHandle::from_fid(f) } {
+        return Some(rc(h.obj.trywait()));
+    }
+    None
 }

@@ -10,7 +10,7 @@
 //! - unknown datatype (no element size): `-FI_EOPNOTSUPP`, the code
 //!   fi_atomic(3) gives for an operation the endpoint does not support.
 
-use crate::endpoint::ep_of;
+use super::ep_of;
 use libc::{c_int, c_void, iovec};
 use rfabric_core::abi::*;
 use rfabric_core::error::{Error, EINVAL};
