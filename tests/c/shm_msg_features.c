@@ -643,8 +643,14 @@ static void one_process(void)
 	o.txwait = FI_WAIT_FD;
 	CHECK(open_res(&a, &o) == 0 && open_res(&b, &o) == 0, "open AUTO endpoints");
 	CHECK(a.info->domain_attr->data_progress == FI_PROGRESS_AUTO, "AUTO in info");
-	CHECK(count_threads_named(PROGRESS_THREAD) == before_progress + 2, "one progress thread per endpoint: %d -> %d",
-	      before_progress, count_threads_named(PROGRESS_THREAD));
+	/* A new thread names itself once it runs: give the two up to 5 s. */
+	int progress_now = count_threads_named(PROGRESS_THREAD);
+	for (int i = 0; i < 500 && progress_now != before_progress + 2; i++) {
+		usleep(10000);
+		progress_now = count_threads_named(PROGRESS_THREAD);
+	}
+	CHECK(progress_now == before_progress + 2, "one progress thread per endpoint: %d -> %d", before_progress,
+	      progress_now);
 	CHECK(fi_av_insert(a.av, b.name, 1, &to_b, 0, NULL) == 1, "insert");
 	char *src = malloc(200000), *dst = calloc(1, 200000);
 	fill(src, 200000, 5);
