@@ -1602,6 +1602,13 @@ impl Endpoint {
         self.sends.iter().filter(|s| s.state != SendState::Idle).count() + self.recvs.iter().filter(|r| r.active).count()
     }
 
+    /// The ring of attached peer `peer`, as its producers see it: the
+    /// fuzzing harness (`crate::fuzzing`) writes raw entries through it.
+    #[doc(hidden)]
+    pub fn peer_ring(&self, peer: PeerId) -> Option<Ring> {
+        self.peers.get(peer).map(|p| p.ring)
+    }
+
     /// Test hook: writes a raw entry into our own ring as if a peer had.
     #[cfg(test)]
     pub(crate) fn inject_raw(&self, w: &Wire, payload: &[u8]) {
