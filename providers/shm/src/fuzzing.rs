@@ -333,17 +333,17 @@ impl Transport {
         // completion event or the endpoint's drop.
         let st = unsafe { self.r.send(self.r_to_s, &hdr, self.src.as_ptr(), len, 0) };
         if st == Ok(SendStatus::Pending) {
-            self.s_poll(8);
+            self.s_poll(8, true);
         }
     }
 
-    /// S takes up to `n` events: RTS are held (their ids become live),
-    /// everything else is discarded.
-    fn s_poll(&mut self, n: usize) -> usize {
+    /// S takes up to `n` events: with `hold`, RTS are held (their ids
+    /// become live); everything else is discarded.
+    fn s_poll(&mut self, n: usize, hold: bool) -> usize {
         for i in 0..n {
             match self.s.poll() {
                 Some(Event::Msg(inc)) => match inc.kind {
-                    Kind::Rndv { msg_id, .. } if self.s_held.len() < 4 => {
+                    Kind::Rndv { msg_id, .. } if hold && self.s_held.len() < 4 => {
                         self.live_ids.push(msg_id);
                         self.s_held.push(inc);
                     }
@@ -459,9 +459,11 @@ impl Transport {
     }
 
     /// A hostile store into a bounce chunk header of S's segment (R reads
-    /// them for bounce-buffer receives).
-    fn write_chunk(&self, slot: u32, chunk: u32, state: u32, n: u32, off: u64, id: u64) {
-        if let Ok(ch) = self.s.segment().chunk_ptr(slot, chunk) {
+    /// them for bounce-buffer receives from S), or of R's own (R reads
+    /// them when a forged RTS made it its own peer).
+    fn write_chunk(&self, own: bool, (slot, chunk): (u32, u32), state: u32, (n, off, id): (u32, u64, u64)) {
+        let seg = if own { self.r.segment() } else { self.s.segment() };
+        if let Ok(ch) = seg.chunk_ptr(slot, chunk) {
             // SAFETY: chunk_ptr checked the chunk header (CHUNK_HDR bytes,
             // 64-aligned) lies inside S's mapping; the state word is
             // accessed as an atomic by both sides, the rest as volatile
@@ -484,14 +486,16 @@ impl Transport {
         self.live_ids.clear();
         let g = small_geometry();
         for round in 0..64 {
-            self.s_poll(64);
+            self.s_poll(64, false);
             while self.r_step(0, RECV_MAX) {}
             if round > 1 {
                 // Receives still waiting for bounce chunks or for chunks
                 // of a shared copy the "sender" claimed: end them.
-                for slot in 0..g.nslots {
-                    for c in 0..g.nchunks {
-                        self.write_chunk(slot, c, 1, 0, 0, 0);
+                for own in [false, true] {
+                    for slot in 0..g.nslots {
+                        for c in 0..g.nchunks {
+                            self.write_chunk(own, (slot, c), 1, (0, 0, 0));
+                        }
                     }
                 }
                 for i in 0..HELP_SLOTS {
@@ -500,10 +504,12 @@ impl Transport {
                     }
                 }
             }
-            if self.r.in_flight() == 0 && !self.r_step(0, RECV_MAX) && self.s_poll(1) == 0 {
-                for slot in 0..g.nslots {
-                    for c in 0..g.nchunks {
-                        self.write_chunk(slot, c, 0, 0, 0, 0);
+            if self.r.in_flight() == 0 && !self.r_step(0, RECV_MAX) && self.s_poll(1, false) == 0 {
+                for own in [false, true] {
+                    for slot in 0..g.nslots {
+                        for c in 0..g.nchunks {
+                            self.write_chunk(own, (slot, c), 0, (0, 0, 0));
+                        }
                     }
                 }
                 for i in 0..HELP_SLOTS {
@@ -562,7 +568,7 @@ pub fn ring_entries(data: &[u8]) {
             }
             5 => {
                 let n = inp.u8() as usize % 8;
-                t.s_poll(n + 1);
+                t.s_poll(n + 1, true);
             }
             6 => {
                 // Shared-copy descriptor of S (R as a sender reads it) or
@@ -581,13 +587,14 @@ pub fn ring_entries(data: &[u8]) {
             }
             _ => {
                 let g = small_geometry();
+                let own = inp.u8() & 1 != 0;
                 let slot = inp.u8() as u32 % g.nslots;
                 let chunk = inp.u8() as u32 % g.nchunks;
                 let state = inp.u8() as u32 & 1;
                 let n = inp.u32();
                 let off = inp.u64();
                 let id = inp.u64();
-                t.write_chunk(slot, chunk, state, n, off, id);
+                t.write_chunk(own, (slot, chunk), state, (n, off, id));
             }
         }
     }
