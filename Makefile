@@ -3,6 +3,7 @@
 #   make install PREFIX=/opt/x (default: ./prefix)
 #   make check                 Rust tests, symbol table check, installed-prefix check
 #   make fuzz                  each cargo-fuzz target for FUZZ_SECONDS (default 60); see fuzz/README.md
+#   make check-valgrind-c      every C test and Debian's fi_pingpong under valgrind memcheck (~10 min)
 #   make clean
 #   make bench                 shm latency/bandwidth: ours vs Debian libfabric vs UCX (docs/PERFORMANCE.md)
 
@@ -14,7 +15,7 @@ LIBDIR := $(PREFIX)/lib
 INCLUDEDIR := $(PREFIX)/include
 REAL := libfabric.so.1.$(VERSION)
 
-.PHONY: all build link install check check-rust check-symbols check-compat-c check-valgrind check-install check-shm fuzz clean
+.PHONY: all build link install check check-rust check-symbols check-compat-c check-valgrind check-valgrind-c check-install check-shm fuzz clean
 
 all: build
 
@@ -66,6 +67,20 @@ check-valgrind:
 	$(CARGO) test $(CARGO_JOBS) -p rfabric-capi --lib --no-run
 	valgrind -q --error-exitcode=9 --leak-check=full --show-possibly-lost=no --errors-for-leak-kinds=definite \
 		$$(ls -t target/debug/deps/rfabric_capi-* | grep -v '\.d$$' | head -n1) --test-threads=1
+
+# Every C test (built without sanitizers) and Debian's fi_pingpong on our
+# library, each process under valgrind memcheck (tests/c/check_mode.sh): a
+# memory error or a definite leak in any process fails. One line per run
+# in build/valgrind-c.txt.
+VALGRIND_C_TESTS = $(filter-out tests/c/check_mode.sh tests/c/run_wrappers.sh,$(wildcard tests/c/*.sh)) \
+	tests/xpu/run.sh tests/clients/fi_pingpong.sh
+check-valgrind-c: build
+	rm -f build/valgrind-c.txt
+	for t in $(VALGRIND_C_TESTS); do \
+		echo "=== $$t (valgrind)"; \
+		RF_CHECK=valgrind RF_VALGRIND_LOG=$(CURDIR)/build/valgrind-c.txt $$t build/lib || exit 1; \
+	done
+	cat build/valgrind-c.txt
 
 # Objects of the shm provider through the C API (two processes), then the
 # distribution's fi_pingpong unchanged on our library.
