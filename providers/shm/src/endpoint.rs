@@ -1602,6 +1602,11 @@ impl Endpoint {
         self.sends.iter().filter(|s| s.state != SendState::Idle).count() + self.recvs.iter().filter(|r| r.active).count()
     }
 
+    /// The address of attached peer `peer`.
+    pub fn peer_address(&self, peer: PeerId) -> Option<Address> {
+        self.peers.get(peer).map(|p| p.addr)
+    }
+
     /// The ring of attached peer `peer`, as its producers see it: the
     /// fuzzing harness (`crate::fuzzing`) writes raw entries through it.
     #[doc(hidden)]
