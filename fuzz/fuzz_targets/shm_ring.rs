@@ -1,6 +1,6 @@
 //! `rfabric_shm::fuzzing::ring_ops`: see that function and the module comment
 //! of `providers/shm/src/fuzzing.rs` for what the input drives and what is
-//! checked. The committed corpus (`corpus/shm_ring/`) is replayed by
+//! checked. The committed corpus (`seeds/shm_ring/`) is replayed by
 //! `providers/shm/tests/fuzz_corpus.rs` on the stable toolchain.
 
 #![no_main]

@@ -1,5 +1,5 @@
-//! Replays every committed input of the shm fuzz targets (`fuzz/corpus/<target>/`
-//! and `fuzz/regressions/<target>/`) through the entry points the targets
+//! Replays every committed input of the shm fuzz targets (the minimized
+//! corpus `fuzz/seeds/<target>/` and `fuzz/regressions/<target>/`) through the entry points the targets
 //! call (`rfabric_shm::fuzzing`), on the stable toolchain, so `cargo test`
 //! keeps every input that once mattered passing. Then a few hundred
 //! pseudo-random inputs per target, the same on every run.
@@ -16,7 +16,7 @@ fn inputs(dir: &Path) -> Vec<PathBuf> {
 fn replay(target: &str, f: fn(&[u8])) {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz");
     let mut n = 0;
-    for sub in ["corpus", "regressions"] {
+    for sub in ["seeds", "regressions"] {
         for p in inputs(&root.join(sub).join(target)) {
             let data = std::fs::read(&p).unwrap();
             let r = std::panic::catch_unwind(|| f(&data));
