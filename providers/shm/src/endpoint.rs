@@ -1132,7 +1132,9 @@ impl Endpoint {
             }
         }
         let helper_pending = u32::from(failed != 0 && !sh.retried);
-        let accounted = desc.done.load(Ordering::Acquire) + sh.lost + helper_pending;
+        // `done` lives in shared memory: the sender may have written any
+        // value there, so the sum saturates.
+        let accounted = desc.done.load(Ordering::Acquire).saturating_add(sh.lost).saturating_add(helper_pending);
         self.recvs[i].shared = Some(sh);
         if accounted < sh.claimed {
             return;
@@ -1647,7 +1649,7 @@ impl Drop for Endpoint {
             loop {
                 let failed = desc.failed.load(Ordering::Acquire);
                 let pending_retry = u32::from(failed != 0 && !sh.retried);
-                if desc.done.load(Ordering::Acquire) + sh.lost + pending_retry >= claimed {
+                if desc.done.load(Ordering::Acquire).saturating_add(sh.lost).saturating_add(pending_retry) >= claimed {
                     break;
                 }
                 if coarse_ns() > end || pid.is_some_and(|(p, t)| !crate::segment::pid_alive(p, t)) {
