@@ -68,6 +68,7 @@ run symbols tests/symbols/check_symbols.sh build/lib/libfabric.so.1
 run compat-abi-valgrind make -s check-compat-c
 run tostr-diff tests/c/tostr_diff.sh "$lib"
 run bad-input tests/c/bad_input.sh "$lib"
+run bad-input-table tests/c/bad_input_table.sh "$lib"
 run shm-sendrecv tests/c/shm_sendrecv.sh "$lib"
 run xpu tests/xpu/run.sh "$lib"
 run shm-msg-features tests/c/shm_msg_features.sh "$lib"
