@@ -143,7 +143,8 @@ fuzz-cmin:
 SAN_TARGET ?= x86_64-unknown-linux-gnu
 SAN_CARGO = $(CARGO) +nightly test $(CARGO_JOBS) -Zbuild-std --target $(SAN_TARGET) --workspace --tests
 check-asan-rust:
-	RUSTFLAGS="-Zsanitizer=address" ASAN_OPTIONS=detect_leaks=1 $(SAN_CARGO) --target-dir target/asan
+	RUSTFLAGS="-Zsanitizer=address" ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan-rust-tests.supp \
+		$(SAN_CARGO) --target-dir target/asan
 check-tsan-rust:
 	RUSTFLAGS="-Zsanitizer=thread" TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" $(SAN_CARGO) --target-dir target/tsan
 
