@@ -141,7 +141,7 @@ fuzz-cmin:
 # toolchain with rust-src, std rebuilt with the sanitizer (-Zbuild-std).
 # Long (std and every crate built twice more); not in scripts/test.sh.
 SAN_TARGET ?= x86_64-unknown-linux-gnu
-SAN_CARGO = $(CARGO) +nightly test $(CARGO_JOBS) -Zbuild-std --target $(SAN_TARGET) --workspace --tests
+SAN_CARGO = $(CARGO) +nightly test $(CARGO_JOBS) -Zbuild-std --target $(SAN_TARGET) --workspace --tests --no-fail-fast
 check-asan-rust:
 	RUSTFLAGS="-Zsanitizer=address" ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan-rust-tests.supp \
 		$(SAN_CARGO) --target-dir target/asan
