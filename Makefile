@@ -4,6 +4,9 @@
 #   make install PREFIX=/opt/x (default: ./prefix); DL providers in PREFIX/lib/libfabric/
 #   make check                 Rust tests, symbol table check, installed-prefix check
 #   make fuzz                  each cargo-fuzz target for FUZZ_SECONDS (default 60); see fuzz/README.md
+#   make fuzz-campaign         the shm fuzz targets, FUZZ_RUNS executions each (hours); make fuzz-cmin
+#   make check-valgrind-c      every C test and Debian's fi_pingpong under valgrind memcheck (~10 min)
+#   make check-asan-rust, check-tsan-rust   the Rust tests under ASan / TSan (nightly, -Zbuild-std)
 #   make clean
 #   make bench                 shm latency/bandwidth: ours vs Debian libfabric vs UCX (docs/PERFORMANCE.md)
 
@@ -26,7 +29,7 @@ LIB_OUT ?= build/lib
 DL_PROVIDERS ?= shm
 DL_OUT ?= build/dl
 
-.PHONY: all build lib link dl install check check-rust check-symbols check-compat-c check-valgrind check-install check-shm fuzz clean
+.PHONY: all build lib link dl install check check-rust check-symbols check-compat-c check-valgrind check-install check-shm fuzz clean check-valgrind-c fuzz-campaign fuzz-cmin check-asan-rust check-tsan-rust
 
 all: build
 
@@ -89,6 +92,20 @@ check-valgrind:
 	valgrind -q --error-exitcode=9 --leak-check=full --show-possibly-lost=no --errors-for-leak-kinds=definite \
 		$$(ls -t target/debug/deps/rfabric_capi-* | grep -v '\.d$$' | head -n1) --test-threads=1
 
+# Every C test (built without sanitizers) and Debian's fi_pingpong on our
+# library, each process under valgrind memcheck (tests/c/check_mode.sh): a
+# memory error or a definite leak in any process fails. One line per run
+# in build/valgrind-c.txt.
+VALGRIND_C_TESTS = $(filter-out tests/c/check_mode.sh tests/c/run_wrappers.sh,$(wildcard tests/c/*.sh)) \
+	tests/xpu/run.sh tests/clients/fi_pingpong.sh
+check-valgrind-c: build
+	rm -f build/valgrind-c.txt
+	for t in $(VALGRIND_C_TESTS); do \
+		echo "=== $$t (valgrind)"; \
+		RF_CHECK=valgrind RF_VALGRIND_LOG=$(CURDIR)/build/valgrind-c.txt $$t build/lib || exit 1; \
+	done
+	cat build/valgrind-c.txt
+
 # Objects of the shm provider through the C API (two processes), then the
 # distribution's fi_pingpong unchanged on our library.
 check-shm: build
@@ -102,18 +119,56 @@ check-fi-info: build
 check-install: install
 	RFABRIC_VERSION=$(VERSION) tests/pkgconfig/check_pkgconfig.sh $(PREFIX)
 
-# cargo-fuzz needs unstable rustc flags (sanitizer, coverage passes); only a
-# stable toolchain is installed, so RUSTC_BOOTSTRAP=1 lets it pass them.
+# cargo-fuzz needs unstable rustc flags (sanitizer, coverage passes); with
+# only a stable toolchain, RUSTC_BOOTSTRAP=1 lets it pass them.
+# make fuzz: each target for FUZZ_SECONDS, after replaying its regressions,
+# starting from its committed corpus (seeds/<target>, for the shm targets).
+# make fuzz-campaign: the shm targets one after the other, FUZZ_RUNS
+# executions each, one job, niced (the numbers in docs/TESTING.md); then
+# make fuzz-cmin: the working corpus and the seeds minimized into seeds/.
 FUZZ_SECONDS ?= 60
-FUZZ_TARGETS ?= getinfo_hints tostr_types
+FUZZ_TARGETS ?= getinfo_hints tostr_types shm_ring shm_entries shm_protocol shm_addr
+FUZZ_SHM_TARGETS ?= shm_ring shm_entries shm_protocol shm_addr
+FUZZ_RUNS ?= 10000000
+FUZZ_ENV = RUSTC_BOOTSTRAP=1 CARGO_BUILD_JOBS=1
+FUZZ = $(FUZZ_ENV) $(CARGO) fuzz
 fuzz:
 	cd fuzz && for t in $(FUZZ_TARGETS); do \
 		for r in regressions/$$t/*; do \
 			[ -f "$$r" ] || continue; \
-			RUSTC_BOOTSTRAP=1 CARGO_BUILD_JOBS=1 $(CARGO) fuzz run $$t "$$r" || exit 1; \
+			$(FUZZ) run $$t "$$r" || exit 1; \
 		done; \
-		RUSTC_BOOTSTRAP=1 CARGO_BUILD_JOBS=1 $(CARGO) fuzz run $$t -- -max_total_time=$(FUZZ_SECONDS) || exit 1; \
+		mkdir -p corpus/$$t; seeds=; [ -d seeds/$$t ] && seeds=seeds/$$t; \
+		$(FUZZ) run $$t corpus/$$t $$seeds -- -max_total_time=$(FUZZ_SECONDS) || exit 1; \
 	done
+
+fuzz-campaign:
+	cd fuzz && for t in $(FUZZ_SHM_TARGETS); do \
+		mkdir -p corpus/$$t seeds/$$t; \
+		ml=1024; [ $$t = shm_ring ] && ml=256; \
+		start=$$(date +%s); \
+		$(FUZZ_ENV) nice -n 10 $(CARGO) fuzz run $$t corpus/$$t seeds/$$t -- -jobs=1 -workers=1 -runs=$(FUZZ_RUNS) \
+			-max_len=$$ml -print_final_stats=1 || exit 1; \
+		echo "$$t: $(FUZZ_RUNS) runs in $$(( $$(date +%s) - start )) s"; \
+	done
+
+fuzz-cmin:
+	cd fuzz && for t in $(FUZZ_SHM_TARGETS); do \
+		mkdir -p corpus/$$t seeds/$$t && cp seeds/$$t/* corpus/$$t/ 2>/dev/null; \
+		$(FUZZ) cmin $$t corpus/$$t || exit 1; \
+		rm -rf seeds/$$t && cp -r corpus/$$t seeds/$$t && echo "$$t: $$(ls seeds/$$t | wc -l) inputs"; \
+	done
+
+# The Rust tests under AddressSanitizer and ThreadSanitizer: nightly
+# toolchain with rust-src, std rebuilt with the sanitizer (-Zbuild-std).
+# Long (std and every crate built twice more); not in scripts/test.sh.
+SAN_TARGET ?= x86_64-unknown-linux-gnu
+SAN_CARGO = $(CARGO) +nightly test $(CARGO_JOBS) -Zbuild-std --target $(SAN_TARGET) --workspace --tests --no-fail-fast
+check-asan-rust:
+	RUSTFLAGS="-Zsanitizer=address" ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan-rust-tests.supp \
+		$(SAN_CARGO) --target-dir target/asan
+check-tsan-rust:
+	RUSTFLAGS="-Zsanitizer=thread" TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" $(SAN_CARGO) --target-dir target/tsan
 
 clean:
 	$(CARGO) clean

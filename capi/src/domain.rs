@@ -130,9 +130,10 @@ unsafe fn open_endpoint(d: *mut fid_domain, i: *mut fi_info, ep: *mut *mut fid_e
         match h.obj.endpoint(&info) {
             Ok(obj) => {
                 let op_flags = (info.tx_attr.map_or(0, |t| t.op_flags), info.rx_attr.map_or(0, |r| r.op_flags));
+                let iov_limits = (info.tx_attr.map_or(0, |t| t.iov_limit), info.rx_attr.map_or(0, |r| r.iov_limit));
                 let xpu = xctx.map(crate::xpu::XpuEp::new);
                 // SAFETY: ep non-NULL; the domain outlives its endpoints (its count).
-                unsafe { crate::endpoint::publish_ep(obj, &h.children, op_flags, xpu, ctx, ep) }
+                unsafe { crate::endpoint::publish_ep(obj, &h.children, op_flags, iov_limits, xpu, ctx, ep) }
             }
             Err(e) => e.to_c(),
         }
@@ -211,6 +212,12 @@ unsafe extern "C" fn domain_cntr_open(d: *mut fid_domain, a: *mut fi_cntr_attr, 
     })
 }
 
+/// Registration flags of fi_mr(3) the built-in providers support (plus
+/// `FI_MR_DMABUF` through `fi_mr_regattr`): the others (persistent or device
+/// memory, single use, authorization keys, undefined bits) are
+/// `-FI_EBADFLAGS`, as fi_mr(3) says for flags a provider does not support.
+const MR_FLAGS: u64 = FI_RMA_EVENT;
+
 #[allow(clippy::too_many_arguments)]
 unsafe extern "C" fn mr_reg(f: *mut fid, buf: *const c_void, len: usize, access: u64, offset: u64, key: u64, flags: u64, mr: *mut *mut fid_mr, ctx: *mut c_void) -> c_int {
     guard!(-FI_EOTHER, {
@@ -219,6 +226,10 @@ unsafe extern "C" fn mr_reg(f: *mut fid, buf: *const c_void, len: usize, access:
         let Some(d) = (unsafe { DomainHandle::from_fid(f) }) else { return -FI_EINVAL };
         if buf.is_null() && len > 0 {
             return -FI_EINVAL;
+        }
+        if flags & !MR_FLAGS != 0 {
+            rfabric_core::fi_warn!("core", FI_LOG_MR, "fi_mr_reg: unsupported flags {:#x}", flags & !MR_FLAGS);
+            return -FI_EBADFLAGS;
         }
         let req = MrReq { addr: buf as usize, len, access, offset, requested_key: key, flags, dmabuf: None };
         // SAFETY: d ours, mr non-NULL.
@@ -255,6 +266,10 @@ unsafe extern "C" fn mr_regattr(f: *mut fid, attr: *const fi_mr_attr, flags: u64
                 std::ptr::addr_of!((*attr).anon0).read(),
             )
         };
+        if flags & !(MR_FLAGS | FI_MR_DMABUF) != 0 {
+            rfabric_core::fi_warn!("core", FI_LOG_MR, "fi_mr_regattr: unsupported flags {:#x}", flags & !(MR_FLAGS | FI_MR_DMABUF));
+            return -FI_EBADFLAGS;
+        }
         if flags & FI_MR_DMABUF != 0 {
             // SAFETY: with FI_MR_DMABUF the union holds dmabuf.
             let b = unsafe { iov.dmabuf };

@@ -30,6 +30,10 @@ pub(crate) struct EpHandle {
     /// was opened with: the flags of calls that take no flags argument.
     tx_op_flags: u64,
     rx_op_flags: u64,
+    /// `tx_attr->iov_limit` / `rx_attr->iov_limit` of that fi_info (at most
+    /// [`MAX_IOV`]): a vector operation with more iovs is `-FI_EINVAL`.
+    tx_iov_limit: usize,
+    rx_iov_limit: usize,
     /// The XPU state of an endpoint opened with an XPU context.
     xpu: Option<crate::xpu::XpuEp>,
 }
@@ -337,6 +341,9 @@ static CM_OPS: fi_ops_cm = fi_ops_cm {
 unsafe fn do_send(e: *mut fid_ep, mut op: TxOp<'_>) -> isize {
     // SAFETY: checked against our ops table.
     let Some(h) = (unsafe { ep(e) }) else { return EINVAL_S };
+    if op.iov.len() > h.tx_iov_limit {
+        return EINVAL_S;
+    }
     if op.flags & OP_DEFAULTS != 0 {
         op.flags = (op.flags & !OP_DEFAULTS) | h.tx_op_flags;
     }
@@ -351,6 +358,9 @@ unsafe fn do_send(e: *mut fid_ep, mut op: TxOp<'_>) -> isize {
 unsafe fn do_recv(e: *mut fid_ep, mut op: RxOp<'_>) -> isize {
     // SAFETY: checked against our ops table.
     let Some(h) = (unsafe { ep(e) }) else { return EINVAL_S };
+    if op.iov.len() > h.rx_iov_limit {
+        return EINVAL_S;
+    }
     if op.flags & OP_DEFAULTS != 0 {
         op.flags = (op.flags & !OP_DEFAULTS) | h.rx_op_flags;
     }
@@ -585,10 +595,22 @@ static COLLECTIVE_OPS: fi_ops_collective = fi_ops_collective {
 
 /// Hand a provider endpoint to the application as a `fid_ep`.
 ///
+/// `op_flags` and `iov_limits` are the tx and rx attributes' (a limit of 0
+/// or above [`MAX_IOV`] means [`MAX_IOV`]).
+///
 /// # Safety
 /// `out` writable; `parent` (the domain's count of children) outlives the
 /// endpoint.
-pub(crate) unsafe fn publish_ep(obj: Box<dyn Endpoint>, parent: &RefCount, op_flags: (u64, u64), xpu: Option<crate::xpu::XpuEp>, context: *mut c_void, out: *mut *mut fid_ep) -> c_int {
+pub(crate) unsafe fn publish_ep(
+    obj: Box<dyn Endpoint>,
+    parent: &RefCount,
+    op_flags: (u64, u64),
+    iov_limits: (usize, usize),
+    xpu: Option<crate::xpu::XpuEp>,
+    context: *mut c_void,
+    out: *mut *mut fid_ep,
+) -> c_int {
+    let limit = |l: usize| if l == 0 { MAX_IOV } else { l.min(MAX_IOV) };
     parent.get();
     let h = Box::new(EpHandle {
         fid: fid_ep {
@@ -606,6 +628,8 @@ pub(crate) unsafe fn publish_ep(obj: Box<dyn Endpoint>, parent: &RefCount, op_fl
         bound: Mutex::new(Vec::new()),
         tx_op_flags: op_flags.0 & !OP_DEFAULTS,
         rx_op_flags: op_flags.1 & !OP_DEFAULTS,
+        tx_iov_limit: limit(iov_limits.0),
+        rx_iov_limit: limit(iov_limits.1),
         xpu,
     });
     // SAFETY: caller's out pointer.

@@ -6,7 +6,8 @@
 set -eu
 lib=$(cd "${1:?usage: shm_msg_features.sh LIBDIR}" && pwd)
 cd "$(dirname "$0")/../.."
+. tests/c/check_mode.sh
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-cc -std=c11 -Wall -Wextra -Werror -Iinclude -fsanitize=address,undefined -fno-sanitize-recover=all \
+cc -std=c11 -Wall -Wextra -Werror -Iinclude $SAN_CFLAGS \
 	-o "$tmp/shm_msg_features" tests/c/shm_msg_features.c -L"$lib" -l:libfabric.so.1 -Wl,-rpath,"$lib" -lpthread
-ASAN_OPTIONS=detect_leaks=1 timeout 180 "$tmp/shm_msg_features"
+rf_run 180 "$tmp/shm_msg_features"

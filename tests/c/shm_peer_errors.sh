@@ -6,10 +6,11 @@
 set -eu
 lib=$(cd "${1:?usage: shm_peer_errors.sh LIBDIR}" && pwd)
 cd "$(dirname "$0")/../.."
+. tests/c/check_mode.sh
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-cc -std=c11 -Wall -Wextra -Werror -Iinclude -fsanitize=address,undefined -fno-sanitize-recover=all \
+cc -std=c11 -Wall -Wextra -Werror -Iinclude $SAN_CFLAGS \
 	-o "$tmp/shm_peer_errors" tests/c/shm_peer_errors.c -L"$lib" -l:libfabric.so.1 -Wl,-rpath,"$lib"
 echo "--- CMA allowed"
-ASAN_OPTIONS=detect_leaks=1 timeout 300 "$tmp/shm_peer_errors"
+rf_run 300 "$tmp/shm_peer_errors"
 echo "--- FI_SHM_CMA=0"
-FI_SHM_CMA=0 ASAN_OPTIONS=detect_leaks=1 timeout 300 "$tmp/shm_peer_errors"
+FI_SHM_CMA=0 rf_run 300 "$tmp/shm_peer_errors"

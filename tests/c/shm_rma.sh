@@ -7,13 +7,14 @@
 set -eu
 lib=$(cd "${1:?usage: shm_rma.sh LIBDIR}" && pwd)
 cd "$(dirname "$0")/../.."
+. tests/c/check_mode.sh
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-cc -std=gnu11 -Wall -Wextra -Werror -Iinclude -fsanitize=address,undefined -fno-sanitize-recover=all \
+cc -std=gnu11 -Wall -Wextra -Werror -Iinclude $SAN_CFLAGS \
 	-o "$tmp/shm_rma" tests/c/shm_rma.c -L"$lib" -l:libfabric.so.1 -Wl,-rpath,"$lib" -lm
 for cma in auto 0; do
 	for mr in virt offset; do
 		echo "--- FI_SHM_CMA=$cma RMA_MR=$mr"
 		if [ "$cma" = auto ]; then unset FI_SHM_CMA; else export FI_SHM_CMA=$cma; fi
-		RMA_MR=$mr ASAN_OPTIONS=detect_leaks=1 timeout 300 "$tmp/shm_rma"
+		RMA_MR=$mr rf_run 300 "$tmp/shm_rma"
 	done
 done

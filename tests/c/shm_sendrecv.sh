@@ -5,7 +5,8 @@
 set -eu
 lib=$(cd "${1:?usage: shm_sendrecv.sh LIBDIR}" && pwd)
 cd "$(dirname "$0")/../.."
+. tests/c/check_mode.sh
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-cc -std=c11 -Wall -Wextra -Werror -Iinclude -fsanitize=address,undefined -fno-sanitize-recover=all \
+cc -std=c11 -Wall -Wextra -Werror -Iinclude $SAN_CFLAGS \
 	-o "$tmp/shm_sendrecv" tests/c/shm_sendrecv.c -L"$lib" -l:libfabric.so.1 -Wl,-rpath,"$lib"
-ASAN_OPTIONS=detect_leaks=1 timeout 120 "$tmp/shm_sendrecv"
+rf_run 120 "$tmp/shm_sendrecv"

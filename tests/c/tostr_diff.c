@@ -63,17 +63,24 @@ static void fill_info(struct fi_info *info, int variant)
 	}
 }
 
+/* More than any attribute struct grew between 1.17 and the current API. */
+#define ATTR_PAD 256
+
 static struct fi_info *make_info(int variant)
 {
 	struct fi_info *info = calloc(1, sizeof *info);
 	fill_info(info, variant);
 	if (variant == 0)
 		return info; /* every attribute pointer NULL */
-	info->tx_attr = calloc(1, sizeof *info->tx_attr);
-	info->rx_attr = calloc(1, sizeof *info->rx_attr);
-	info->ep_attr = calloc(1, sizeof *info->ep_attr);
-	info->domain_attr = calloc(1, sizeof *info->domain_attr);
-	info->fabric_attr = calloc(1, sizeof *info->fabric_attr);
+	/* Built against 1.17's headers, run on a 2.x library: fi_tostr reads
+	 * the attribute structs in the current layout, which is larger than
+	 * 1.17's (upstream's 2.x fi_tostr does the same). Blocks from
+	 * fi_getinfo/fi_dupinfo are zero-padded to that size; these are too. */
+	info->tx_attr = calloc(1, sizeof *info->tx_attr + ATTR_PAD);
+	info->rx_attr = calloc(1, sizeof *info->rx_attr + ATTR_PAD);
+	info->ep_attr = calloc(1, sizeof *info->ep_attr + ATTR_PAD);
+	info->domain_attr = calloc(1, sizeof *info->domain_attr + ATTR_PAD);
+	info->fabric_attr = calloc(1, sizeof *info->fabric_attr + ATTR_PAD);
 	info->tx_attr->caps = FI_MSG | FI_SEND;
 	info->tx_attr->op_flags = FI_COMPLETION | FI_TRANSMIT_COMPLETE;
 	info->tx_attr->msg_order = FI_ORDER_SAS | FI_ORDER_RAW;
@@ -110,6 +117,24 @@ static struct fi_info *make_info(int variant)
 	return info;
 }
 
+/* What make_info allocated (the names are strdup'ed; addresses point to
+ * static storage). */
+static void free_info(struct fi_info *info)
+{
+	if (info->domain_attr)
+		free(info->domain_attr->name);
+	if (info->fabric_attr) {
+		free(info->fabric_attr->name);
+		free(info->fabric_attr->prov_name);
+	}
+	free(info->tx_attr);
+	free(info->rx_attr);
+	free(info->ep_attr);
+	free(info->domain_attr);
+	free(info->fabric_attr);
+	free(info);
+}
+
 int main(void)
 {
 	char name[64], small[128];
@@ -131,6 +156,7 @@ int main(void)
 			char *r = fi_tostr_r(small, i, info, FI_TYPE_INFO);
 			printf("== tostr_r info %d len %u\n%s\n", k, i, r == small ? small : "<bad>");
 		}
+		free_info(info);
 	}
 	for (i = 0; i < sizeof flag_sets / sizeof flag_sets[0]; i++) {
 		static const enum fi_type ft[] = { FI_TYPE_CAPS, FI_TYPE_OP_FLAGS, FI_TYPE_MODE,

@@ -5,7 +5,9 @@
 # intended differences listed in tostr_allow.txt.
 #
 # usage: tests/c/tostr_diff.sh <directory holding our libfabric.so.1>
+# RF_CHECK=valgrind runs it on ours under valgrind (tests/c/check_mode.sh).
 set -u
+. "$(dirname "$0")/check_mode.sh"
 ours=${1:?usage: $0 <dir with our libfabric.so.1>}
 here=$(cd "$(dirname "$0")" && pwd)
 syslib=${SYSTEM_LIBFABRIC_DIR:-/usr/lib/x86_64-linux-gnu}
@@ -16,7 +18,7 @@ trap 'rm -rf "$work"' EXIT
 
 cc -O0 -o "$work/tostr_diff" "$here/tostr_diff.c" -L"$syslib" -l:libfabric.so.1 || exit 2
 LD_LIBRARY_PATH=$syslib "$work/tostr_diff" > "$work/expected" || { echo "run on system library failed"; exit 2; }
-LD_LIBRARY_PATH=$ours "$work/tostr_diff" > "$work/actual" 2> "$work/actual.err" || {
+LD_LIBRARY_PATH=$ours rf_run 120 "$work/tostr_diff" > "$work/actual" 2> "$work/actual.err" || {
     echo "run on our library failed:"; cat "$work/actual.err"; exit 1; }
 
 # Same-sized, same-order case lists are compared case by case.

@@ -7,8 +7,13 @@
 # Usage: tests/clients/fi_pingpong.sh LIBDIR
 # Prints one line per case and "N passed, N failed"; exits non-zero on a
 # failure. Skips (exit 0) when fi_pingpong is not installed.
+# RF_CHECK=valgrind runs both sides under valgrind memcheck
+# (tests/c/check_mode.sh): a memory error or a definite leak fails the case.
 set -u
 lib=$(cd "${1:?usage: fi_pingpong.sh LIBDIR}" && pwd)
+. "$(dirname "$0")/../c/check_mode.sh"
+# Under valgrind the server takes longer to listen.
+delay=0.3; [ "$RF_CHECK" = valgrind ] && delay=3
 [ -e "$lib/libfabric.so.1" ] || { echo "no libfabric.so.1 in $lib"; echo "0 passed, 1 failed"; exit 1; }
 pp=$(command -v fi_pingpong) || { echo "fi_pingpong not installed: skipped"; exit 0; }
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
@@ -20,10 +25,10 @@ pass=0; fail=0
 run() {
 	name=$1; envset=$2; want_rows=$3; shift 3
 	port=$((20000 + $(od -An -N2 -tu2 /dev/urandom | tr -d ' ') % 20000))
-	env "$envset" LD_LIBRARY_PATH="$lib" timeout 60 "$pp" -p shm -e rdm -B "$port" "$@" >"$tmp/srv" 2>&1 &
+	(export "$envset" LD_LIBRARY_PATH="$lib"; rf_run 60 "$pp" -p shm -e rdm -B "$port" "$@") >"$tmp/srv" 2>&1 &
 	spid=$!
-	sleep 0.3
-	env "$envset" LD_LIBRARY_PATH="$lib" timeout 60 "$pp" -p shm -e rdm -P "$port" "$@" 127.0.0.1 >"$tmp/cli" 2>&1
+	sleep $delay
+	(export "$envset" LD_LIBRARY_PATH="$lib"; rf_run 60 "$pp" -p shm -e rdm -P "$port" "$@" 127.0.0.1) >"$tmp/cli" 2>&1
 	crc=$?
 	wait "$spid"; src=$?
 	rows_c=$(grep -cE '^[0-9.]+[kmg]? +[0-9.]+[kmg]? +=[0-9.]+[kmg]? ' "$tmp/cli")

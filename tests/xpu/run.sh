@@ -12,15 +12,16 @@
 set -eu
 lib=$(cd "${1:?usage: run.sh LIBDIR}" && pwd)
 cd "$(dirname "$0")/../.."
+. tests/c/check_mode.sh
 cargo test -j1 -q -p rfabric-core --lib xpu
 cargo test -j1 -q -p rfabric-xpu-harness
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-cc -std=c11 -Wall -Wextra -Werror -Iinclude -fsanitize=address,undefined -fno-sanitize-recover=all \
+cc -std=c11 -Wall -Wextra -Werror -Iinclude $SAN_CFLAGS \
 	-o "$tmp/xpu_ctx" tests/xpu/xpu_ctx.c -L"$lib" -l:libfabric.so.1 -Wl,-rpath,"$lib"
-ASAN_OPTIONS=detect_leaks=1 timeout 120 "$tmp/xpu_ctx"
-cc -std=c11 -Wall -Wextra -Werror -Iinclude -pthread -fsanitize=address,undefined -fno-sanitize-recover=all \
+rf_run 120 "$tmp/xpu_ctx"
+cc -std=c11 -Wall -Wextra -Werror -Iinclude -pthread $SAN_CFLAGS \
 	-o "$tmp/xpu_shm" tests/xpu/xpu_shm.c -L"$lib" -l:libfabric.so.1 -Wl,-rpath,"$lib"
-ASAN_OPTIONS=detect_leaks=1 timeout 120 "$tmp/xpu_shm"
-cc -std=c11 -Wall -Wextra -Werror -Iinclude -pthread -fsanitize=address,undefined -fno-sanitize-recover=all \
+rf_run 120 "$tmp/xpu_shm"
+cc -std=c11 -Wall -Wextra -Werror -Iinclude -pthread $SAN_CFLAGS \
 	-o "$tmp/xpu_example" tests/xpu/xpu_example.c -L"$lib" -l:libfabric.so.1 -Wl,-rpath,"$lib"
-ASAN_OPTIONS=detect_leaks=1 timeout 120 "$tmp/xpu_example"
+rf_run 120 "$tmp/xpu_example"

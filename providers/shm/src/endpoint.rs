@@ -1134,7 +1134,9 @@ impl Endpoint {
             }
         }
         let helper_pending = u32::from(failed != 0 && !sh.retried);
-        let accounted = desc.done.load(Ordering::Acquire) + sh.lost + helper_pending;
+        // `done` lives in shared memory: the sender may have written any
+        // value there, so the sum saturates.
+        let accounted = desc.done.load(Ordering::Acquire).saturating_add(sh.lost).saturating_add(helper_pending);
         self.recvs[i].shared = Some(sh);
         if accounted < sh.claimed {
             return;
@@ -1613,6 +1615,18 @@ impl Endpoint {
         self.sends.iter().filter(|s| s.state != SendState::Idle).count() + self.recvs.iter().filter(|r| r.active).count()
     }
 
+    /// The address of attached peer `peer`.
+    pub fn peer_address(&self, peer: PeerId) -> Option<Address> {
+        self.peers.get(peer).map(|p| p.addr)
+    }
+
+    /// The ring of attached peer `peer`, as its producers see it: the
+    /// fuzzing harness (`crate::fuzzing`) writes raw entries through it.
+    #[doc(hidden)]
+    pub fn peer_ring(&self, peer: PeerId) -> Option<Ring> {
+        self.peers.get(peer).map(|p| p.ring)
+    }
+
     /// Test hook: writes a raw entry into our own ring as if a peer had.
     #[cfg(test)]
     pub(crate) fn inject_raw(&self, w: &Wire, payload: &[u8]) {
@@ -1646,7 +1660,7 @@ impl Drop for Endpoint {
             loop {
                 let failed = desc.failed.load(Ordering::Acquire);
                 let pending_retry = u32::from(failed != 0 && !sh.retried);
-                if desc.done.load(Ordering::Acquire) + sh.lost + pending_retry >= claimed {
+                if desc.done.load(Ordering::Acquire).saturating_add(sh.lost).saturating_add(pending_retry) >= claimed {
                     break;
                 }
                 if coarse_ns() > end || pid.is_some_and(|(p, t)| !crate::segment::pid_alive(p, t)) {

@@ -15,6 +15,8 @@ pub mod provider;
 pub mod lock;
 pub mod objects;
 pub mod xpu;
+#[doc(hidden)]
+pub mod fuzzing;
 
 #[cfg(test)]
 mod tests;

@@ -809,7 +809,12 @@ impl EpState {
             return;
         };
         let mut out = [0u8; 8192];
-        let (status, out_len, event) = self.execute(inc, req, &mut out);
+        // The initiator named in the request is whose memory a CMA piece
+        // reads or writes: it must be the peer the reply goes to, not any
+        // process the request names.
+        let named = Address::from_bytes(&req[48..80]).ok();
+        let (status, out_len, event) =
+            if named.is_some() && named == self.tp.peer_address(peer) { self.execute(inc, req, &mut out) } else { (libc::EINVAL as u64, 0, None) };
         let hdr = MsgHeader { flags: UF_RMA | UF_REPLY, tag: inc.hdr.tag, cq_data: status };
         let limit = self.tp.inline_max(peer).unwrap_or(0);
         let (hdr, out_len) = if out_len > limit { (MsgHeader { cq_data: libc::EMSGSIZE as u64, ..hdr }, 0) } else { (hdr, out_len) };

@@ -664,8 +664,15 @@ fn sender_death_fails_receive() {
             e => panic!("unexpected {e:?}"),
         };
         assert_eq!(inc.len, 16 << 20);
-        // Let the child exit before (CMA) or during (bounce) the pull.
+        // Let the child exit before (CMA) or during (bounce) the pull. For
+        // CMA, wait until it is gone: a fixed pause is too short where
+        // everything runs slower (ThreadSanitizer).
         std::thread::sleep(Duration::from_millis(400));
+        let end = Instant::now() + Duration::from_secs(30);
+        while mode == "1" && child.try_wait().unwrap().is_none() {
+            assert!(Instant::now() < end, "the sender did not exit");
+            std::thread::sleep(Duration::from_millis(10));
+        }
         let mut sends = 0;
         let r = take(&mut ep, &inc, &mut sends);
         assert_eq!(r.err(), Some(Error(libc::ECONNRESET)), "mode {mode}");
