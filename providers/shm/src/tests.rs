@@ -449,9 +449,12 @@ fn stale_segment_reclaimed_after_kill() {
     assert!(std::path::Path::new(&path).exists(), "live owner keeps its segment");
     child.kill().unwrap();
     child.wait().unwrap();
-    assert!(std::path::Path::new(&path).exists(), "SIGKILL leaves the segment behind");
-    assert!(segment::reclaim_stale() >= 1);
-    assert!(!std::path::Path::new(&path).exists());
+    // SIGKILL leaves the locator behind; a process of another test that
+    // opens its first endpoint now may reclaim it before we do.
+    if std::path::Path::new(&path).exists() {
+        assert!(segment::reclaim_stale() >= 1);
+    }
+    assert!(!std::path::Path::new(&path).exists(), "the dead holder's segment is reclaimed");
     let own = format!("{}/{}", segment::SHM_DIR, mine.segment().name());
     assert!(std::path::Path::new(&own).exists(), "our own segment survives");
 }
