@@ -219,7 +219,7 @@ static int wait_cq(struct fid_cq *cq, struct fi_cq_data_entry *e)
 /* Server: named from node/service with FI_SOURCE; takes the client's name
  * from its first message, answers through it, then takes a write with CQ
  * data and reports its length. */
-static int server(int ready_fd)
+static int server(int ready_fd, int done_fd)
 {
 	struct side s, again;
 	struct fi_cq_data_entry e;
@@ -253,11 +253,16 @@ static int server(int ready_fd)
 	      "write with CQ data: %d flags %#lx data %#lx", ret, (unsigned long)e.flags, (unsigned long)e.data);
 	CHECK(ret == 0 && e.len == WLEN, "its completion carries the write's length: %zu", e.len);
 	CHECK(s.buf[0] == 'w' && s.buf[WLEN - 1] == 'w', "the written data arrived");
+	/* Stay until the client has its write completion (this test is about
+	 * addresses; peers that exit at once are shm_peer_errors' part). */
+	char b;
+	if (read(done_fd, &b, 1) != 1)
+		CHECK(0, "the client did not say it was done");
 	close_side(&s);
 	return failed ? 1 : 0;
 }
 
-static int client(void)
+static int client(int done_fd)
 {
 	struct side c, c2;
 	struct fi_cq_data_entry e;
@@ -289,36 +294,41 @@ static int client(void)
 	CHECK(ret == 0, "fi_writedata: %d", ret);
 	ret = wait_cq(c.cq, &e);
 	CHECK(ret == 0 && (e.flags & FI_WRITE), "write completed: %d", ret);
+	if (write(done_fd, "d", 1) != 1)
+		CHECK(0, "telling the server");
 	close_side(&c);
 	return failed ? 1 : 0;
 }
 
 int main(void)
 {
-	int ready[2], status = 0;
+	int ready[2], done[2], status = 0;
 	char b;
 	pid_t pid;
 
 	snprintf(service, sizeof(service), "%d", 20000 + getpid() % 20000);
 	check_addresses();
-	if (pipe(ready))
+	if (pipe(ready) || pipe(done))
 		return 2;
 	fflush(stdout);
 	pid = fork();
 	if (pid == 0) {
 		close(ready[0]);
-		int r = server(ready[1]);
+		close(done[1]);
+		int r = server(ready[1], done[0]);
 		printf("server: %d passed, %d failed\n", passed, failed);
 		fflush(stdout);
 		_exit(r);
 	}
 	close(ready[1]);
+	close(done[0]);
 	if (read(ready[0], &b, 1) != 1) {
 		failed++;
 		printf("FAIL server did not get ready\n");
 	} else {
-		client();
+		client(done[1]);
 	}
+	close(done[1]);
 	waitpid(pid, &status, 0);
 	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "server exit status %d", status);
 	printf("%d passed, %d failed\n", passed, failed);
