@@ -167,8 +167,13 @@ SAN_CARGO = $(CARGO) +nightly test $(CARGO_JOBS) -Zbuild-std --target $(SAN_TARG
 check-asan-rust:
 	RUSTFLAGS="-Zsanitizer=address" ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan-rust-tests.supp \
 		$(SAN_CARGO) --target-dir target/asan
+# Without rfabric-xpu-harness under TSan: its device code reaches the queues
+# through a second mapping of their memfd, and TSan orders accesses by
+# virtual address, so it sees no order between the two sides (a report
+# that is no race).
 check-tsan-rust:
-	RUSTFLAGS="-Zsanitizer=thread" TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" $(SAN_CARGO) --target-dir target/tsan
+	RUSTFLAGS="-Zsanitizer=thread" TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" $(SAN_CARGO) --target-dir target/tsan \
+		--exclude rfabric-xpu-harness
 
 clean:
 	$(CARGO) clean
