@@ -19,6 +19,11 @@ Measurements, each process pinned to its own core with taskset (0 and 1):
              window (-O) and message count. GB/s (10^9 bytes) and Mmsg/s;
              median of runs.
 
+  more ranks than cores  bench/mpi_oversub.py: MPI workloads under the MPICH
+             wheel with 3 and 4 ranks pinned to two CPUs, on ours and on the
+             wheel's own libfabric (needs the wheel in .venv; see that file).
+             --no-mpi leaves it out, --mpi-only runs it alone.
+
 Outputs: a Markdown table on stdout and in bench/results/<date>.md, the same
 numbers in bench/results/<date>.csv, and the plot docs/perf-shm.svg.
 
@@ -42,6 +47,8 @@ import statistics
 import subprocess
 import sys
 import time
+
+import mpi_oversub
 
 DEBIAN_LIBDIR = os.environ.get("RFABRIC_BENCH_DEBIAN_LIBDIR", "/usr/lib/x86_64-linux-gnu")
 DEBIAN_LIB = DEBIAN_LIBDIR + "/libfabric.so.1"
@@ -720,6 +727,22 @@ def build_stream(repo, outdir, ours_libdir=None):
     return binary, None
 
 
+def oversub_section(repo, ours_lib, ours_err, reps, args, log):
+    """The Markdown of bench/mpi_oversub.py's runs, or a line saying why
+    they were left out; None with --no-mpi."""
+    if args.no_mpi:
+        return None
+    why = ours_err or mpi_oversub.missing(repo)
+    if why:
+        return "More ranks than cores: not measured: needs %s\n" % why
+    try:
+        ranks = [3] if args.quick else [3, 4]
+        results, errs = mpi_oversub.measure(repo, ours_lib, ranks, reps, 1, log)
+    except RuntimeError as e:
+        return "More ranks than cores: not measured: %s\n" % e
+    return mpi_oversub.markdown(results, errs, reps, 1)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--reps", type=int, default=5, help="runs per case; the median is reported (5)")
@@ -728,6 +751,8 @@ def main():
     ap.add_argument("--ours-libdir", default="build/lib", help="directory of our libfabric.so.1")
     ap.add_argument("--ours-error", help="do not run ours; show this reason instead")
     ap.add_argument("--no-write", action="store_true", help="print only; write no result files or plot")
+    ap.add_argument("--no-mpi", action="store_true", help="leave out the MPI runs with more ranks than cores")
+    ap.add_argument("--mpi-only", action="store_true", help="only the MPI runs with more ranks than cores")
     args = ap.parse_args()
 
     repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -765,6 +790,19 @@ def main():
     ours_err = args.ours_error
     if not ours_err and not os.path.exists(os.path.join(ours_lib, "libfabric.so.1")):
         ours_err = "no %s/libfabric.so.1 (run make build)" % args.ours_libdir
+    if args.mpi_only:
+        text = oversub_section(repo, ours_lib, ours_err, reps, args, log) or ""
+        text = "Run %s on %s; ours at %s; command: `%s`\n\n%s" % (
+            datetime.datetime.now().strftime("%Y-%m-%d %H:%M"), cpu_summary(), git_rev(repo),
+            " ".join(["python3", "bench/bench.py"] + sys.argv[1:]), text)
+        sys.stdout.write(text)
+        if not args.no_write:
+            os.makedirs(os.path.join("bench", "results"), exist_ok=True)
+            path = os.path.join("bench", "results", datetime.datetime.now().strftime("%Y-%m-%d") + ".mpi.md")
+            with open(path, "w") as f:
+                f.write("# More MPI ranks than cores\n\n" + text)
+            print("\nwrote " + path)
+        return 0
     outdir = os.path.join(repo, "build", "bench")
     binaries = {}
     if upstream_headers() and "debian" not in absent:
@@ -799,6 +837,9 @@ def main():
         meta["reps"] += "; ours' latency by bench/fi_stream -l (no fi_pingpong here)"
     rows = build_rows(sizes, lat, stream)
     text = markdown(rows, errors, meta, shown, absent)
+    mpi_text = oversub_section(repo, ours_lib, ours_err, reps, args, log)
+    if mpi_text:
+        text += "\n" + mpi_text
     sys.stdout.write(text)
     if not args.no_write:
         os.makedirs(os.path.join("bench", "results"), exist_ok=True)

@@ -209,3 +209,29 @@ class PortChoice(unittest.TestCase):
         self.assertFalse(bench.port_clash("fi_getinfo(): -61 No data available"))
         self.assertFalse(bench.port_clash(None))
 
+
+
+class Oversub(unittest.TestCase):
+    OUT = "phase pingpong_8B 0.25\nphase rma_fetch_add_8B 1.5\nrank 0 says hi\nphase total 1.75\n"
+
+    def test_parse_phases(self):
+        import mpi_oversub
+        self.assertEqual(mpi_oversub.parse(self.OUT),
+                         {"pingpong_8B": 0.25, "rma_fetch_add_8B": 1.5, "total": 1.75})
+        with self.assertRaises(ValueError):
+            mpi_oversub.parse("phase pingpong_8B 0.25\n")
+
+    def test_medians_and_ratios(self):
+        import mpi_oversub
+        runs = lambda *ts: [({"a": t, "total": 2 * t}, 3 * t, t, t / 2) for t in ts]
+        results = {3: {"ours": runs(1.0, 3.0, 2.0), "wheel": runs(4.0, 4.0, 8.0)}}
+        text = mpi_oversub.markdown(results, ["mpi 3 ranks, wheel, run 9: exit 1"], 3, 1)
+        self.assertIn("| a | 2.000 | 4.000 | 0.50 |", text)
+        self.assertIn("| total | 4.000 | 8.000 | 0.50 |", text)
+        self.assertIn("| CPU system | 1.000 | 2.000 | 0.50 |", text)
+        self.assertIn("- mpi 3 ranks, wheel, run 9: exit 1", text)
+
+    def test_no_runs_reads_na(self):
+        import mpi_oversub
+        text = mpi_oversub.markdown({4: {"ours": [], "wheel": [({"total": 1.0}, 1.0, 1.0, 1.0)]}}, [], 1, 1)
+        self.assertIn("| total | n/a | 1.000 | n/a |", text)
