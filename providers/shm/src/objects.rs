@@ -42,7 +42,6 @@ const B64: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz012
 /// Length of the printable address without its NUL: prefix + 43 characters.
 pub const ADDR_STR_LEN: usize = 9 + 43;
 
-#[path = "rma.rs"]
 mod rma;
 
 /// Header flag bits carried in `MsgHeader::flags` (`rma::UF_RMA` marks
@@ -2160,7 +2159,6 @@ impl Endpoint for ShmEp {
 }
 
 #[cfg(test)]
-#[path = "name_tests.rs"]
 mod name_tests;
 
 #[cfg(test)]
