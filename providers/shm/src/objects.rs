@@ -37,11 +37,13 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, RwLock};
 
 mod addr;
+mod cntr;
 mod cq;
 mod rma;
 
 pub use addr::{addr_from_str, addr_to_str, ADDR_PREFIX, ADDR_STR_LEN};
 use addr::{parse_str_addr, StrAddr};
+pub use cntr::ShmCntr;
 pub use cq::ShmCq;
 
 /// Header flag bits carried in `MsgHeader::flags` (`rma::UF_RMA` marks
@@ -173,7 +175,7 @@ impl Domain for ShmDomain {
         }))
     }
     fn cntr_open(&self, events: u32, wait_obj: u32) -> Result<Arc<dyn Counter>> {
-        Ok(Arc::new(ShmCntr { c: Cntr::new(events, wait_obj)?, eps: Mutex::new(Vec::new()) }))
+        Ok(Arc::new(ShmCntr::new(events, wait_obj)?))
     }
     fn mr_reg(&self, req: &MrReq) -> Result<MrReg> {
         // A dma-buf is reached through a CPU mapping of its own: that
@@ -194,73 +196,6 @@ impl Domain for ShmDomain {
     fn query_atomic(&self, kind: rfabric_core::provider::AtomicKind, op: u32, datatype: u32) -> Result<(usize, usize)> {
         let count = rfabric_core::objects::atomic::valid(kind, op, datatype, rma::ATOMIC_MAX_BYTES).ok_or(Error(FI_EOPNOTSUPP))?;
         Ok((count, rfabric_core::objects::atomic::type_size(datatype).unwrap_or(0)))
-    }
-}
-
-// ---------------------------------------------------------------- counter
-
-pub struct ShmCntr {
-    c: Cntr,
-    eps: Mutex<Vec<Arc<EpShared>>>,
-}
-
-impl ShmCntr {
-    fn progress(&self) {
-        for ep in locked(&self.eps).iter() {
-            ep.st.lock().progress();
-        }
-    }
-    fn attach(&self, ep: &Arc<EpShared>) {
-        let mut v = locked(&self.eps);
-        if !v.iter().any(|e| Arc::ptr_eq(e, ep)) {
-            v.push(ep.clone());
-        }
-    }
-    fn detach(&self, ep: &Arc<EpShared>) {
-        locked(&self.eps).retain(|e| !Arc::ptr_eq(e, ep));
-    }
-}
-
-impl Counter for ShmCntr {
-    fn read(&self) -> u64 {
-        self.progress();
-        self.c.read()
-    }
-    fn readerr(&self) -> u64 {
-        self.progress();
-        self.c.readerr()
-    }
-    fn add(&self, v: u64) -> Result<()> {
-        self.c.add(v);
-        Ok(())
-    }
-    fn set(&self, v: u64) -> Result<()> {
-        self.c.set(v);
-        Ok(())
-    }
-    fn adderr(&self, v: u64) -> Result<()> {
-        self.c.adderr(v);
-        Ok(())
-    }
-    fn seterr(&self, v: u64) -> Result<()> {
-        self.c.seterr(v);
-        Ok(())
-    }
-    fn wait(&self, threshold: u64, timeout: i32) -> Result<()> {
-        self.c.wait(threshold, timeout, &mut || self.progress())
-    }
-    fn wait_fd(&self) -> Option<i32> {
-        self.c.wait_fd()
-    }
-    fn trywait(&self) -> Result<()> {
-        self.progress();
-        let w = self.c.wait_obj().ok_or(EINVAL)?;
-        w.drain();
-        w.arm();
-        Ok(())
-    }
-    fn as_any_arc(self: Arc<Self>) -> Arc<dyn Any + Send + Sync> {
-        self
     }
 }
 
