@@ -3,7 +3,8 @@
 
 use super::*;
 use rfabric_core::info::DomainAttr;
-use rfabric_core::provider::Descs;
+use rfabric_core::objects::cq::CqAttr;
+use rfabric_core::provider::{AddressVector, AvAttr, CompletionQueue, Descs, Domain};
 
 struct Fix {
     d: ShmDomain,

@@ -981,7 +981,8 @@ impl EpState {
 mod tests {
     use super::*;
     use rfabric_core::info::DomainAttr;
-    use rfabric_core::provider::AtomicKind;
+    use rfabric_core::objects::cq::CqAttr;
+    use rfabric_core::provider::{AtomicKind, AvAttr, CompletionQueue, Domain};
 
     /// Makes targets answer every CMA piece as if the kernel refused CMA.
     pub(super) static REFUSE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
