@@ -3,7 +3,8 @@
 
 #![forbid(unsafe_code)]
 
-use super::{locked, EpShared};
+use super::ep::EpShared;
+use super::locked;
 use rfabric_core::error::{Result, EINVAL};
 use rfabric_core::objects::cntr::Cntr;
 use rfabric_core::provider::Counter;

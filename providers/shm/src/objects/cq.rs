@@ -6,7 +6,7 @@
 
 #![forbid(unsafe_code)]
 
-use super::{EpShared, Handoff};
+use super::ep::{EpShared, Handoff};
 use crate::lock::{Lk, Locking};
 use rfabric_core::abi::*;
 use rfabric_core::error::{Result, EAGAIN, ENOSYS};

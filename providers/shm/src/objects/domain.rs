@@ -3,7 +3,8 @@
 //! `Domain` calls that open endpoints, CQs, AVs, counters, MRs and XPU
 //! contexts.
 
-use super::{rma, ShmAv, ShmCntr, ShmCq, ShmEp, MAX_UNEXPECTED};
+use super::ep::{ATOMIC_MAX_BYTES, MAX_UNEXPECTED};
+use super::{ShmAv, ShmCntr, ShmCq, ShmEp};
 use crate::lock::Locking;
 use rfabric_core::abi::*;
 use rfabric_core::error::{Error, Result, EINVAL};
@@ -114,7 +115,7 @@ impl Domain for ShmDomain {
         rfabric_core::xpu::XpuCtx::open(crate::xpu::PROVIDER, attr)
     }
     fn query_atomic(&self, kind: rfabric_core::provider::AtomicKind, op: u32, datatype: u32) -> Result<(usize, usize)> {
-        let count = rfabric_core::objects::atomic::valid(kind, op, datatype, rma::ATOMIC_MAX_BYTES).ok_or(Error(FI_EOPNOTSUPP))?;
+        let count = rfabric_core::objects::atomic::valid(kind, op, datatype, ATOMIC_MAX_BYTES).ok_or(Error(FI_EOPNOTSUPP))?;
         Ok((count, rfabric_core::objects::atomic::type_size(datatype).unwrap_or(0)))
     }
 }

@@ -2,9 +2,12 @@
 //! killed-owner cases are in `tests/c/shm_setname.c`).
 
 use super::*;
-use rfabric_core::info::DomainAttr;
+use rfabric_core::abi::*;
+use rfabric_core::error::{Error, Result, EINVAL};
+use rfabric_core::info::{DomainAttr, Info};
 use rfabric_core::objects::cq::CqAttr;
-use rfabric_core::provider::{AddressVector, AvAttr, CompletionQueue, Descs, Domain};
+use rfabric_core::provider::{AddressVector, AvAttr, Bind, CompletionQueue, Descs, Domain, Endpoint, RxOp, TxOp};
+use std::sync::Arc;
 
 struct Fix {
     d: ShmDomain,

@@ -1,10 +1,15 @@
 //! Unit tests of the shm objects: pairs of endpoints in one process,
 //! through the core traits.
 
+use super::ep::DEFAULT_MIN_MULTI_RECV;
 use super::*;
-use rfabric_core::info::DomainAttr;
+use crate::peer::Address;
+use rfabric_core::abi::*;
+use rfabric_core::error::{Error, Result, EAGAIN, EINVAL};
+use rfabric_core::info::{DomainAttr, Info};
 use rfabric_core::objects::cq::CqAttr;
-use rfabric_core::provider::{AddressVector, AvAttr, CompletionQueue, Descs, Domain};
+use rfabric_core::provider::{AddressVector, AvAttr, Bind, CompletionQueue, Descs, Domain, Endpoint, RxOp, TxOp};
+use std::sync::Arc;
 
 struct Pair {
     cq: Arc<dyn CompletionQueue>,

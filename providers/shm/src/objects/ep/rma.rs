@@ -1,5 +1,5 @@
-//! RMA and atomics of the shm endpoint (a child module of `objects`, so it
-//! works on `EpState` directly).
+//! RMA and atomics of the shm endpoint (a child module of `objects::ep`,
+//! so it works on `EpState` directly).
 //!
 //! Requests and replies are ordinary inline transport messages whose
 //! `MsgHeader::flags` carry [`UF_RMA`]; `EpState::handle` hands them here
@@ -38,6 +38,7 @@
 
 use super::*;
 use crate::cma::{self, CmaFailure, CmaMode};
+use crate::peer::Address;
 use rfabric_core::objects::atomic::{self, Kind as AKind};
 use rfabric_core::provider::{AtomicOp, Iov, RmaIov, RmaOp};
 
@@ -57,7 +58,7 @@ const REQ_HDR: usize = 80;
 /// Status the target returns when the kernel refuses CMA.
 const ST_REFUSED: u64 = 1 << 32;
 /// Largest atomic operand per operation, in bytes.
-pub(super) const ATOMIC_MAX_BYTES: usize = 1024;
+pub(in crate::objects) const ATOMIC_MAX_BYTES: usize = 1024;
 /// Local and remote iovs per operation (`rma_iov_limit`, `iov_limit`).
 const IOV_LIMIT: usize = 4;
 const MAX_OPS: usize = 64;
@@ -980,6 +981,7 @@ impl EpState {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::objects::ShmDomain;
     use rfabric_core::info::DomainAttr;
     use rfabric_core::objects::cq::CqAttr;
     use rfabric_core::provider::{AtomicKind, AvAttr, CompletionQueue, Domain};

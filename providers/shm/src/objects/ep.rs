@@ -1,0 +1,1389 @@
+//! The shm endpoint object: `ShmEp`, the handle the core holds;
+//! `EpShared`, what the CQs and counters that progress it hold; and
+//! `EpState`, behind the endpoint's lock: the transport endpoint
+//! ([`crate::Endpoint`]), the matcher, the bound CQs, counters and AV, and
+//! the tables of operations in flight. RMA and atomics are in `rma`.
+
+use super::addr::{addr_to_str, parse_str_addr, StrAddr, ADDR_PREFIX};
+use super::{locked, ShmAv, ShmCntr, ShmCq};
+use crate::endpoint::{Config, Event, Incoming, Kind, MsgHeader, SendStatus};
+use crate::lock::{Lk, Locking};
+use crate::peer::PeerId;
+use rfabric_core::abi::*;
+use rfabric_core::error::{Error, Result, EAGAIN, EINVAL, ENOSYS};
+use rfabric_core::info::Info;
+use rfabric_core::objects::cntr::Cntr;
+use rfabric_core::objects::cq::{Completion, ErrCompletion};
+use rfabric_core::objects::matching::{Matcher, RecvSpec, Search, Unexp};
+use rfabric_core::objects::mr::MrRegistry;
+use rfabric_core::objects::wait::Locked;
+use rfabric_core::provider::{Bind, Endpoint, Iov, RxOp, TxOp};
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+
+pub(super) mod rma;
+
+pub(super) use rma::ATOMIC_MAX_BYTES;
+
+/// Header flag bits carried in `MsgHeader::flags` (`rma::UF_RMA` marks
+/// RMA/atomic traffic, dispatched before matching).
+const UF_TAGGED: u8 = 1;
+const UF_DATA: u8 = 2;
+/// FI_DELIVERY_COMPLETE on an eager message: the receiver answers with an
+/// `UF_ACK` message once it has processed it.
+const UF_ACKREQ: u8 = 4;
+/// The acknowledgement: no payload, `tag` = how many `UF_ACKREQ` messages
+/// from this sender endpoint the receiver has processed so far.
+const UF_ACK: u8 = 8;
+
+/// Where an unexpected message's data waits (with the sender's key).
+enum Stash {
+    Data(Vec<u8>, u64),
+    Rndv(Incoming),
+}
+
+impl Stash {
+    fn key(&self) -> u64 {
+        match self {
+            Stash::Data(_, k) => *k,
+            Stash::Rndv(inc) => inc.src_key,
+        }
+    }
+}
+
+/// A receive of several buffers: the data lands in `tmp` (one transport
+/// transfer) and is spread over `iov` when the receive completes.
+#[derive(Clone, Debug)]
+struct Scatter {
+    tmp: Vec<u8>,
+    iov: Vec<Iov>,
+}
+
+impl Scatter {
+    fn new(iov: &[Iov]) -> Result<Box<Scatter>> {
+        let total = iov.iter().try_fold(0usize, |a, v| a.checked_add(v.len)).ok_or(EINVAL)?;
+        Ok(Box::new(Scatter { tmp: vec![0u8; total], iov: iov.to_vec() }))
+    }
+    /// Copies the first `n` received bytes out to the application's buffers.
+    fn spread(&self, n: usize) {
+        let mut at = 0;
+        for v in &self.iov {
+            if at >= n {
+                break;
+            }
+            let k = v.len.min(n - at);
+            if k > 0 {
+                // SAFETY: each iov is writable for its length until the
+                // receive completes (Endpoint::recv contract); tmp holds n bytes.
+                unsafe { std::ptr::copy_nonoverlapping(self.tmp.as_ptr().add(at), v.base as *mut u8, k) };
+            }
+            at += k;
+        }
+    }
+}
+
+/// What a receive completion needs once the data is in place.
+#[derive(Clone, Debug)]
+struct RxInfo {
+    ctx: usize,
+    buf: usize,
+    cap: usize,
+    msg_len: u64,
+    flags: u64,
+    tag: u64,
+    data: u64,
+    src: u64,
+    complete: bool,
+    /// FI_SOURCE_ERR: the sender is not in the AV; its key, resolved to its
+    /// address string at completion, goes to err_data.
+    unknown_src: Option<u64>,
+    /// Several receive buffers: data goes through a temporary buffer.
+    scatter: Option<Box<Scatter>>,
+}
+
+#[derive(Clone, Debug)]
+struct TxInfo {
+    ctx: usize,
+    flags: u64,
+    complete: bool,
+    /// A rendezvous send of several buffers, gathered here until it completes
+    /// (never read: it only keeps the memory alive).
+    #[allow(dead_code)]
+    gather: Option<Vec<u8>>,
+}
+
+const MAX_PENDING: usize = 64;
+const MAX_POSTED: usize = 1024;
+pub(super) const MAX_UNEXPECTED: usize = 1024;
+/// Default FI_OPT_MIN_MULTI_RECV: one inline message.
+pub(super) const DEFAULT_MIN_MULTI_RECV: usize = crate::provider::INJECT_SIZE;
+
+pub(super) struct EpState {
+    tp: crate::Endpoint,
+    matcher: Matcher<Option<Box<Scatter>>, Stash>,
+    /// FI_SOURCE_ERR: messages from senders outside the AV complete with
+    /// FI_EADDRNOTAVAIL.
+    source_err: bool,
+    tx_cq: Option<Arc<ShmCq>>,
+    pub(super) rx_cq: Option<Arc<ShmCq>>,
+    av: Option<Arc<ShmAv>>,
+    send_cntr: Option<Arc<ShmCntr>>,
+    recv_cntr: Option<Arc<ShmCntr>>,
+    /// Counters bound for events this provider never generates (RMA).
+    other_cntrs: Vec<Arc<ShmCntr>>,
+    tx_selective: bool,
+    rx_selective: bool,
+    enabled: bool,
+    /// fi_addr -> attached peer + 1 (0: not attached yet).
+    peers: Vec<u32>,
+    /// Sender key -> fi_addr, filled as senders become known.
+    by_key: HashMap<u64, u64>,
+    /// The last sender resolved by `src_of` (key, fi_addr): a run of
+    /// messages from one peer skips the hash lookup.
+    last_src: Option<(u64, u64)>,
+    /// The AV generation `peers` and `by_key` were filled under.
+    av_gen: u64,
+    tx_pending: Box<[Option<TxInfo>]>,
+    rx_pending: Box<[Option<RxInfo>]>,
+    /// Matched rendezvous receives waiting for room in the transport's table.
+    deferred: VecDeque<(Incoming, RxInfo)>,
+    /// FI_OPT_MIN_MULTI_RECV.
+    min_multi_recv: usize,
+    /// An arrival that found no receive and no room in the unexpected
+    /// queue (or no memory for its copy): it stays in the ring and is
+    /// matched again before the ring is read further.
+    stalled: Option<Incoming>,
+    /// RMA and atomics (`rma.rs`).
+    rma: rma::RmaState,
+    /// The name given with fi_setname (without `fi_shm://`) and the link
+    /// that makes the segment reachable under it.
+    name: Option<(String, crate::segment::NameLink)>,
+    /// FI_DELIVERY_COMPLETE of eager sends.
+    dc: DcState,
+    /// A receive completion on its way straight to the CQ read that is
+    /// progressing this endpoint (see `ShmCq::progress`).
+    pub(super) handoff: Handoff,
+    /// Whether a read of several entries goes on polling the ring after
+    /// its handed-off entry. Polling an empty ring there costs the reply
+    /// that the application is about to send a line transfer (the sender
+    /// has just fetched the next cell); so after a read that found nothing
+    /// behind its entry (a ping-pong) reads stop at the entry, until one
+    /// finds the next message already waiting (a stream).
+    drain_after_handoff: bool,
+    /// The last progress stopped at a handed-off entry.
+    after_handoff: bool,
+}
+
+/// While a `fi_cq_read` on the receive CQ progresses the endpoint, the
+/// first receive completion goes to the reader instead of through the CQ
+/// ring (it would be pushed and popped at once, under the ring's lock
+/// each time). Only when the ring is empty, so order is kept.
+#[derive(Clone, Copy, Default)]
+pub(super) enum Handoff {
+    #[default]
+    Off,
+    /// `only`: the reader takes one entry, so progress stops once it has
+    /// it (the rest of the ring waits for the next read, and the reply the
+    /// application is about to send does not wait for it).
+    Wanted { only: bool },
+    Got { c: Completion, only: bool },
+}
+
+/// An eager FI_DELIVERY_COMPLETE send waiting for the receiver's ack.
+#[derive(Clone, Copy, Debug)]
+struct DcWait {
+    /// The target's sender key (what its acks carry as `src_key`).
+    key: u64,
+    /// Its number among our delivery-complete messages to that target.
+    seq: u64,
+    /// Its `tx_pending` slot.
+    tok: usize,
+    /// The target process (pid, start time), for the liveness check.
+    proc_: (u32, u64),
+}
+
+/// Delivery-complete bookkeeping. A sender endpoint's messages reach one
+/// receiver in order (one ring, one consumer), so both sides count them:
+/// the receiver's count after processing message n is n, and an ack with
+/// count n completes every waiting send to that receiver up to n.
+#[derive(Default)]
+struct DcState {
+    /// Target key -> delivery-complete messages sent to it.
+    sent: HashMap<u64, u64>,
+    /// Sender key -> delivery-complete messages from it processed here.
+    seen: HashMap<u64, u64>,
+    /// Sender key -> transport peer the acks go to.
+    ack_peers: HashMap<u64, PeerId>,
+    wait: VecDeque<DcWait>,
+    /// When targets were last checked for liveness (`coarse_ns`).
+    last_check_ns: u64,
+}
+
+pub struct EpShared {
+    pub(super) st: Lk<EpState>,
+}
+
+/// The background progress thread of an `FI_PROGRESS_AUTO` endpoint.
+struct Progressor {
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+pub struct ShmEp {
+    shared: Arc<EpShared>,
+    auto_progress: bool,
+    progressor: Mutex<Option<Progressor>>,
+}
+
+impl ShmEp {
+    fn start_progress(&self) -> Result<()> {
+        let mut g = locked(&self.progressor);
+        if g.is_some() {
+            return Ok(());
+        }
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (s2, ep) = (stop.clone(), self.shared.clone());
+        let thread = std::thread::Builder::new()
+            .name("rfabric-shm-progress".into())
+            .spawn(move || {
+                let mut idle = 0u32;
+                while !s2.load(std::sync::atomic::Ordering::Acquire) {
+                    let n = ep.st.lock().progress();
+                    if n > 0 {
+                        idle = 0;
+                        continue;
+                    }
+                    idle = idle.saturating_add(1);
+                    if idle < 64 {
+                        std::thread::yield_now();
+                    } else {
+                        // Idle: poll every 100 us (latency bound of AUTO progress
+                        // when nobody reads the CQ).
+                        std::thread::sleep(std::time::Duration::from_micros(100));
+                    }
+                }
+            })
+            .map_err(|_| Error(FI_ENOMEM))?;
+        *g = Some(Progressor { stop, thread });
+        Ok(())
+    }
+    fn stop_progress(&self) {
+        if let Some(p) = locked(&self.progressor).take() {
+            p.stop.store(true, std::sync::atomic::Ordering::Release);
+            let _ = p.thread.join();
+        }
+    }
+}
+
+impl Drop for ShmEp {
+    fn drop(&mut self) {
+        self.stop_progress();
+    }
+}
+
+impl ShmEp {
+    /// `locking`: the domain's.
+    pub fn new(directed: bool, locking: Locking) -> Result<ShmEp> {
+        ShmEp::with_unexpected_cap(directed, locking, MAX_UNEXPECTED)
+    }
+
+    /// With room for `unexp_cap` unexpected messages (not `MAX_UNEXPECTED`).
+    fn with_unexpected_cap(directed: bool, locking: Locking, unexp_cap: usize) -> Result<ShmEp> {
+        let tp = crate::Endpoint::new(Config::default())?;
+        let st = EpState {
+            tp,
+            matcher: Matcher::new(MAX_POSTED, unexp_cap, directed, directed, DEFAULT_MIN_MULTI_RECV)?,
+            source_err: false,
+            tx_cq: None,
+            rx_cq: None,
+            av: None,
+            send_cntr: None,
+            recv_cntr: None,
+            other_cntrs: Vec::new(),
+            tx_selective: false,
+            rx_selective: false,
+            enabled: false,
+            peers: Vec::new(),
+            by_key: HashMap::new(),
+            last_src: None,
+            av_gen: 0,
+            tx_pending: vec![None; MAX_PENDING].into_boxed_slice(),
+            rx_pending: vec![None; MAX_PENDING].into_boxed_slice(),
+            deferred: VecDeque::with_capacity(MAX_PENDING),
+            min_multi_recv: DEFAULT_MIN_MULTI_RECV,
+            handoff: Handoff::Off,
+            drain_after_handoff: true,
+            after_handoff: false,
+            stalled: None,
+            rma: rma::RmaState::default(),
+            name: None,
+            dc: DcState::default(),
+        };
+        Ok(ShmEp { shared: Arc::new(EpShared { st: Lk::with(st, locking) }), auto_progress: false, progressor: Mutex::new(None) })
+    }
+}
+
+impl ShmEp {
+    /// The endpoint `fi_endpoint` opens for `info` (`ShmDomain::endpoint_with`),
+    /// with the domain's locking, progress and MR registry and room for
+    /// `unexp_cap` unexpected messages.
+    pub(super) fn open(info: &Info, locking: Locking, auto_progress: bool, mr: Arc<Locked<MrRegistry>>, unexp_cap: usize) -> Result<ShmEp> {
+        let directed = info.caps & FI_DIRECTED_RECV != 0;
+        let mut ep = ShmEp::with_unexpected_cap(directed, locking, unexp_cap)?;
+        ep.auto_progress = auto_progress;
+        {
+            let mut st = ep.shared.st.lock();
+            st.source_err = info.caps & FI_SOURCE_ERR != 0;
+            st.rma = rma::RmaState::new(mr);
+            // A named source address (fi_getinfo's node/service with
+            // FI_SOURCE, or the application's own) names the endpoint as
+            // fi_setname would; `fi_shm://` alone asks for an address of
+            // its own.
+            if let Some(src) = info.src_addr.as_deref() {
+                let end = src.iter().position(|&c| c == 0).unwrap_or(src.len());
+                if &src[..end] != ADDR_PREFIX.as_bytes() {
+                    st.set_name(src, false).map_err(|(e, why)| {
+                        rfabric_core::fi_warn!("shm", FI_LOG_EP_CTRL, "source address refused ({}): {}", e, why);
+                        e
+                    })?;
+                }
+            }
+        }
+        Ok(ep)
+    }
+}
+
+/// FI_SOURCE_ERR error data: the address of the sender named by `key` in
+/// the endpoint's format (`FI_ADDR_STR`, NUL-terminated), ready for
+/// `fi_av_insert`. Resolved from the key on this slow path only (a scan of
+/// the shared-memory directory, see `segment::find_by_key`); empty when the
+/// sender is already gone.
+fn source_err_data(key: u64) -> Vec<u8> {
+    match crate::segment::find_by_key(key) {
+        Some(a) => {
+            let mut s = addr_to_str(&a).into_bytes();
+            s.push(0);
+            s
+        }
+        None => Vec::new(),
+    }
+}
+
+fn rx_flags(tagged: bool, remote_data: bool) -> u64 {
+    FI_RECV | if tagged { FI_TAGGED } else { FI_MSG } | if remote_data { FI_REMOTE_CQ_DATA } else { 0 }
+}
+
+impl EpState {
+    /// The transport peer for `fi_addr`, attaching on first use.
+    /// Forgets cached fi_addr mappings after an AV removal.
+    fn check_av_gen(&mut self) {
+        if let Some(av) = self.av.as_ref() {
+            let g = av.gen.load(std::sync::atomic::Ordering::Acquire);
+            if g != self.av_gen {
+                self.av_gen = g;
+                self.peers.iter_mut().for_each(|p| *p = 0);
+                self.by_key.clear();
+                self.last_src = None;
+            }
+        }
+    }
+
+    fn peer(&mut self, fi_addr: u64) -> Result<PeerId> {
+        self.check_av_gen();
+        let i = usize::try_from(fi_addr).map_err(|_| EINVAL)?;
+        if let Some(&p) = self.peers.get(i) {
+            if p != 0 {
+                return Ok(p - 1);
+            }
+        }
+        let a = self.av.as_ref().ok_or(Error(FI_ENOAV))?.resolve(fi_addr)?;
+        let id = self.tp.attach(&a)?;
+        if self.peers.len() <= i {
+            self.peers.resize(i + 1, 0);
+        }
+        self.peers[i] = id + 1;
+        self.by_key.insert(a.key(), fi_addr);
+        self.last_src = None;
+        Ok(id)
+    }
+
+    /// fi_setname. Refused once the endpoint is enabled (`FI_EBUSY`): only
+    /// then can no peer have used the address yet. A name links the
+    /// endpoint's segment under `segment::named_shm_name`; our own address
+    /// form is accepted only for this endpoint's own address and removes a
+    /// name given before. The error carries the reason for the log line.
+    fn set_name(&mut self, raw: &[u8], need_nul: bool) -> std::result::Result<(), (Error, &'static str)> {
+        if self.enabled {
+            return Err((Error(FI_EBUSY), "the endpoint is already enabled"));
+        }
+        let parsed = parse_str_addr(raw, need_nul)
+            .map_err(|e| (e, "expected a NUL-terminated fi_shm:// address or fi_shm://<1-40 of A-Za-z0-9._:->"))?;
+        match parsed {
+            StrAddr::Addr(a) => {
+                let own = self.tp.address();
+                if a == own {
+                    self.name = None;
+                    Ok(())
+                } else if a.pid == own.pid && a.start_time == own.start_time {
+                    Err((Error(FI_EADDRINUSE), "the address of another endpoint of this process"))
+                } else {
+                    Err((EINVAL, "the address of another process"))
+                }
+            }
+            StrAddr::Name(n) => {
+                if self.name.as_ref().is_some_and(|(cur, _)| *cur == n) {
+                    return Ok(());
+                }
+                let link = self.tp.segment().link_name(&n).map_err(|e| {
+                    (e, if e.0 == FI_EADDRINUSE { "the name is in use by a live endpoint" } else { "the name could not be created" })
+                })?;
+                self.name = Some((n, link));
+                Ok(())
+            }
+        }
+    }
+
+    fn src_of(&mut self, key: u64) -> u64 {
+        self.check_av_gen();
+        if let Some((k, a)) = self.last_src {
+            if k == key {
+                return a;
+            }
+        }
+        if let Some(&a) = self.by_key.get(&key) {
+            self.last_src = Some((key, a));
+            return a;
+        }
+        match self.av.as_ref().and_then(|av| av.by_key(key)) {
+            Some(a) => {
+                self.by_key.insert(key, a);
+                self.last_src = Some((key, a));
+                a
+            }
+            None => FI_ADDR_NOTAVAIL,
+        }
+    }
+
+    fn complete_tx(&self, t: TxInfo, res: Result<()>) {
+        if let Some(c) = self.send_cntr.as_ref() {
+            if res.is_ok() {
+                c.c.add(1);
+            } else {
+                c.c.adderr(1);
+            }
+        }
+        let Some(cq) = self.tx_cq.as_ref() else { return };
+        let base = Completion { op_context: t.ctx, flags: t.flags, src_addr: FI_ADDR_NOTAVAIL, ..Completion::default() };
+        match res {
+            Ok(()) if t.complete => cq.write(base),
+            Ok(()) => {}
+            Err(e) => cq.write_err(ErrCompletion { base, err: e.0, prov_errno: e.0, ..ErrCompletion::default() }),
+        }
+    }
+
+    /// `placed` bytes landed in the receive buffer (or the transfer failed).
+    fn complete_rx(&mut self, r: RxInfo, res: Result<u64>) {
+        if let Some(c) = self.recv_cntr.as_ref() {
+            if res.is_ok() && r.msg_len <= r.cap as u64 {
+                c.c.add(1);
+            } else {
+                c.c.adderr(1);
+            }
+        }
+        let placed = *res.as_ref().unwrap_or(&0);
+        if let (Some(sc), Ok(n)) = (r.scatter.as_ref(), res.as_ref()) {
+            sc.spread((*n as usize).min(sc.tmp.len()));
+        }
+        let Some(cq) = self.rx_cq.as_ref() else { return };
+        let base = Completion {
+            op_context: r.ctx,
+            flags: r.flags,
+            len: placed as usize,
+            buf: if r.flags & FI_MULTI_RECV != 0 || r.buf != 0 { r.buf } else { 0 },
+            data: r.data,
+            tag: r.tag,
+            src_addr: self.av.as_ref().map_or(r.src, |av| av.reported(r.src)),
+        };
+        match res {
+            Ok(_) if r.msg_len > r.cap as u64 => cq.write_err(ErrCompletion {
+                base,
+                err: FI_ETRUNC,
+                olen: (r.msg_len - r.cap as u64) as usize,
+                ..ErrCompletion::default()
+            }),
+            Ok(_) if r.unknown_src.is_some() => cq.write_err(ErrCompletion {
+                base,
+                err: FI_EADDRNOTAVAIL,
+                err_data: source_err_data(r.unknown_src.unwrap_or(0)),
+                ..ErrCompletion::default()
+            }),
+            Ok(_) if r.complete => {
+                if let (Handoff::Wanted { only }, 0) = (self.handoff, cq.hints.ready.load(std::sync::atomic::Ordering::Relaxed)) {
+                    self.handoff = Handoff::Got { c: base, only };
+                } else {
+                    cq.write(base);
+                }
+            }
+            Ok(_) => {}
+            Err(e) => cq.write_err(ErrCompletion { base, err: e.0, prov_errno: e.0, ..ErrCompletion::default() }),
+        }
+    }
+
+    /// The receive buffer of `r` (the temporary one for several buffers).
+    fn rx_target(r: &mut RxInfo) -> (usize, usize) {
+        match r.scatter.as_mut() {
+            Some(sc) => (sc.tmp.as_mut_ptr() as usize, sc.tmp.len()),
+            None => (r.buf, r.cap),
+        }
+    }
+
+    /// Places an incoming message into the buffer of `r`.
+    fn deliver(&mut self, inc: &Incoming, mut r: RxInfo) {
+        match inc.kind {
+            Kind::Inline { .. } => {
+                let (buf, cap) = Self::rx_target(&mut r);
+                let dst: &mut [u8] = if cap == 0 || buf == 0 {
+                    &mut []
+                } else {
+                    // SAFETY: the receive's buffer (or its temporary one) is
+                    // writable for `cap` bytes until its completion
+                    // (Endpoint::recv contract).
+                    unsafe { std::slice::from_raw_parts_mut(buf as *mut u8, cap) }
+                };
+                let res = self.tp.recv_inline(inc, dst).map(|n| n as u64);
+                self.complete_rx(r, res);
+            }
+            Kind::Rndv { .. } => self.start_rndv(inc, r),
+        }
+    }
+
+    fn start_rndv(&mut self, inc: &Incoming, mut r: RxInfo) {
+        let Some(tok) = self.rx_pending.iter().position(|p| p.is_none()) else {
+            self.deferred.push_back((*inc, r));
+            return;
+        };
+        let (buf, cap) = Self::rx_target(&mut r);
+        // SAFETY: as in deliver; the buffer stays valid until the RecvDone
+        // or RecvError event for `tok` (a temporary buffer lives in `r`,
+        // on the heap, which is kept in rx_pending until then).
+        match unsafe { self.tp.recv_rndv(inc, buf as *mut u8, cap, tok as u64) } {
+            Ok(()) => self.rx_pending[tok] = Some(r),
+            Err(e) if e == EAGAIN => self.deferred.push_back((*inc, r)),
+            Err(e) => self.complete_rx(r, Err(e)),
+        }
+    }
+
+    fn on_arrival(&mut self, inc: Incoming) {
+        let tagged = inc.hdr.flags & UF_TAGGED != 0;
+        let remote_data = inc.hdr.flags & UF_DATA != 0;
+        let src = self.src_of(inc.src_key);
+        match self.matcher.match_arrival(tagged, src, inc.hdr.tag, inc.len as usize) {
+            Some(m) => {
+                let scatter = match m.entry {
+                    Ok(p) => p.desc,
+                    Err(_) => None,
+                };
+                let r = RxInfo {
+                    ctx: m.ctx,
+                    buf: m.buf,
+                    cap: m.cap,
+                    msg_len: inc.len,
+                    flags: rx_flags(tagged, remote_data) | (m.flags & FI_MULTI_RECV),
+                    tag: inc.hdr.tag,
+                    data: if remote_data { inc.hdr.cq_data } else { 0 },
+                    src,
+                    complete: !self.rx_selective || m.flags & FI_COMPLETION != 0,
+                    unknown_src: self.unknown(src, inc.src_key),
+                    scatter,
+                };
+                self.deliver(&inc, r);
+            }
+            None => self.queue_unexpected(inc, tagged, src, remote_data),
+        }
+    }
+
+    /// An arrival that matched no receive. Out of line: the matched path
+    /// of `on_arrival` (every message that meets a posted receive) stays
+    /// small.
+    #[inline(never)]
+    fn queue_unexpected(&mut self, inc: Incoming, tagged: bool, src: u64, remote_data: bool) {
+        // The message is taken out of the ring only once the queue
+        // holds a place for it and its copy has memory; otherwise it
+        // stays in its ring cell (back-pressure: the sender sees
+        // -FI_EAGAIN once the ring is full) until a receive or room
+        // appears. Nothing is dropped for want of resources.
+        let tp = &mut self.tp;
+        let r: std::result::Result<(), Option<Option<Error>>> = self.matcher.push_unexpected_with(|| {
+            let stash = match inc.kind {
+                Kind::Inline { .. } => {
+                    let n = inc.len as usize;
+                    let mut v = Vec::new();
+                    v.try_reserve_exact(n).map_err(|_| None)?;
+                    v.resize(n, 0);
+                    tp.recv_inline(&inc, &mut v).map_err(Some)?;
+                    Stash::Data(v, inc.src_key)
+                }
+                Kind::Rndv { .. } => Stash::Rndv(inc),
+            };
+            let mut u = Unexp::new(tagged, src, inc.hdr.tag, inc.len as usize, stash);
+            u.data = if remote_data { inc.hdr.cq_data } else { 0 };
+            u.flags = if remote_data { FI_REMOTE_CQ_DATA } else { 0 };
+            Ok(u)
+        });
+        match r {
+            Ok(()) => {}
+            // Queue full, or no memory for the copy.
+            Err(None) | Err(Some(None)) => self.stalled = Some(inc),
+            // The ring entry changed under us (recv_inline checks
+            // it again): a misbehaving sender, like a malformed
+            // entry.
+            Err(Some(Some(e))) => {
+                rfabric_core::fi_warn!("shm", FI_LOG_EP_DATA, "shm: unreadable unexpected message dropped ({})", e);
+            }
+        }
+    }
+
+    /// `FI_PEEK` / `FI_CLAIM` / `FI_DISCARD` (fi_trecvmsg, fi_recvmsg): looks
+    /// in the unexpected queue only. Every outcome is reported on the receive
+    /// CQ: a peek with the message's length, tag, data and source; a claim
+    /// with the data; a discard with length 0; no match with FI_ENOMSG.
+    fn search(&mut self, op: &RxOp<'_>, buf: usize, len: usize, scatter: Option<Box<Scatter>>) -> Result<()> {
+        // Let arrivals reach the unexpected queue first.
+        self.progress();
+        let spec = if op.tagged {
+            RecvSpec::tagged(op.context, buf, len, op.src, op.tag, op.ignore, op.flags)
+        } else {
+            RecvSpec::untagged(op.context, buf, len, op.src, op.flags)
+        };
+        let flags = rx_flags(op.tagged, false);
+        let base = Completion { op_context: op.context, flags, src_addr: FI_ADDR_NOTAVAIL, ..Completion::default() };
+        let report = |st: &EpState, c: std::result::Result<Completion, ErrCompletion>| {
+            if let Some(cq) = st.rx_cq.as_ref() {
+                match c {
+                    Ok(c) => cq.write(c),
+                    Err(e) => cq.write_err(e),
+                }
+            }
+        };
+        match self.matcher.search(&spec, op.flags) {
+            Ok(Search::Peeked(i)) | Ok(Search::Claimed(i)) => {
+                let c = Completion {
+                    flags: rx_flags(op.tagged, i.flags & FI_REMOTE_CQ_DATA != 0),
+                    len: i.len,
+                    data: i.data,
+                    tag: i.tag,
+                    src_addr: self.av.as_ref().map_or(i.src, |av| av.reported(i.src)),
+                    ..base
+                };
+                report(self, Ok(c));
+            }
+            Ok(Search::Taken(u)) => {
+                let r = RxInfo {
+                    ctx: op.context,
+                    buf,
+                    cap: len,
+                    msg_len: u.len as u64,
+                    flags: rx_flags(op.tagged, u.flags & FI_REMOTE_CQ_DATA != 0),
+                    tag: u.tag,
+                    data: u.data,
+                    src: u.src,
+                    complete: true,
+                    unknown_src: None,
+                    scatter,
+                };
+                self.deliver_unexp(u, r);
+            }
+            Ok(Search::Discarded(u)) => {
+                if let Stash::Rndv(inc) = u.payload {
+                    self.tp.discard(&inc);
+                }
+                report(self, Ok(Completion { tag: u.tag, src_addr: u.src, flags: flags | FI_DISCARD, ..base }));
+            }
+            Err(e) if e.0 == FI_ENOMSG => {
+                report(self, Err(ErrCompletion { base, err: FI_ENOMSG, ..ErrCompletion::default() }));
+            }
+            Err(e) => return Err(e),
+        }
+        Ok(())
+    }
+
+    /// FI_SOURCE_ERR: the sender's key when it is not in the AV.
+    fn unknown(&self, src: u64, key: u64) -> Option<u64> {
+        (self.source_err && src == FI_ADDR_NOTAVAIL).then_some(key)
+    }
+
+    /// Completes receive `r` with an unexpected message taken from the queue.
+    fn deliver_unexp(&mut self, u: Unexp<Stash>, mut r: RxInfo) {
+        r.unknown_src = self.unknown(u.src, u.payload.key());
+        match u.payload {
+            Stash::Data(v, _) => {
+                let (buf, cap) = Self::rx_target(&mut r);
+                let n = v.len().min(cap);
+                if n > 0 {
+                    // SAFETY: the receive buffer (or its temporary one) is
+                    // writable for `cap` bytes.
+                    unsafe { std::ptr::copy_nonoverlapping(v.as_ptr(), buf as *mut u8, n) };
+                }
+                self.complete_rx(r, Ok(n as u64));
+            }
+            Stash::Rndv(inc) => self.start_rndv(&inc, r),
+        }
+    }
+
+    fn handle(&mut self, ev: Event) {
+        match ev {
+            // One flag test keeps RMA, delivery-complete requests and acks
+            // off the path of plain messages.
+            Event::Msg(inc) if inc.hdr.flags & (rma::UF_RMA | UF_ACKREQ | UF_ACK) != 0 => self.special_arrival(inc),
+            Event::Msg(inc) => self.on_arrival(inc),
+            Event::SendDone { ctx } | Event::SendError { ctx, .. } => {
+                let res = if let Event::SendError { err, .. } = ev { Err(err) } else { Ok(()) };
+                if let Some(t) = self.tx_pending.get_mut(ctx as usize).and_then(Option::take) {
+                    self.complete_tx(t, res);
+                }
+            }
+            Event::RecvDone { ctx, .. } | Event::RecvError { ctx, .. } => {
+                let res = match ev {
+                    Event::RecvDone { len, .. } => Ok(len),
+                    Event::RecvError { err, .. } => Err(err),
+                    _ => Ok(0),
+                };
+                if let Some(r) = self.rx_pending.get_mut(ctx as usize).and_then(Option::take) {
+                    self.complete_rx(r, res);
+                }
+            }
+            Event::Error { err, .. } => {
+                rfabric_core::fi_warn!("shm", FI_LOG_EP_DATA, "shm: malformed ring entry dropped ({})", err);
+            }
+        }
+    }
+
+    /// RMA traffic, delivery-complete requests and their acks.
+    fn special_arrival(&mut self, inc: Incoming) {
+        if inc.hdr.flags & rma::UF_RMA != 0 {
+            self.rma_arrival(inc);
+        } else if inc.hdr.flags & UF_ACK != 0 {
+            self.tp.discard(&inc);
+            self.on_ack(inc.src_key, inc.hdr.tag);
+        } else {
+            // UF_ACKREQ: processed means placed into a matched receive or
+            // buffered as unexpected (fi_cq(3), FI_DELIVERY_COMPLETE). A
+            // rendezvous message completes at its FIN instead.
+            let inline = matches!(inc.kind, Kind::Inline { .. });
+            self.on_arrival(inc);
+            if inline && self.stalled.is_none() {
+                self.send_ack(inc.src_key);
+            }
+        }
+    }
+
+    /// Tells the sender named by `key` that one more of its
+    /// delivery-complete messages was processed.
+    fn send_ack(&mut self, key: u64) {
+        let n = self.dc.seen.entry(key).or_insert(0);
+        *n += 1;
+        let seq = *n;
+        let Some(peer) = self.ack_peer(key) else {
+            rfabric_core::fi_warn!("shm", FI_LOG_EP_DATA, "shm: sender {:#x} of a delivery-complete message not found; no ack", key);
+            return;
+        };
+        let hdr = MsgHeader { flags: UF_ACK, tag: seq, cq_data: 0 };
+        // The sender's ring is full: sent from progress, in order with
+        // RMA replies (acks are cumulative, so order does not matter).
+        // Another failure is logged there (a sender that is gone needs none).
+        if let Some((hdr, _)) = self.post_reply(peer, hdr, &[]) {
+            self.rma.queue_reply(peer, hdr);
+        }
+    }
+
+    /// The transport peer of the sender `key`: through the AV when it is
+    /// there, else by finding its segment (slow path, once per sender).
+    fn ack_peer(&mut self, key: u64) -> Option<PeerId> {
+        if let Some(&p) = self.dc.ack_peers.get(&key) {
+            return Some(p);
+        }
+        let from_av = self.av.as_ref().and_then(|av| av.by_key(key).and_then(|a| av.addr(a)));
+        let addr = from_av.or_else(|| crate::segment::find_by_key(key))?;
+        let p = self.tp.attach(&addr).ok()?;
+        self.dc.ack_peers.insert(key, p);
+        Some(p)
+    }
+
+    /// An ack from `key` with count `seq`: every waiting send to it up to
+    /// that count completes.
+    fn on_ack(&mut self, key: u64, seq: u64) {
+        let mut i = 0;
+        while i < self.dc.wait.len() {
+            let w = self.dc.wait[i];
+            if w.key == key && w.seq <= seq {
+                self.dc.wait.remove(i);
+                if let Some(t) = self.tx_pending.get_mut(w.tok).and_then(Option::take) {
+                    self.complete_tx(t, Ok(()));
+                }
+            } else {
+                i += 1;
+            }
+        }
+    }
+
+    /// With the ring drained: operations waiting on a target whose process
+    /// is gone fail. Only then, so that the last replies and acks a target
+    /// sent before it exited are taken first.
+    #[inline]
+    fn check_targets_gone(&mut self) {
+        if !self.dc.wait.is_empty() {
+            self.check_dc_targets();
+        }
+        self.check_targets();
+    }
+
+    /// At most every `CHECK_NS` of progress while acks are awaited: sends
+    /// to a target whose process is gone fail with ECONNRESET instead of
+    /// waiting forever.
+    fn check_dc_targets(&mut self) {
+        let now = crate::endpoint::coarse_ns();
+        if now.saturating_sub(self.dc.last_check_ns) <= crate::endpoint::CHECK_NS {
+            return;
+        }
+        self.dc.last_check_ns = now;
+        let mut i = 0;
+        while i < self.dc.wait.len() {
+            let w = self.dc.wait[i];
+            if w.proc_.0 != 0 && !crate::segment::pid_alive(w.proc_.0, w.proc_.1) {
+                self.dc.wait.remove(i);
+                if let Some(t) = self.tx_pending.get_mut(w.tok).and_then(Option::take) {
+                    self.complete_tx(t, Err(crate::err_connreset()));
+                }
+            } else {
+                i += 1;
+            }
+        }
+    }
+
+    /// An eager send with FI_DELIVERY_COMPLETE: sent with `UF_ACKREQ`, it
+    /// completes when the receiver's ack arrives (or fails when the
+    /// receiver dies first).
+    ///
+    /// # Safety
+    /// `buf` is readable for `len` bytes during this call.
+    unsafe fn send_delivery(&mut self, dest: u64, peer: PeerId, hdr: MsgHeader, buf: *const u8, len: usize, info: TxInfo) -> Result<()> {
+        if info.complete && Self::room(&self.tx_cq) == 0 {
+            self.progress();
+            return Err(EAGAIN);
+        }
+        let addr = self.av.as_ref().and_then(|av| av.addr(dest)).ok_or(EINVAL)?;
+        let tok = self.tx_pending.iter().position(|p| p.is_none()).ok_or(EAGAIN)?;
+        let hdr = MsgHeader { flags: hdr.flags | UF_ACKREQ, ..hdr };
+        // SAFETY: forwarded contract; a send that turns out to be a
+        // rendezvous one keeps `info` (and any gathered copy) in
+        // tx_pending until its completion event.
+        match unsafe { self.tp.send(peer, &hdr, buf, len, tok as u64) } {
+            Ok(SendStatus::Done) => {
+                let key = addr.key();
+                let n = self.dc.sent.entry(key).or_insert(0);
+                *n += 1;
+                let seq = *n;
+                self.dc.wait.push_back(DcWait { key, seq, tok, proc_: (addr.pid, addr.start_time) });
+                self.tx_pending[tok] = Some(info);
+                Ok(())
+            }
+            Ok(SendStatus::Pending) => {
+                self.tx_pending[tok] = Some(info);
+                Ok(())
+            }
+            Err(e) => {
+                if e == EAGAIN {
+                    self.progress();
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// Room left in a CQ (unbounded when none is bound).
+    fn room(cq: &Option<Arc<ShmCq>>) -> usize {
+        cq.as_ref().map_or(usize::MAX, |c| c.hints.space.load(std::sync::atomic::Ordering::Relaxed))
+    }
+
+    /// Drives the transport; returns the number of events handled.
+    pub(super) fn progress(&mut self) -> usize {
+        if !self.enabled {
+            return 0;
+        }
+        let mut done = 0;
+        // Each event yields at most one completion: never take more events
+        // than both CQs can hold, so no completion is ever dropped.
+        self.rma_pump();
+        let mut budget = match (&self.tx_cq, &self.rx_cq) {
+            // One CQ for both directions (the common case): one look.
+            (Some(t), Some(r)) if Arc::ptr_eq(t, r) => 64usize.min(Self::room(&self.tx_cq)),
+            _ => 64usize.min(Self::room(&self.tx_cq)).min(Self::room(&self.rx_cq)),
+        };
+        for _ in 0..self.deferred.len() {
+            let Some((inc, r)) = self.deferred.pop_front() else { break };
+            self.start_rndv(&inc, r);
+        }
+        if let Some(inc) = self.stalled.take() {
+            if budget == 0 {
+                self.stalled = Some(inc);
+                return 0;
+            }
+            budget -= 1;
+            self.on_arrival(inc);
+            if self.stalled.is_some() {
+                return 0;
+            }
+            if inc.hdr.flags & UF_ACKREQ != 0 && matches!(inc.kind, Kind::Inline { .. }) {
+                self.send_ack(inc.src_key);
+            }
+            done += 1;
+        }
+        let mut first = true;
+        for _ in 0..budget {
+            let ev = self.tp.poll();
+            if std::mem::take(&mut first) && std::mem::take(&mut self.after_handoff) && ev.is_some() {
+                // The ring held more right after a read stopped at its
+                // handed-off entry: a stream, so reads drain again.
+                self.drain_after_handoff = true;
+            }
+            let Some(ev) = ev else {
+                if matches!(self.handoff, Handoff::Got { .. }) {
+                    // Nothing behind the handed-off entry: a ping-pong.
+                    self.drain_after_handoff = false;
+                }
+                self.check_targets_gone();
+                break;
+            };
+            done += 1;
+            self.handle(ev);
+            if self.stalled.is_some() {
+                break;
+            }
+            if let Handoff::Got { only, .. } = self.handoff {
+                if only || !self.drain_after_handoff {
+                    self.after_handoff = true;
+                    break;
+                }
+            }
+        }
+        done
+    }
+}
+
+impl Endpoint for ShmEp {
+    fn bind(&self, target: Bind<'_>, flags: u64) -> Result<()> {
+        let mut st = self.shared.st.lock();
+        if st.enabled {
+            return Err(Error(FI_EOPBADSTATE));
+        }
+        match target {
+            Bind::Cq(cq) => {
+                if flags & !(FI_TRANSMIT | FI_RECV | FI_SELECTIVE_COMPLETION) != 0 || flags & (FI_TRANSMIT | FI_RECV) == 0 {
+                    return Err(Error(FI_EBADFLAGS));
+                }
+                let cq = cq.clone().as_any_arc().downcast::<ShmCq>().map_err(|_| EINVAL)?;
+                if flags & FI_TRANSMIT != 0 {
+                    if st.tx_cq.is_some() {
+                        return Err(EINVAL);
+                    }
+                    st.tx_cq = Some(cq.clone());
+                    st.tx_selective = flags & FI_SELECTIVE_COMPLETION != 0;
+                }
+                if flags & FI_RECV != 0 {
+                    if st.rx_cq.is_some() {
+                        return Err(EINVAL);
+                    }
+                    st.rx_cq = Some(cq.clone());
+                    st.rx_selective = flags & FI_SELECTIVE_COMPLETION != 0;
+                }
+                drop(st);
+                cq.attach(&self.shared);
+                Ok(())
+            }
+            Bind::Av(av) => {
+                if flags != 0 {
+                    return Err(Error(FI_EBADFLAGS));
+                }
+                if st.av.is_some() {
+                    return Err(EINVAL);
+                }
+                st.av = Some(av.clone().as_any_arc().downcast::<ShmAv>().map_err(|_| EINVAL)?);
+                Ok(())
+            }
+            Bind::Cntr(c) => {
+                Cntr::check_bind_flags(flags)?;
+                let c = c.clone().as_any_arc().downcast::<ShmCntr>().map_err(|_| EINVAL)?;
+                if flags & FI_SEND != 0 {
+                    if st.send_cntr.is_some() {
+                        return Err(EINVAL);
+                    }
+                    st.send_cntr = Some(c.clone());
+                }
+                if flags & FI_RECV != 0 {
+                    if st.recv_cntr.is_some() {
+                        return Err(EINVAL);
+                    }
+                    st.recv_cntr = Some(c.clone());
+                }
+                if flags & !(FI_SEND | FI_RECV) != 0 {
+                    st.rma.bind_cntr(flags, &c)?;
+                    st.other_cntrs.push(c.clone());
+                }
+                drop(st);
+                c.attach(&self.shared);
+                Ok(())
+            }
+            Bind::Eq => Err(ENOSYS),
+        }
+    }
+
+    fn enable(&self) -> Result<()> {
+        let mut st = self.shared.st.lock();
+        if st.av.is_none() {
+            return Err(Error(FI_ENOAV));
+        }
+        if st.tx_cq.is_none() && st.rx_cq.is_none() && st.send_cntr.is_none() && st.recv_cntr.is_none() && !st.rma.has_cntr() {
+            return Err(Error(FI_ENOCQ));
+        }
+        st.enabled = true;
+        drop(st);
+        if self.auto_progress {
+            self.start_progress()?;
+        }
+        Ok(())
+    }
+
+    fn setname(&self, addr: &[u8]) -> Result<()> {
+        let r = self.shared.st.lock().set_name(addr, true);
+        r.map_err(|(e, why)| {
+            rfabric_core::fi_warn!("shm", FI_LOG_EP_CTRL, "fi_setname refused ({}): {}", e, why);
+            e
+        })
+    }
+
+    fn getname(&self, buf: &mut [u8]) -> Result<usize> {
+        let st = self.shared.st.lock();
+        let mut s = match st.name.as_ref() {
+            Some((n, _)) => format!("{ADDR_PREFIX}{n}").into_bytes(),
+            None => addr_to_str(&st.tp.address()).into_bytes(),
+        };
+        drop(st);
+        s.push(0);
+        let n = buf.len().min(s.len());
+        buf[..n].copy_from_slice(&s[..n]);
+        Ok(s.len())
+    }
+
+    // Inlined into the `Checked` wrapper of every endpoint (its only caller on
+    // the data path), so a send stays one indirect call from the C API.
+    #[inline(always)]
+    unsafe fn send(&self, op: &TxOp<'_>) -> Result<()> {
+        let mut st = self.shared.st.lock();
+        if !st.enabled {
+            return Err(Error(FI_EOPBADSTATE));
+        }
+        let peer = st.peer(op.dest)?;
+        let inject = op.no_completion || op.flags & FI_INJECT != 0;
+        let mut flags = 0;
+        if op.tagged {
+            flags |= UF_TAGGED;
+        }
+        if op.flags & FI_REMOTE_CQ_DATA != 0 {
+            flags |= UF_DATA;
+        }
+        let hdr = MsgHeader { flags, tag: op.tag, cq_data: op.data };
+        // Gather several buffers through the stack when they fit inline,
+        // through the heap otherwise (kept until the send completes).
+        // Not zeroed: only the `total` bytes copied in below are ever read.
+        let mut gather = std::mem::MaybeUninit::<[u8; crate::provider::INJECT_SIZE]>::uninit();
+        let mut heap: Option<Vec<u8>> = None;
+        let (buf, len) = match op.iov {
+            [] => (std::ptr::null::<u8>(), 0usize),
+            [one] => (one.base as *const u8, one.len),
+            many => {
+                let total = many.iter().try_fold(0usize, |a, v| a.checked_add(v.len)).ok_or(EINVAL)?;
+                if inject && total > crate::provider::INJECT_SIZE {
+                    return Err(EINVAL);
+                }
+                let dst: *mut u8 = if total > crate::provider::INJECT_SIZE {
+                    heap.insert(vec![0u8; total]).as_mut_ptr()
+                } else {
+                    gather.as_mut_ptr() as *mut u8
+                };
+                let mut at = 0;
+                for v in many {
+                    if v.len > 0 {
+                        // SAFETY: each iov is readable (send contract); the
+                        // total fits the destination chosen above.
+                        unsafe { std::ptr::copy_nonoverlapping(v.base as *const u8, dst.add(at), v.len) };
+                    }
+                    at += v.len;
+                }
+                (dst as *const u8, total)
+            }
+        };
+        if inject && len > crate::provider::INJECT_SIZE {
+            return Err(EINVAL);
+        }
+        let cflags = FI_SEND | if op.tagged { FI_TAGGED } else { FI_MSG };
+        let complete = !op.no_completion && (!st.tx_selective || op.flags & FI_COMPLETION != 0);
+        let eager = len <= st.tp.inline_max(peer)?;
+        let s: &mut EpState = &mut st;
+        if op.flags & FI_DELIVERY_COMPLETE != 0 && eager && !inject {
+            let info = TxInfo { ctx: op.context, flags: cflags, complete, gather: heap };
+            // SAFETY: buf is readable for len bytes during this call.
+            return unsafe { s.send_delivery(op.dest, peer, hdr, buf, len, info) };
+        }
+        if eager {
+            // The common case: the send completes inside this call. The CQ
+            // ring is locked once, for the room check and the completion
+            // (order: endpoint, then ring, as everywhere).
+            let mut ring = match (complete, s.tx_cq.as_ref()) {
+                (true, Some(cq)) => Some(cq.ring.lock()),
+                _ => None,
+            };
+            if ring.as_ref().is_some_and(|r| r.space() == 0) {
+                // The completion would not fit: the application must read its CQ.
+                drop(ring);
+                s.progress();
+                return Err(EAGAIN);
+            }
+            // SAFETY: buf is readable for len bytes during this call
+            // (contract of this function; gathered data is on our stack).
+            let r = unsafe { s.tp.send(peer, &hdr, buf, len, 0) };
+            return match r {
+                Ok(SendStatus::Done) => {
+                    if let Some(c) = s.send_cntr.as_ref() {
+                        c.c.add(1);
+                    }
+                    if let Some(r) = ring.as_mut() {
+                        let c = Completion { op_context: op.context, flags: cflags, src_addr: FI_ADDR_NOTAVAIL, ..Completion::default() };
+                        r.push(c);
+                    }
+                    Ok(())
+                }
+                Ok(SendStatus::Pending) => {
+                    // Not expected for an inline send; keep it like a
+                    // rendezvous one would be kept.
+                    drop(ring);
+                    let info = TxInfo { ctx: op.context, flags: cflags, complete, gather: heap };
+                    s.tx_pending[0] = Some(info);
+                    Ok(())
+                }
+                Err(e) => {
+                    drop(ring);
+                    if e == EAGAIN {
+                        s.progress();
+                    }
+                    Err(e)
+                }
+            };
+        }
+        if complete && EpState::room(&s.tx_cq) == 0 {
+            // The completion would not fit: the application must read its CQ.
+            s.progress();
+            return Err(EAGAIN);
+        }
+        let info = TxInfo { ctx: op.context, flags: cflags, complete, gather: heap };
+        let tok = s.tx_pending.iter().position(|p| p.is_none()).ok_or(EAGAIN)?;
+        // SAFETY: buf is readable for len bytes until the send completes
+        // (contract of this function; gathered data lives on the heap in
+        // `info.gather`, which tx_pending keeps until then).
+        let r = unsafe { s.tp.send(peer, &hdr, buf, len, tok as u64) };
+        let st = s;
+        match r {
+            Ok(SendStatus::Done) => {
+                st.complete_tx(info, Ok(()));
+                Ok(())
+            }
+            Ok(SendStatus::Pending) => {
+                st.tx_pending[tok] = Some(info);
+                Ok(())
+            }
+            Err(e) => {
+                if e == EAGAIN {
+                    st.progress();
+                }
+                Err(e)
+            }
+        }
+    }
+
+    // Inlined into the `Checked` wrapper of every endpoint (its only caller on
+    // the data path), so a receive stays one indirect call from the C API.
+    #[inline(always)]
+    unsafe fn recv(&self, op: &RxOp<'_>) -> Result<()> {
+        let multi = op.flags & FI_MULTI_RECV != 0;
+        let mut scatter = None;
+        let (buf, len) = match op.iov {
+            [] => (0, 0),
+            [one] => (one.base, one.len),
+            _ if multi => return Err(EINVAL),
+            many => {
+                let sc = Scatter::new(many)?;
+                let l = sc.tmp.len();
+                scatter = Some(sc);
+                (0, l)
+            }
+        };
+        let mut st = self.shared.st.lock();
+        if !st.enabled {
+            return Err(Error(FI_EOPBADSTATE));
+        }
+        if op.flags & (FI_PEEK | FI_CLAIM) != 0 {
+            return st.search(op, buf, len, scatter);
+        }
+        if op.flags & FI_DISCARD != 0 {
+            return Err(EINVAL);
+        }
+        let spec = if op.tagged {
+            RecvSpec::tagged(op.context, buf, len, op.src, op.tag, op.ignore, op.flags)
+        } else {
+            RecvSpec::untagged(op.context, buf, len, op.src, op.flags)
+        };
+        let complete = !st.rx_selective || op.flags & FI_COMPLETION != 0;
+        if multi {
+            // Post first, then feed queued messages to the buffer one slice
+            // at a time (the matcher cuts the slices and says when the
+            // buffer is released).
+            st.matcher.post(spec, None)?;
+            // A message leaves the queue only with the receive that takes
+            // it (the buffer just posted, or an older one that matches).
+            while let Some((u, m)) = st.matcher.take_unexpected_matched(&spec) {
+                let released = m.flags & FI_MULTI_RECV != 0;
+                let r = RxInfo {
+                    ctx: m.ctx,
+                    buf: m.buf,
+                    cap: m.cap,
+                    msg_len: u.len as u64,
+                    flags: rx_flags(op.tagged, u.flags & FI_REMOTE_CQ_DATA != 0) | (m.flags & FI_MULTI_RECV),
+                    tag: u.tag,
+                    data: u.data,
+                    src: u.src,
+                    complete,
+                    unknown_src: None,
+                    scatter: None,
+                };
+                st.deliver_unexp(u, r);
+                if released {
+                    break;
+                }
+            }
+            return Ok(());
+        }
+        if let Some(u) = st.matcher.take_unexpected(&spec) {
+            let r = RxInfo {
+                ctx: op.context,
+                buf,
+                cap: len,
+                msg_len: u.len as u64,
+                flags: rx_flags(op.tagged, u.flags & FI_REMOTE_CQ_DATA != 0),
+                tag: u.tag,
+                data: u.data,
+                src: u.src,
+                complete,
+                unknown_src: None,
+                scatter,
+            };
+            st.deliver_unexp(u, r);
+            return Ok(());
+        }
+        st.matcher.post(spec, scatter)
+    }
+
+    unsafe fn rma_read(&self, op: &rfabric_core::provider::RmaOp<'_>) -> Result<()> {
+        // SAFETY: forwarded contract.
+        unsafe { self.shared.st.lock().rma_submit(false, op) }
+    }
+    unsafe fn rma_write(&self, op: &rfabric_core::provider::RmaOp<'_>) -> Result<()> {
+        // SAFETY: forwarded contract.
+        unsafe { self.shared.st.lock().rma_submit(true, op) }
+    }
+    unsafe fn atomic(&self, op: &rfabric_core::provider::AtomicOp<'_>) -> Result<()> {
+        // SAFETY: forwarded contract.
+        unsafe { self.shared.st.lock().atomic_submit(op) }
+    }
+    fn atomic_valid(&self, kind: rfabric_core::provider::AtomicKind, op: u32, datatype: u32) -> Result<usize> {
+        rfabric_core::objects::atomic::valid(kind, op, datatype, rma::ATOMIC_MAX_BYTES).ok_or(Error(FI_EOPNOTSUPP))
+    }
+
+    fn cancel(&self, context: usize) -> Result<()> {
+        let st = self.shared.st.lock();
+        let mut st = st;
+        match st.matcher.cancel(context) {
+            Some(p) => {
+                if let Some(cq) = st.rx_cq.as_ref() {
+                    let base = Completion {
+                        op_context: context,
+                        flags: rx_flags(p.spec.tagged, false),
+                        buf: p.spec.buf,
+                        src_addr: FI_ADDR_NOTAVAIL,
+                        ..Completion::default()
+                    };
+                    cq.write_err(ErrCompletion { base, err: FI_ECANCELED, ..ErrCompletion::default() });
+                }
+                if let Some(c) = st.recv_cntr.as_ref() {
+                    c.c.adderr(1);
+                }
+                Ok(())
+            }
+            None => Err(Error(FI_ENOENT)),
+        }
+    }
+
+    fn getopt(&self, level: i32, name: i32, buf: &mut [u8]) -> Result<usize> {
+        if level != FI_OPT_ENDPOINT {
+            return Err(Error(FI_ENOPROTOOPT));
+        }
+        match name {
+            FI_OPT_MIN_MULTI_RECV => {
+                let v = self.shared.st.lock().min_multi_recv.to_ne_bytes();
+                if buf.len() < v.len() {
+                    return Err(Error(FI_ETOOSMALL));
+                }
+                buf[..v.len()].copy_from_slice(&v);
+                Ok(v.len())
+            }
+            _ => Err(Error(FI_ENOPROTOOPT)),
+        }
+    }
+
+    fn setopt(&self, level: i32, name: i32, val: &[u8]) -> Result<()> {
+        if level != FI_OPT_ENDPOINT {
+            return Err(Error(FI_ENOPROTOOPT));
+        }
+        match name {
+            FI_OPT_MIN_MULTI_RECV => {
+                let v = usize::from_ne_bytes(val.try_into().map_err(|_| EINVAL)?);
+                let mut st = self.shared.st.lock();
+                st.min_multi_recv = v;
+                st.matcher.set_min_multi_recv(v);
+                Ok(())
+            }
+            _ => Err(Error(FI_ENOPROTOOPT)),
+        }
+    }
+
+    fn close(&self) -> Result<()> {
+        self.stop_progress();
+        let mut st = self.shared.st.lock();
+        st.flush_replies();
+        st.enabled = false;
+        st.name = None;
+        let tx = st.tx_cq.take();
+        let rx = st.rx_cq.take();
+        st.av = None;
+        st.rma.clear();
+        let mut cntrs: Vec<Arc<ShmCntr>> = std::mem::take(&mut st.other_cntrs);
+        cntrs.extend(st.send_cntr.take());
+        cntrs.extend(st.recv_cntr.take());
+        drop(st);
+        for cq in [tx, rx].into_iter().flatten() {
+            cq.detach(&self.shared);
+        }
+        for c in cntrs {
+            c.detach(&self.shared);
+        }
+        Ok(())
+    }
+}
