@@ -133,10 +133,10 @@ pub struct SegHeader {
 /// Offset of the readiness flag within the header page (own cache line).
 const READY_OFF: usize = 256;
 
-/// Shared-copy descriptors of rendezvous receives (`endpoint.rs`, "shared
-/// copy"): in the header page after the ready flag, one cache line each.
-/// The owner (the receiver) sets them up; the sender of the message claims
-/// chunks and reports copies through them.
+/// Shared-copy descriptors of rendezvous receives
+/// (`endpoint/shared_copy.rs`): in the header page after the ready flag,
+/// one cache line each. The owner (the receiver) sets them up; the sender
+/// of the message claims chunks and reports copies through them.
 pub const HELP_OFF: usize = 1024;
 pub const HELP_SLOTS: usize = 32;
 const HELP_STRIDE: usize = 64;
