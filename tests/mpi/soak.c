@@ -14,6 +14,14 @@
  *   SOAK_RSS_BOUND_KB allowed VmRSS growth after warm-up (default 8192)
  *   SOAK_ROUND_LIMIT  seconds a round may take before the rank reports
  *                     what it waits for and exits 3 (default 120)
+ *   SOAK_WIN_ROUNDS   rounds between window re-creations (default 25;
+ *                     0: one window for the whole run)
+ *   SOAK_RMA          0: no one-sided phase (point-to-point only); fence
+ *                     or lock: only that half of it
+ *   SOAK_P2P          0: no point-to-point phase (one-sided only)
+ *   SOAK_SAMPLES      a path prefix: each rank writes its samples to
+ *                     PREFIX.RANK (seconds, round, VmRSS, RssAnon,
+ *                     RssShmem in KiB, descriptors; one line each)
  *   SOAK_INJECT       a fault for checking the checks, made by rank 1 from
  *                     round 3 on: corrupt (one byte of a message, once),
  *                     drop (a message to rank 2 not sent, once), dup (a
@@ -81,7 +89,11 @@
  * leak of anything per message or per round grows without end and crosses
  * it (a 10-minute run does thousands of rounds and tens of thousands of
  * messages per rank). The memory the test itself uses is allocated and
- * touched before the first sample.
+ * touched before the first sample. Buffers that are touched for the first
+ * time bit by bit grow VmRSS until they are all in: MPICH's active-message
+ * receive buffers (8 x 2 MiB by default, filled front to back through
+ * FI_MULTI_RECV, about 1.4 KiB a round) are one; run_soak.sh makes them
+ * small enough to be all in within the first minute.
  *
  * Output: "soak: seed S" and "rank R: pid P, seed S_R, libfabric PATH" at
  * the start; a progress line from rank 0 every 30 s; any failure as a line
@@ -109,7 +121,6 @@ enum {
 	NACC = 16,		/* uint64 accumulated under fence */
 	NACC2 = 4,		/* uint64 accumulated under lock */
 	MAX_POPS = 6,		/* passive operations per origin and round */
-	WIN_ROUNDS = 25,	/* rounds between window re-creations */
 };
 #define MAX_MSG ((size_t)8 << 20)
 #define PAIR_BUDGET ((size_t)12 << 20)	/* bytes per pair and round */
@@ -470,6 +481,7 @@ static void check_msg(const unsigned char *b, int count, const struct msg *m, lo
 
 struct sample {
 	double t;
+	long round;
 	long rss_kb, anon_kb, shmem_kb;
 	int fds;
 };
@@ -502,7 +514,7 @@ static void take_sample(double t)
 		closedir(d);
 	}
 	if (nsamples < maxsamples)
-		samples[nsamples++] = (struct sample){ t, status_kb(text, "VmRSS:"), status_kb(text, "RssAnon:"),
+		samples[nsamples++] = (struct sample){ t, round_no, status_kb(text, "VmRSS:"), status_kb(text, "RssAnon:"),
 						       status_kb(text, "RssShmem:"), fds };
 }
 
@@ -516,6 +528,8 @@ static char pend_kind[2 * MAXNP * MAX_PER_PAIR];	/* 's' send, 'r' receive */
 static char pend_done[2 * MAXNP * MAX_PER_PAIR];
 static int npend, blocked_in = -1;	/* the blocking call's operation */
 static unsigned round_limit = 120;
+static long win_rounds = 25;
+static int do_rma = 1, do_p2p = 1;
 
 static void on_alarm(int sig)
 {
@@ -868,6 +882,8 @@ static void rma(long r)
 {
 	/* fence: put into my slot everywhere, accumulate everywhere */
 	phase = "RMA fence epoch";
+	if (!(do_rma & 1))
+		goto passive;
 	mpi_check(MPI_Win_fence(MPI_MODE_NOPRECEDE, win), "MPI_Win_fence (open)");
 	for (int j = 0; j < np; j++) {
 		int t = (me + j) % np;
@@ -924,7 +940,10 @@ static void rma(long r)
 	}
 
 	/* passive target: the counters before this round bound the values fetched */
+passive:
 	phase = "RMA passive target";
+	if (!(do_rma & 2))
+		return;
 	uint64_t ctr_lo[MAXNP], ctr_hi[MAXNP], last_fetch[MAXNP];
 	for (int t = 0; t < np; t++) {
 		ctr_lo[t] = exp_ctr[t];
@@ -1054,6 +1073,10 @@ int main(int argc, char **argv)
 	double warmup = envnum("SOAK_WARMUP", seconds / 10);
 	long rss_bound = (long)envnum("SOAK_RSS_BOUND_KB", 8192);
 	round_limit = (unsigned)envnum("SOAK_ROUND_LIMIT", 120);
+	win_rounds = (long)envnum("SOAK_WIN_ROUNDS", 25);
+	const char *rv = getenv("SOAK_RMA");
+	do_rma = !rv || !*rv ? 3 : !strcmp(rv, "fence") ? 1 : !strcmp(rv, "lock") ? 2 : atoi(rv) ? 3 : 0;
+	do_p2p = envnum("SOAK_P2P", 1) != 0;
 	if (getenv("SOAK_INJECT"))
 		inject = getenv("SOAK_INJECT");
 	unsigned long long seed = 0;
@@ -1107,6 +1130,7 @@ int main(int argc, char **argv)
 	memset(wmem, 0, wsize);
 	memset(obuf, 0, (size_t)np * SLOT);
 	memset(gbuf, 0, SLOT);
+	memset(samples, 0, (size_t)maxsamples * sizeof *samples);
 	for (int i = 0; i < 2; i++) {
 		MPI_Comm_dup(MPI_COMM_WORLD, &comm_s[i]);
 		MPI_Comm_dup(MPI_COMM_WORLD, &comm_w[i]);
@@ -1126,9 +1150,11 @@ int main(int argc, char **argv)
 			break;
 		alarm(round_limit);
 		plan(round_no);
-		traffic(round_no, &lr);
-		rma(round_no);
-		if ((round_no + 1) % WIN_ROUNDS == 0) {
+		if (do_p2p)
+			traffic(round_no, &lr);
+		if (do_rma)
+			rma(round_no);
+		if (win_rounds > 0 && (round_no + 1) % win_rounds == 0) {
 			phase = "re-creating the window";
 			mpi_check(MPI_Win_free(&win), "MPI_Win_free");
 			win_open();
@@ -1222,6 +1248,19 @@ int main(int argc, char **argv)
 			fail("open descriptors changed after warm-up: first %d, last %d, between %d and %d (%d of %d samples "
 			     "differ)",
 			     f_first, f_last, f_min, f_max, fd_changes, nsamples - first);
+	}
+	const char *sp = getenv("SOAK_SAMPLES");
+	if (sp && *sp) {
+		char path[4096];
+		snprintf(path, sizeof path, "%s.%d", sp, me);
+		FILE *f = fopen(path, "w");
+		for (int i = 0; f && i < nsamples; i++)
+			fprintf(f, "%.1f %ld %ld %ld %ld %d\n", samples[i].t, samples[i].round, samples[i].rss_kb,
+				samples[i].anon_kb, samples[i].shmem_kb, samples[i].fds);
+		if (f)
+			fclose(f);
+		else
+			fail("cannot write %s: %m", path);
 	}
 	struct sample s0 = nsamples ? samples[0] : (struct sample){ 0 };
 	printf("soak resources rank %d: %d samples, %d after warm-up; VmRSS KiB at start %ld, after warm-up first %ld "
