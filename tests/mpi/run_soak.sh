@@ -76,6 +76,16 @@ soak() {
 	ls -A /dev/shm | sort >"$tmp/shm-before"
 	(
 		[ -n "$llp" ] && export LD_LIBRARY_PATH=$llp
+		# MPICH's active messages (which its one-sided operations use)
+		# arrive in NUM_AM_BUFFERS FI_MULTI_RECV buffers of
+		# MULTIRECV_BUFFER_SIZE, 8 x 2 MiB by default, which the provider
+		# fills front to back: their pages are touched for the first time
+		# over thousands of rounds, about 1.4 KiB a round on either
+		# library, VmRSS rising until all 16 MiB are in (a high-water mark,
+		# not a leak). 8 x 64 KiB are all touched within the first minute,
+		# and the buffers are released and reposted 32 times as often.
+		export MPIR_CVAR_CH4_OFI_NUM_AM_BUFFERS=${MPIR_CVAR_CH4_OFI_NUM_AM_BUFFERS:-8}
+		export MPIR_CVAR_CH4_OFI_MULTIRECV_BUFFER_SIZE=${MPIR_CVAR_CH4_OFI_MULTIRECV_BUFFER_SIZE:-65536}
 		# a round may take SOAK_ROUND_LIMIT (120 s) before a rank reports
 		# a hang; start-up and the end of the run take seconds
 		MPIR_CVAR_CH4_NETMOD=ofi MPIR_CVAR_NOLOCAL=1 FI_PROVIDER=shm MPIR_CVAR_DEBUG_SUMMARY=1 FI_LOG_LEVEL=warn \
