@@ -7,6 +7,7 @@
 #   make fuzz-campaign         the shm fuzz targets, FUZZ_RUNS executions each (hours); make fuzz-cmin
 #   make check-valgrind-c      every C test and Debian's fi_pingpong under valgrind memcheck (~10 min)
 #   make check-asan-rust, check-tsan-rust   the Rust tests under ASan / TSan (nightly, -Zbuild-std)
+#   make soak                  the MPICH soak on 4 ranks for SOAK_SECONDS (default 600); see docs/TESTING.md
 #   make clean
 #   make bench                 shm latency/bandwidth: ours vs Debian libfabric vs UCX (docs/PERFORMANCE.md)
 
@@ -177,6 +178,17 @@ check-asan-rust:
 check-tsan-rust:
 	RUSTFLAGS="-Zsanitizer=thread" TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" $(SAN_CARGO) --target-dir target/tsan \
 		--exclude rfabric-xpu-harness
+
+# The MPICH soak (tests/mpi/run_soak.sh): 4 ranks of the MPICH wheel (the
+# venv .venv that scripts/test.sh makes) over our shm for SOAK_SECONDS of
+# random point-to-point and one-sided traffic, every byte checked; VmRSS
+# and descriptors flat after warm-up, no /dev/shm entry left behind.
+# SOAK_ARGS=--control runs the wheel's own libfabric first, as long.
+SOAK_SECONDS ?= 600
+SOAK_ARGS ?=
+.PHONY: soak
+soak: build
+	tests/mpi/run_soak.sh $(SOAK_ARGS) build/lib $(SOAK_SECONDS)
 
 clean:
 	$(CARGO) clean
