@@ -180,6 +180,47 @@ fn lock_ignore_poison<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// Empty non-blocking reads (`fi_cq_read`, `fi_cntr_read`) in a row
+/// after which a reader gives up the CPU once.
+pub const IDLE_READS_BEFORE_YIELD: u32 = 512;
+
+/// Counts a reader's empty polls and yields the CPU (`sched_yield`) after
+/// [`IDLE_READS_BEFORE_YIELD`] in a row. Applications such as MPI spin on
+/// non-blocking reads; with more processes than cores, the peer such a
+/// reader waits for may be runnable on this very core and never get it.
+/// A ping-pong between two running processes finds its reply within a few
+/// dozen reads and never yields, and the yield of a process alone on its
+/// core returns at once. Relaxed counts: a reader shared by threads only
+/// yields at a slightly different moment.
+#[derive(Default)]
+pub struct IdlePolls(std::sync::atomic::AtomicU32);
+
+impl IdlePolls {
+    /// A poll that found something.
+    #[inline]
+    pub fn found(&self) {
+        if self.0.load(Ordering::Relaxed) != 0 {
+            self.0.store(0, Ordering::Relaxed);
+        }
+    }
+    /// A poll that found nothing: yields when it ends a long enough run.
+    #[inline]
+    pub fn empty(&self) {
+        let n = self.0.load(Ordering::Relaxed) + 1;
+        if n >= IDLE_READS_BEFORE_YIELD {
+            self.0.store(0, Ordering::Relaxed);
+            std::thread::yield_now();
+        } else {
+            self.0.store(n, Ordering::Relaxed);
+        }
+    }
+    /// Empty polls since the last one that found something or the last
+    /// yield.
+    pub fn count(&self) -> u32 {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
 /// Converts a libfabric timeout in milliseconds (negative = infinite).
 pub fn timeout_ms(ms: i32) -> Option<Duration> {
     (ms >= 0).then(|| Duration::from_millis(ms as u64))
@@ -276,6 +317,24 @@ impl<T> Locked<T> {
 mod tests {
     use super::*;
     use std::sync::Arc;
+
+    #[test]
+    fn idle_polls_yield_after_a_run_of_empty_polls() {
+        let idle = IdlePolls::default();
+        for i in 1..IDLE_READS_BEFORE_YIELD {
+            idle.empty();
+            assert_eq!(idle.count(), i);
+        }
+        idle.empty();
+        assert_eq!(idle.count(), 0, "the poll that ends the run yields and starts a new run");
+        for _ in 0..10 {
+            idle.empty();
+        }
+        idle.found();
+        assert_eq!(idle.count(), 0, "a poll that finds something ends the run");
+        idle.found();
+        assert_eq!(idle.count(), 0);
+    }
 
     #[test]
     fn kinds() {

@@ -7,6 +7,7 @@ use super::ep::EpShared;
 use super::locked;
 use rfabric_core::error::{Result, EINVAL};
 use rfabric_core::objects::cntr::Cntr;
+use rfabric_core::objects::wait::IdlePolls;
 use rfabric_core::provider::Counter;
 use std::any::Any;
 use std::sync::{Arc, Mutex};
@@ -14,15 +15,24 @@ use std::sync::{Arc, Mutex};
 pub struct ShmCntr {
     pub(super) c: Cntr,
     eps: Mutex<Vec<Arc<EpShared>>>,
+    /// Reads whose progress found nothing, for yielding the CPU while
+    /// they go on (as a CQ's readers do).
+    idle: IdlePolls,
 }
 
 impl ShmCntr {
     pub(super) fn new(events: u32, wait_obj: u32) -> Result<ShmCntr> {
-        Ok(ShmCntr { c: Cntr::new(events, wait_obj)?, eps: Mutex::new(Vec::new()) })
+        Ok(ShmCntr { c: Cntr::new(events, wait_obj)?, eps: Mutex::new(Vec::new()), idle: IdlePolls::default() })
     }
     fn progress(&self) {
+        let mut done = 0;
         for ep in locked(&self.eps).iter() {
-            ep.st.lock().progress();
+            done += ep.st.lock().progress();
+        }
+        if done > 0 {
+            self.idle.found();
+        } else {
+            self.idle.empty();
         }
     }
     pub(super) fn attach(&self, ep: &Arc<EpShared>) {

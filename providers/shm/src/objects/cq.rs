@@ -44,6 +44,8 @@ pub(super) struct CqHints {
     pub(super) ready: std::sync::atomic::AtomicUsize,
     /// Free slots for successful completions (0 while anything spilled).
     pub(super) space: std::sync::atomic::AtomicUsize,
+    /// Reads that found nothing, for yielding the CPU while they go on.
+    pub(super) idle: rfabric_core::objects::wait::IdlePolls,
 }
 
 impl CqState {
@@ -206,13 +208,17 @@ impl CompletionQueue for ShmCq {
         if self.hints.ready.load(Relaxed) != 0 {
             match self.try_read(out, count, src.as_deref_mut()) {
                 Err(e) if e.0 == FI_EAGAIN => {}
-                r => return r,
+                r => {
+                    self.hints.idle.found();
+                    return r;
+                }
             }
         }
         // A handed-off completion must fit the caller's arrays: checked
         // first, as it leaves the ring behind.
         let fits = count > 0 && count.checked_mul(self.esize).is_some_and(|n| n <= out.len()) && src.as_ref().map_or(true, |s| s.len() >= count);
         if let Some(c) = self.progress(fits.then_some(count)) {
+            self.hints.idle.found();
             rfabric_core::objects::cq::encode(self.format, &c, &mut out[..self.esize])?;
             let mut n = 1;
             if let Some(s) = src.as_deref_mut() {
@@ -227,8 +233,10 @@ impl CompletionQueue for ShmCq {
             return Ok(n);
         }
         if self.hints.ready.load(Relaxed) == 0 {
+            self.hints.idle.empty();
             return Err(EAGAIN);
         }
+        self.hints.idle.found();
         self.try_read(out, count, src)
     }
     fn readerr(&self, user_buf: Option<&mut [u8]>, api_version: u32) -> Result<(CqErrInfo, usize)> {

@@ -260,7 +260,11 @@ impl ShmEp {
 
 impl Drop for ShmEp {
     fn drop(&mut self) {
-        self.stop_progress();
+        // fi_close closes first (closing twice is harmless). An endpoint
+        // dropped without it is closed here: that also ends the reference
+        // cycle with the CQs and counters bound to it, which would keep
+        // both alive forever.
+        let _ = rfabric_core::provider::Endpoint::close(self);
     }
 }
 

@@ -89,6 +89,16 @@ fn recv(ep: &dyn Endpoint, buf: &mut [u8], ctx: usize, tag: Option<u64>) -> Resu
 /// is full too) and loses none: once receives are posted, every
 /// message arrives, in order, with its data.
 #[test]
+fn endpoint_dropped_without_close_releases_its_cq_and_av() {
+    let p = pair(false);
+    let (cq, av) = (p.cq.clone(), p.av.clone());
+    assert!(Arc::strong_count(&cq) > 2, "the endpoints hold the CQ while open");
+    drop(p);
+    assert_eq!(Arc::strong_count(&cq), 1, "dropped endpoints still hold the CQ");
+    assert_eq!(Arc::strong_count(&av), 1, "dropped endpoints still hold the AV");
+}
+
+#[test]
 fn full_unexpected_queue_pushes_back() {
     let info = Info { caps: FI_MSG | FI_TAGGED, ..Info::default() };
     let d = ShmDomain::new(&info).unwrap();
