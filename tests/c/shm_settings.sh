@@ -1,5 +1,6 @@
 #!/bin/sh
-# The shm provider's settings (FI_<PROV>_CMA, _EAGER_MAX, _SHARED_COPY) go
+# The shm provider's settings (FI_<PROV>_CMA, _EAGER_MAX, _SHARED_COPY,
+# _PEER_CHECK_MS) go
 # through the core's parameters: Debian's fi_info -e lists them with their
 # help text, and a value that does not parse is a warning line naming the
 # variable, after which the default applies and transfers still work.
@@ -30,7 +31,7 @@ on_lib() {
 
 command -v fi_info >/dev/null || { echo "fi_info not installed (libfabric-bin)"; echo "0 passed, 1 failed"; exit 1; }
 on_lib fi_info -e >"$tmp/env" 2>&1
-for v in CMA EAGER_MAX SHARED_COPY; do
+for v in CMA EAGER_MAX SHARED_COPY PEER_CHECK_MS; do
 	var=FI_${PROV}_$v
 	# -a: some providers' help text holds bytes that make grep call it binary
 	if grep -a -q "^# $var: " "$tmp/env" && grep -a -A1 "^# $var: " "$tmp/env" | grep -a -q "^# $prov: .\{30,\}"; then
@@ -57,12 +58,12 @@ pair_once() {
 	[ $crc -eq 0 ] && [ $src -eq 0 ]
 }
 
-if pair FI_LOG_LEVEL=warn "FI_${PROV}_EAGER_MAX=4k" "FI_${PROV}_CMA=sometimes" "FI_${PROV}_SHARED_COPY=2"; then
+if pair FI_LOG_LEVEL=warn "FI_${PROV}_EAGER_MAX=4k" "FI_${PROV}_CMA=sometimes" "FI_${PROV}_SHARED_COPY=2" "FI_${PROV}_PEER_CHECK_MS=-5"; then
 	ok "bad values: fi_pingpong -S all -c passes on the defaults"
 else
 	bad "bad values: fi_pingpong failed (client rc=$crc, server rc=$src)"; tail -n 5 "$tmp/cli" "$tmp/srv"
 fi
-for v in EAGER_MAX:4k CMA:sometimes SHARED_COPY:2; do
+for v in EAGER_MAX:4k CMA:sometimes SHARED_COPY:2 PEER_CHECK_MS:-5; do
 	var=FI_${PROV}_${v%%:*}
 	if grep -q "<warn> $var is not valid .*using the default" "$tmp/cli" && grep -q "<warn> $var is not valid" "$tmp/srv"; then
 		ok "$var=${v#*:}: warning on both sides: $(grep -m1 "<warn> $var" "$tmp/cli" | sed 's/.*<warn> //')"
@@ -72,12 +73,13 @@ for v in EAGER_MAX:4k CMA:sometimes SHARED_COPY:2; do
 done
 
 # Good values are read (FI_LOG_LEVEL=info shows each read) and no warning.
-if pair FI_LOG_LEVEL=info "FI_${PROV}_EAGER_MAX=0x1000" "FI_${PROV}_CMA=0" "FI_${PROV}_SHARED_COPY=no"; then
+if pair FI_LOG_LEVEL=info "FI_${PROV}_EAGER_MAX=0x1000" "FI_${PROV}_CMA=0" "FI_${PROV}_SHARED_COPY=no" "FI_${PROV}_PEER_CHECK_MS=50"; then
 	if grep -q 'eager_max=4096' "$tmp/cli" && grep -q 'cma=0' "$tmp/cli" && grep -q 'shared_copy=0' "$tmp/cli" \
+		&& grep -q 'peer_check_ms=50' "$tmp/cli" \
 		&& ! grep -q "<warn> FI_${PROV}_" "$tmp/cli" "$tmp/srv"; then
-		ok "good values read: $(grep -o 'var eager_max=[0-9]*' "$tmp/cli" | head -n1), cma=0, shared_copy=0"
+		ok "good values read: $(grep -o 'var eager_max=[0-9]*' "$tmp/cli" | head -n1), cma=0, shared_copy=0, peer_check_ms=50"
 	else
-		bad "good values: read lines missing"; grep -E 'eager_max|cma|shared_copy' "$tmp/cli" | head -n 6
+		bad "good values: read lines missing"; grep -E 'eager_max|cma|shared_copy|peer_check_ms' "$tmp/cli" | head -n 8
 	fi
 else
 	bad "good values: fi_pingpong failed (client rc=$crc, server rc=$src)"; tail -n 5 "$tmp/cli" "$tmp/srv"

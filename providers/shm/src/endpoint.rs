@@ -190,6 +190,8 @@ pub struct Endpoint {
     pub(crate) hooks: TestHooks,
     polls: u32,
     last_check_ns: u64,
+    /// Interval between liveness checks (`FI_SHM_PEER_CHECK_MS`), ns.
+    check_ns: u64,
     /// Events dropped because the internal queue was full (should stay 0).
     pub dropped_events: u64,
 }
@@ -213,10 +215,6 @@ pub(crate) fn coarse_ns() -> u64 {
 fn eager_max_from_env() -> Option<usize> {
     crate::settings::eager_max()
 }
-
-/// Interval between liveness checks of peers with work in flight (each
-/// check reads `/proc`: several system calls).
-pub(crate) const CHECK_NS: u64 = 2_000_000;
 
 impl Endpoint {
     pub fn new(cfg: Config) -> Result<Endpoint> {
@@ -290,12 +288,18 @@ impl Endpoint {
             hooks: TestHooks::default(),
             polls: 0,
             last_check_ns: coarse_ns(),
+            check_ns: crate::settings::peer_check_ns(),
             dropped_events: 0,
         })
     }
 
     pub fn address(&self) -> Address {
         self.addr
+    }
+    /// Interval between liveness checks of peers with work in flight, in
+    /// nanoseconds (`FI_SHM_PEER_CHECK_MS`; each check reads `/proc`).
+    pub fn peer_check_ns(&self) -> u64 {
+        self.check_ns
     }
     pub fn segment(&self) -> &Segment {
         &self.seg
@@ -337,7 +341,7 @@ impl Endpoint {
             Ok(pos) => pos,
             Err(e) => {
                 let now = coarse_ns();
-                if now.saturating_sub(self.last_check_ns) > CHECK_NS {
+                if now.saturating_sub(self.last_check_ns) > self.check_ns {
                     self.last_check_ns = now;
                     if !p.check_alive() {
                         return Err(err_connreset());

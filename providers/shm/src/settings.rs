@@ -8,6 +8,7 @@
 //! | `FI_SHM_CMA` | bool | unset: cross-memory attach where the kernel permits it |
 //! | `FI_SHM_EAGER_MAX` | size_t | unset: 8 KiB while a rendezvous with the peer is in flight, one cell otherwise |
 //! | `FI_SHM_SHARED_COPY` | bool | 1 |
+//! | `FI_SHM_PEER_CHECK_MS` | int | 2 |
 //!
 //! The variables carry the provider's name: loaded as the DL provider
 //! `rfshm` they are `FI_RFSHM_CMA`, ... (the core maps the name).
@@ -17,13 +18,17 @@ use crate::cma::CmaMode;
 use crate::provider::NAME;
 use rfabric_core::abi::FI_LOG_CORE;
 use rfabric_core::error::{Result, ENODATA};
-use rfabric_core::params::{self, fi_param_type, FI_PARAM_BOOL, FI_PARAM_SIZE_T};
+use rfabric_core::params::{self, fi_param_type, FI_PARAM_BOOL, FI_PARAM_INT, FI_PARAM_SIZE_T};
 
 const CMA: &str = "cma";
 const EAGER_MAX: &str = "eager_max";
 const SHARED_COPY: &str = "shared_copy";
+const PEER_CHECK_MS: &str = "peer_check_ms";
 
-const DEFS: [(&str, fi_param_type, &str); 3] = [
+/// Default of `FI_SHM_PEER_CHECK_MS`, in milliseconds.
+pub const DEFAULT_PEER_CHECK_MS: u64 = 2;
+
+const DEFS: [(&str, fi_param_type, &str); 4] = [
     (
         CMA,
         FI_PARAM_BOOL,
@@ -41,6 +46,13 @@ const DEFS: [(&str, fi_param_type, &str); 3] = [
         SHARED_COPY,
         FI_PARAM_BOOL,
         "From 256 KiB the sender helps the receiver copy a cross-memory attach transfer (default: 1)",
+    ),
+    (
+        PEER_CHECK_MS,
+        FI_PARAM_INT,
+        "Milliseconds of progress between checks that the processes of peers with operations in flight \
+         still exist; the operations of a peer that died fail with FI_ECONNRESET about this long after its \
+         death, once what it wrote before is read; 0 checks at every 64th progress call (default: 2)",
     ),
 ];
 
@@ -88,6 +100,18 @@ fn shared_copy_of(prov: &str) -> bool {
     read(prov, SHARED_COPY, "1", params::get_bool).unwrap_or(true)
 }
 
+fn peer_check_ms_of(prov: &str) -> u64 {
+    match read(prov, PEER_CHECK_MS, "2", params::get_int) {
+        Some(v) if v >= 0 => v as u64,
+        Some(v) => {
+            let var = params::lookup(prov, PEER_CHECK_MS).map(|(_, env)| env).unwrap_or_else(|_| params::env_name(prov, PEER_CHECK_MS));
+            rfabric_core::fi_warn!(prov, FI_LOG_CORE, "{} is not valid ({} is negative); using the default: 2", var, v);
+            DEFAULT_PEER_CHECK_MS
+        }
+        None => DEFAULT_PEER_CHECK_MS,
+    }
+}
+
 /// `FI_SHM_CMA`: 1 forces cross-memory attach, 0 turns it off, unset (or
 /// not a boolean) chooses automatically.
 pub fn cma_mode() -> CmaMode {
@@ -108,6 +132,13 @@ pub fn shared_copy() -> bool {
     shared_copy_of(NAME)
 }
 
+/// `FI_SHM_PEER_CHECK_MS`: the interval between liveness checks of peers
+/// with operations in flight, in nanoseconds.
+pub fn peer_check_ns() -> u64 {
+    define();
+    peer_check_ms_of(NAME).saturating_mul(1_000_000)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -117,7 +148,7 @@ mod tests {
     fn settings_are_listed_with_help() {
         define();
         let listed: Vec<_> = getparams().into_iter().filter(|p| p.env_name.starts_with("FI_SHM_")).collect();
-        for var in ["FI_SHM_CMA", "FI_SHM_EAGER_MAX", "FI_SHM_SHARED_COPY"] {
+        for var in ["FI_SHM_CMA", "FI_SHM_EAGER_MAX", "FI_SHM_SHARED_COPY", "FI_SHM_PEER_CHECK_MS"] {
             let p = listed.iter().find(|p| p.env_name == var).unwrap_or_else(|| panic!("{var} not listed"));
             assert!(p.help.starts_with("shm: ") && p.help.len() > 40, "{var}: {}", p.help);
         }
@@ -130,7 +161,7 @@ mod tests {
         let p = "shmsettingstest";
         define_for(p);
         type Check = &'static dyn Fn(&str);
-        let cases: [(&str, Option<&str>, Check); 11] = [
+        let cases: [(&str, Option<&str>, Check); 16] = [
             ("FI_SHMSETTINGSTEST_CMA", None, &|p| assert_eq!(cma_mode_of(p), CmaMode::Auto)),
             ("FI_SHMSETTINGSTEST_CMA", Some("0"), &|p| assert_eq!(cma_mode_of(p), CmaMode::Off)),
             ("FI_SHMSETTINGSTEST_CMA", Some("on"), &|p| assert_eq!(cma_mode_of(p), CmaMode::Force)),
@@ -142,6 +173,11 @@ mod tests {
             ("FI_SHMSETTINGSTEST_EAGER_MAX", Some("-1"), &|p| assert_eq!(eager_max_of(p), None)),
             ("FI_SHMSETTINGSTEST_SHARED_COPY", Some("no"), &|p| assert!(!shared_copy_of(p))),
             ("FI_SHMSETTINGSTEST_SHARED_COPY", Some("2"), &|p| assert!(shared_copy_of(p))),
+            ("FI_SHMSETTINGSTEST_PEER_CHECK_MS", None, &|p| assert_eq!(peer_check_ms_of(p), 2)),
+            ("FI_SHMSETTINGSTEST_PEER_CHECK_MS", Some("250"), &|p| assert_eq!(peer_check_ms_of(p), 250)),
+            ("FI_SHMSETTINGSTEST_PEER_CHECK_MS", Some("0"), &|p| assert_eq!(peer_check_ms_of(p), 0)),
+            ("FI_SHMSETTINGSTEST_PEER_CHECK_MS", Some("-5"), &|p| assert_eq!(peer_check_ms_of(p), 2)),
+            ("FI_SHMSETTINGSTEST_PEER_CHECK_MS", Some("2s"), &|p| assert_eq!(peer_check_ms_of(p), 2)),
         ];
         for (var, val, check) in cases {
             match val {

@@ -97,7 +97,7 @@ impl Endpoint {
             Ok(pos) => pos,
             Err(e) => {
                 let now = coarse_ns();
-                if now.saturating_sub(self.last_check_ns) > CHECK_NS {
+                if now.saturating_sub(self.last_check_ns) > self.check_ns {
                     self.last_check_ns = now;
                     if !p.check_alive() {
                         return Err(err_connreset());

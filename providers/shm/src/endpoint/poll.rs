@@ -233,7 +233,7 @@ impl Endpoint {
         self.polls = self.polls.wrapping_add(1);
         if self.polls & 63 == 0 {
             let now = coarse_ns();
-            if now.saturating_sub(self.last_check_ns) > CHECK_NS {
+            if now.saturating_sub(self.last_check_ns) > self.check_ns {
                 self.last_check_ns = now;
                 self.check_peers();
             }

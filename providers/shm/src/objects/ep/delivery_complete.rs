@@ -116,12 +116,12 @@ impl EpState {
         self.check_targets();
     }
 
-    /// At most every `CHECK_NS` of progress while acks are awaited: sends
-    /// to a target whose process is gone fail with ECONNRESET instead of
-    /// waiting forever.
+    /// At most every `FI_SHM_PEER_CHECK_MS` of progress while acks are
+    /// awaited: sends to a target whose process is gone fail with
+    /// ECONNRESET instead of waiting forever.
     fn check_dc_targets(&mut self) {
         let now = crate::endpoint::coarse_ns();
-        if now.saturating_sub(self.dc.last_check_ns) <= crate::endpoint::CHECK_NS {
+        if now.saturating_sub(self.dc.last_check_ns) <= self.tp.peer_check_ns() {
             return;
         }
         self.dc.last_check_ns = now;

@@ -320,15 +320,15 @@ impl EpState {
         self.av.as_ref().and_then(|av| av.addr(dest)).map_or((0, 0), |a| (a.pid, a.start_time))
     }
 
-    /// At most every `CHECK_NS` of pumping with requests outstanding:
-    /// operations whose target process is gone fail with ECONNRESET
-    /// instead of waiting forever.
+    /// At most every `FI_SHM_PEER_CHECK_MS` of pumping with requests
+    /// outstanding: operations whose target process is gone fail with
+    /// ECONNRESET instead of waiting forever.
     pub(super) fn check_targets(&mut self) {
         if self.rma.inflight == 0 {
             return;
         }
         let now = crate::endpoint::coarse_ns();
-        if now.saturating_sub(self.rma.last_check_ns) <= crate::endpoint::CHECK_NS {
+        if now.saturating_sub(self.rma.last_check_ns) <= self.tp.peer_check_ns() {
             return;
         }
         self.rma.last_check_ns = now;
