@@ -173,6 +173,12 @@ impl Ring {
         let _ = off;
     }
 
+    /// The next position producers will claim: positions before it are
+    /// claimed (published or not yet).
+    pub fn claimed_until(&self) -> u64 {
+        self.tail().load(Ordering::Acquire)
+    }
+
     /// Consumer: the cell at `head` if a producer has published it.
     pub fn peek(&self, head: u64) -> Option<*mut u8> {
         (self.seq(head).load(Ordering::Acquire) == head.wrapping_add(1)).then(|| self.cell(head))

@@ -240,7 +240,11 @@ impl Endpoint {
         }
     }
 
-    /// Fails every operation whose peer has died.
+    /// Fails every operation whose peer has died, once no entry that peer
+    /// wrote before it exited (a FIN, a NACK) is waiting in our ring: those
+    /// come first. Entries of other peers do not hold the failure back, so
+    /// a ring kept busy by live peers, or stopped behind an arrival that
+    /// waits for room in the unexpected queue, does not delay it.
     fn check_peers(&mut self) {
         let mut any = false;
         for p in self.peers.iter_mut() {
@@ -248,21 +252,52 @@ impl Endpoint {
                 any = true;
             }
         }
-        // Entries a peer wrote before it exited (a FIN, a reply) come
-        // first: its operations fail only once our ring is drained.
-        if !any || self.ring.peek(self.head).is_some() {
+        if !any {
             return;
         }
-        let is_dead = |peers: &PeerTable, id: PeerId| peers.get(id).map(|p| !p.alive).unwrap_or(true);
+        let gone: Vec<PeerId> = (0..self.peers.len() as PeerId)
+            .filter(|&id| self.peers.get(id).is_some_and(|p| !p.alive && p.active > 0 && !self.holds_entries_from(p.key)))
+            .collect();
+        if gone.is_empty() {
+            return;
+        }
         for i in 0..self.sends.len() {
-            if self.sends[i].state != SendState::Idle && is_dead(&self.peers, self.sends[i].peer) {
+            if self.sends[i].state != SendState::Idle && gone.contains(&self.sends[i].peer) {
                 self.finish_send(i, Err(err_connreset()));
             }
         }
         for i in 0..self.recvs.len() {
-            if self.recvs[i].active && is_dead(&self.peers, self.recvs[i].peer) {
+            if self.recvs[i].active && gone.contains(&self.recvs[i].peer) {
                 self.finish_recv(i, Err(err_connreset()));
             }
         }
+    }
+
+    /// Whether an entry published by the peer whose sender key is `key` is
+    /// still in our ring, between the head (held entries included) and the
+    /// last claimed position. Continuation cells carry no key and are
+    /// skipped; the scan is bounded by the ring's size.
+    pub fn holds_entries_from(&self, key: u64) -> bool {
+        let n = self.ring.claimed_until().wrapping_sub(self.head).min(self.ring.ncells());
+        (0..n).any(|i| {
+            self.ring.peek(self.head.wrapping_add(i)).is_some_and(|cell| {
+                // SAFETY: a published cell of our ring (peek), read only.
+                let w = unsafe { Wire::load(cell) };
+                w.op != OP_CONT && w.src_key == key
+            })
+        })
+    }
+
+    /// Progress without reading the ring: the next completion of an
+    /// operation in flight (a send or receive, or its failure after its
+    /// peer died), if any. For a caller that cannot take a new arrival now.
+    pub fn poll_events(&mut self) -> Option<Event> {
+        if let Some(e) = self.events.pop_front() {
+            return Some(e);
+        }
+        if self.sends_busy | self.recvs_busy != 0 || !self.ctl.is_empty() {
+            self.progress();
+        }
+        self.events.pop_front()
     }
 }

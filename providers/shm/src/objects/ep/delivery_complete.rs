@@ -105,9 +105,10 @@ impl EpState {
         }
     }
 
-    /// With the ring drained: operations waiting on a target whose process
-    /// is gone fail. Only then, so that the last replies and acks a target
-    /// sent before it exited are taken first.
+    /// Operations waiting on a target whose process is gone fail, once no
+    /// entry of that target is left in our ring: the last replies and acks
+    /// it sent before it exited are taken first. Entries of other peers do
+    /// not delay it.
     #[inline]
     pub(super) fn check_targets_gone(&mut self) {
         if !self.dc.wait.is_empty() {
@@ -128,7 +129,7 @@ impl EpState {
         let mut i = 0;
         while i < self.dc.wait.len() {
             let w = self.dc.wait[i];
-            if w.proc_.0 != 0 && !crate::segment::pid_alive(w.proc_.0, w.proc_.1) {
+            if w.proc_.0 != 0 && !crate::segment::pid_alive(w.proc_.0, w.proc_.1) && !self.tp.holds_entries_from(w.key) {
                 self.dc.wait.remove(i);
                 if let Some(t) = self.tx_pending.get_mut(w.tok).and_then(Option::take) {
                     self.complete_tx(t, Err(crate::err_connreset()));

@@ -264,7 +264,17 @@ impl EpState {
             budget -= 1;
             self.on_arrival(inc);
             if self.stalled.is_some() {
-                return 0;
+                // The arrival waits for room in the unexpected queue and
+                // the ring stays where it is, but operations in flight
+                // still complete, or fail when their peer died.
+                while budget > 0 && !matches!(self.handoff, Handoff::Got { .. }) {
+                    let Some(ev) = self.tp.poll_events() else { break };
+                    budget -= 1;
+                    done += 1;
+                    self.handle(ev);
+                }
+                self.check_targets_gone();
+                return done;
             }
             if inc.hdr.flags & UF_ACKREQ != 0 && matches!(inc.kind, Kind::Inline { .. }) {
                 self.send_ack(inc.src_key);
@@ -284,7 +294,6 @@ impl EpState {
                     // Nothing behind the handed-off entry: a ping-pong.
                     self.drain_after_handoff = false;
                 }
-                self.check_targets_gone();
                 break;
             };
             done += 1;
@@ -299,6 +308,7 @@ impl EpState {
                 }
             }
         }
+        self.check_targets_gone();
         done
     }
 }

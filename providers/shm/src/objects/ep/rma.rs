@@ -334,7 +334,9 @@ impl EpState {
         self.rma.last_check_ns = now;
         for idx in 0..self.rma.ops.len() {
             let dead = match self.rma.ops[idx].as_ref() {
-                Some(op) if op.acked < op.next && op.peer_proc.0 != 0 => !crate::segment::pid_alive(op.peer_proc.0, op.peer_proc.1),
+                Some(op) if op.acked < op.next && op.peer_proc.0 != 0 => {
+                    !crate::segment::pid_alive(op.peer_proc.0, op.peer_proc.1) && !self.tp.holds_entries_from(op.peer_key)
+                }
                 _ => false,
             };
             if dead {
