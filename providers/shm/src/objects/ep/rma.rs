@@ -21,8 +21,9 @@
 //! - reply: `tag` = the initiator's token, `cq_data` = status (0 or a
 //!   positive error code), payload = read data or fetched values. Every
 //!   request is answered ([`EpState::post_reply`]): queued while the
-//!   initiator's ring is full, its status alone if the full reply is
-//!   refused, dropped only when the initiator's process is gone.
+//!   initiator's ring is full (in order per initiator: a full ring holds
+//!   back that initiator's replies only), its status alone if the full
+//!   reply is refused, dropped only when the initiator's process is gone.
 //!
 //! Without CMA (`FI_SHM_CMA=0`, or after the target reported that the
 //! kernel refused it) a piece is at most one inline payload (4016 bytes),
@@ -139,7 +140,8 @@ impl RmaState {
     }
 
     /// Counters bound with `FI_READ`, `FI_WRITE`, `FI_REMOTE_READ`, `FI_REMOTE_WRITE`.
-    /// Queues a reply-like control message (sent by `rma_pump`, in order).
+    /// Queues a reply-like control message (sent by `rma_pump`, in order
+    /// with the other replies to the same peer).
     pub(super) fn queue_reply(&mut self, peer: PeerId, hdr: MsgHeader) {
         self.replies.push_back((peer, hdr, Vec::new()));
     }
@@ -568,13 +570,23 @@ impl EpState {
         if self.rma.replies.is_empty() && self.rma.queue.is_empty() {
             return;
         }
-        while let Some((peer, hdr, mut data)) = self.rma.replies.pop_front() {
+        // In order per initiator: one whose ring is full holds back its
+        // own later replies, not those of other initiators.
+        let mut full: Vec<PeerId> = Vec::new();
+        let mut i = 0;
+        while i < self.rma.replies.len() {
+            if full.contains(&self.rma.replies[i].0) {
+                i += 1;
+                continue;
+            }
+            let Some((peer, hdr, mut data)) = self.rma.replies.remove(i) else { break };
             if let Some((hdr, keep)) = self.post_reply(peer, hdr, &data) {
                 if !keep {
                     data = Vec::new();
                 }
-                self.rma.replies.push_front((peer, hdr, data));
-                break;
+                self.rma.replies.insert(i, (peer, hdr, data));
+                full.push(peer);
+                i += 1;
             }
         }
         let mut buf = [0u8; 8192];
@@ -827,7 +839,7 @@ impl EpState {
             }
         }
         let payload = &out[..out_len];
-        if !self.rma.replies.is_empty() {
+        if self.rma.replies.iter().any(|r| r.0 == peer) {
             self.rma.replies.push_back((peer, hdr, payload.to_vec()));
             return;
         }
