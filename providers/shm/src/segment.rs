@@ -603,6 +603,11 @@ impl Drop for Segment {
             if own.pid == std::process::id() {
                 self.ready_flag().store(0, Ordering::Release);
                 unlink_shm(&self.name);
+                // And the locators and names of processes that died
+                // meanwhile (a peer killed while we talked to it could not
+                // remove its own): they would stay until the next process
+                // opens its first endpoint.
+                reclaim_stale();
             }
             // The handover thread uses the descriptor: stop it first.
             drop(own.handover.take());
