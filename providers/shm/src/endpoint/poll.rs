@@ -273,6 +273,16 @@ impl Endpoint {
         }
     }
 
+    /// Records that the process of the peer whose sender key is `key` is
+    /// gone, as found by a check above the transport (RMA targets,
+    /// delivery-complete receivers): sends to it fail from now on, and its
+    /// transfers in flight fail at the next liveness check.
+    pub fn mark_gone(&mut self, key: u64) {
+        if let Some(p) = self.peers.find_key(key).and_then(|id| self.peers.get_mut(id)) {
+            p.alive = false;
+        }
+    }
+
     /// Whether an entry published by the peer whose sender key is `key` is
     /// still in our ring, between the head (held entries included) and the
     /// last claimed position. Continuation cells carry no key and are

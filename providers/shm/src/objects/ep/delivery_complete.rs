@@ -130,6 +130,7 @@ impl EpState {
         while i < self.dc.wait.len() {
             let w = self.dc.wait[i];
             if w.proc_.0 != 0 && !crate::segment::pid_alive(w.proc_.0, w.proc_.1) && !self.tp.holds_entries_from(w.key) {
+                self.tp.mark_gone(w.key);
                 self.dc.wait.remove(i);
                 if let Some(t) = self.tx_pending.get_mut(w.tok).and_then(Option::take) {
                     self.complete_tx(t, Err(crate::err_connreset()));

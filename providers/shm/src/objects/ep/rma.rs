@@ -342,6 +342,9 @@ impl EpState {
                 _ => false,
             };
             if dead {
+                if let Some(key) = self.rma.ops[idx].as_ref().map(|op| op.peer_key) {
+                    self.tp.mark_gone(key);
+                }
                 if let Some(op) = self.rma.ops[idx].as_mut() {
                     let issued = op.next - op.acked;
                     self.rma.inflight = self.rma.inflight.saturating_sub(issued);
