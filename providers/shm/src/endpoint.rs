@@ -189,6 +189,10 @@ pub struct Endpoint {
     #[cfg(test)]
     pub(crate) hooks: TestHooks,
     polls: u32,
+    /// Empty polls, and the head seen at the last look for a dead claim
+    /// with the time of that look (`skip_dead_claim`).
+    empty_polls: u32,
+    stuck: (u64, u64),
     last_check_ns: u64,
     /// Interval between liveness checks (`FI_SHM_PEER_CHECK_MS`), ns.
     check_ns: u64,
@@ -287,6 +291,8 @@ impl Endpoint {
             #[cfg(test)]
             hooks: TestHooks::default(),
             polls: 0,
+            empty_polls: 0,
+            stuck: (u64::MAX, 0),
             last_check_ns: coarse_ns(),
             check_ns: crate::settings::peer_check_ns(),
             dropped_events: 0,

@@ -136,24 +136,25 @@ impl<'a> Input<'a> {
 struct PrivRing {
     mem: Vec<u64>,
     ring: Ring,
+    ncells: usize,
 }
 
 impl PrivRing {
     fn new(ncells: u32, cell_size: usize) -> PrivRing {
-        let mut mem = vec![0u64; (128 + ncells as usize * cell_size) / 8];
+        let mut mem = vec![0u64; Ring::bytes(ncells, cell_size) / 8];
         let p = mem.as_mut_ptr().cast::<u8>();
-        // SAFETY: `mem` holds 128 + ncells * cell_size bytes, 8-aligned,
+        // SAFETY: `mem` holds Ring::bytes(ncells, cell_size) bytes, 8-aligned,
         // used by nobody else; it lives as long as `ring` (same struct,
         // never reallocated).
         let ring = unsafe {
             Ring::init(p, ncells, cell_size);
             Ring::from_raw(p, ncells, cell_size)
         };
-        PrivRing { mem, ring }
+        PrivRing { mem, ring, ncells: ncells as usize }
     }
     fn in_bounds(&self, cell: *mut u8, cell_size: usize) -> bool {
         let lo = self.mem.as_ptr() as usize + 128;
-        let hi = self.mem.as_ptr() as usize + self.mem.len() * 8;
+        let hi = lo + self.ncells * cell_size;
         let c = cell as usize;
         c >= lo && c + cell_size <= hi && (c - lo) / cell_size * cell_size == c - lo
     }
@@ -257,9 +258,12 @@ pub fn ring_ops(data: &[u8]) {
                 hostile = true;
             }
             _ => {
-                // Hostile store to a cell's sequence word.
-                let i = inp.u8() as usize % ncells as usize;
-                r.scribble(128 + i * cs, inp.u64());
+                // Hostile store to a cell's sequence word, or (high bit)
+                // to a position's announcement word.
+                let b = inp.u8() as usize;
+                let i = b % ncells as usize;
+                let off = if b & 0x80 != 0 { 128 + ncells as usize * cs + i * 8 } else { 128 + i * cs };
+                r.scribble(off, inp.u64());
                 hostile = true;
             }
         }

@@ -1,18 +1,31 @@
 //! Bounded multi-producer single-consumer queue of fixed-size cells in
 //! shared memory (per-cell sequence numbers, after Vyukov's bounded queue).
 //!
-//! Memory: `[tail: u64 | pad to 64][spare line][cell 0][cell 1]...`. Each
-//! cell starts with its 8-byte sequence word; the rest of the first line is
-//! the message header and the remainder is inline payload. Only offsets are
-//! stored; every process computes addresses from its own mapping.
+//! Memory: `[tail: u64 | pad to 64][spare line][cell 0][cell 1]...
+//! [announcement 0][announcement 1]...`. Each cell starts with its 8-byte
+//! sequence word; the rest of the first line is the message header and the
+//! remainder is inline payload. Only offsets are stored; every process
+//! computes addresses from its own mapping.
 //!
 //! Cell `i` is free for the producer that claims position `p` (p % n == i)
 //! when its sequence equals `p`; the producer publishes it by storing
 //! `p + 1`; the consumer releases it by storing `p + n`. The consumer's head
 //! is private to the owning process.
+//!
+//! Who holds a claim: right after its tail update claims `p..p+k`, the
+//! producer records `(p, k, its pid)` in the announcement word of `p`
+//! (and `(q, 0, 0)` in those of the other positions of the claim, so no
+//! word is ever more than a lap old). Only the claimer of `p` writes that
+//! word for this lap, so a consumer whose head `h` stays claimed and
+//! unpublished while word `h` names `h` knows which process holds it, and
+//! once that process is gone it steps over the claim
+//! ([`Ring::dead_claim`]) instead of waiting for it forever. A producer
+//! that dies between its tail update and that store (a few instructions)
+//! leaves an older word: its claim is not recognised, and the consumer
+//! waits as before.
 
 use rfabric_core::error::{Result, EAGAIN, EINVAL};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 /// Bytes of a cell before the inline payload (sequence word + header).
 pub const CELL_HDR: usize = 64;
@@ -34,18 +47,69 @@ unsafe impl Sync for Ring {}
 /// bounds the loop even when a hostile process scribbles on the ring.
 const MAX_SPINS: u32 = 1024;
 
+// Announcement word: position (low 27 bits) | cells claimed (15 bits) |
+// pid (22 bits, Linux's largest pid_max; 0 names nobody).
+const ANN_POS_BITS: u32 = 27;
+const ANN_K_BITS: u32 = 15;
+const ANN_PID_BITS: u32 = 22;
+const ANN_POS_MASK: u64 = (1 << ANN_POS_BITS) - 1;
+/// Most cells one claim can take.
+pub const MAX_CLAIM: u64 = (1 << ANN_K_BITS) - 1;
+
+fn ann_word(pos: u64, k: u64, pid: u32) -> u64 {
+    (pos & ANN_POS_MASK) << (ANN_K_BITS + ANN_PID_BITS) | k << ANN_PID_BITS | pid as u64
+}
+fn ann_k(a: u64) -> u64 {
+    (a >> ANN_PID_BITS) & MAX_CLAIM
+}
+fn ann_pid(a: u64) -> u32 {
+    (a & ((1 << ANN_PID_BITS) - 1)) as u32
+}
+/// How far `pos` is past the position recorded in `a` (27-bit wrapping
+/// arithmetic): 0 when `a` is `pos`'s record of this lap.
+fn ann_dist(pos: u64, a: u64) -> i32 {
+    let d = pos.wrapping_sub(a >> (ANN_K_BITS + ANN_PID_BITS)) & ANN_POS_MASK;
+    ((d as u32) << (32 - ANN_POS_BITS)) as i32 >> (32 - ANN_POS_BITS)
+}
+
+/// This process's pid for announcements (cached; reset in a forked child),
+/// 0 if it does not fit.
+fn my_pid() -> u32 {
+    static PID: AtomicU32 = AtomicU32::new(0);
+    extern "C" fn forked() {
+        PID.store(0, Ordering::Relaxed);
+    }
+    let p = PID.load(Ordering::Relaxed);
+    if p != 0 {
+        return p;
+    }
+    static ATFORK: std::sync::Once = std::sync::Once::new();
+    ATFORK.call_once(|| {
+        // SAFETY: registers a handler that only stores to an atomic; it
+        // runs in the child after fork, where the cached pid is the
+        // parent's.
+        unsafe { libc::pthread_atfork(None, None, Some(forked)) };
+    });
+    let p = std::process::id();
+    let p = if p < 1 << ANN_PID_BITS { p } else { 0 };
+    PID.store(p, Ordering::Relaxed);
+    p
+}
+
 impl Ring {
-    /// Writes the initial sequence numbers.
+    /// Writes the initial sequence numbers and announcements (each of the
+    /// position one lap before the first).
     ///
     /// # Safety
-    /// `base` must point to `128 + ncells * cell_size` writable bytes,
-    /// 64-byte aligned, that nobody else uses yet.
+    /// `base` must point to [`Ring::bytes`]`(ncells, cell_size)` writable
+    /// bytes, 64-byte aligned, that nobody else uses yet.
     pub unsafe fn init(base: *mut u8, ncells: u32, cell_size: usize) {
         // SAFETY: caller guarantees the region.
         let r = unsafe { Ring::from_raw(base, ncells, cell_size) };
         r.tail().store(0, Ordering::Relaxed);
         for i in 0..ncells as u64 {
             r.seq(i).store(i, Ordering::Relaxed);
+            r.ann(i).store(ann_word(i.wrapping_sub(ncells as u64), 0, 0), Ordering::Relaxed);
         }
         std::sync::atomic::fence(Ordering::Release);
     }
@@ -53,7 +117,7 @@ impl Ring {
     /// # Safety
     /// `base` must point to a region laid out by [`Ring::init`] with the same
     /// `ncells` (a power of two) and `cell_size` (multiple of 64, >= 128),
-    /// that stays mapped while the Ring is used.
+    /// [`Ring::bytes`] long, that stays mapped while the Ring is used.
     pub unsafe fn from_raw(base: *mut u8, ncells: u32, cell_size: usize) -> Ring {
         Ring { base, ncells: ncells as u64, cell_size }
     }
@@ -66,6 +130,19 @@ impl Ring {
     }
     pub fn inline_max(&self) -> usize {
         self.cell_size - CELL_HDR
+    }
+
+    /// Bytes of a ring of `ncells` cells of `cell_size` bytes: the control
+    /// lines, the cells and the announcement words.
+    pub const fn bytes(ncells: u32, cell_size: usize) -> usize {
+        128 + ncells as usize * cell_size + ncells as usize * 8
+    }
+
+    /// Announcement word of position `pos`.
+    fn ann(&self, pos: u64) -> &AtomicU64 {
+        let i = (pos & (self.ncells - 1)) as usize;
+        // SAFETY: the words follow the cells (`Ring::bytes`), 8-aligned.
+        unsafe { &*self.base.add(128 + self.ncells as usize * self.cell_size + i * 8).cast::<AtomicU64>() }
     }
 
     fn tail(&self) -> &AtomicU64 {
@@ -94,7 +171,10 @@ impl Ring {
             let dif = seq.wrapping_sub(pos) as i64;
             if dif == 0 {
                 match self.tail().compare_exchange_weak(pos, pos.wrapping_add(1), Ordering::Relaxed, Ordering::Relaxed) {
-                    Ok(_) => return Ok(pos),
+                    Ok(_) => {
+                        self.announce(pos, 1);
+                        return Ok(pos);
+                    }
                     Err(cur) => pos = cur,
                 }
             } else if dif < 0 {
@@ -109,14 +189,14 @@ impl Ring {
 
     /// Claims `k` consecutive positions `pos..pos+k` with one update of the
     /// tail (a multi-cell message). The consumer releases cells strictly in
-    /// position order, so when the first and the last cell are free for
-    /// this lap every cell in between is free too. EAGAIN when the ring has
-    /// no room for all `k` cells now; EINVAL when it never will.
+    /// position order, so if the first and the last cell are free for this
+    /// lap, all between are too. EAGAIN when the ring has no room for all `k`
+    /// cells now; EINVAL when it never will.
     pub fn reserve_n(&self, k: u64) -> Result<u64> {
         if k == 1 {
             return self.reserve();
         }
-        if k == 0 || k > self.ncells {
+        if k == 0 || k > self.ncells || k > MAX_CLAIM {
             return Err(EINVAL);
         }
         let mut pos = self.tail().load(Ordering::Relaxed);
@@ -133,7 +213,10 @@ impl Ring {
                 }
                 if dl == 0 {
                     match self.tail().compare_exchange_weak(pos, pos.wrapping_add(k), Ordering::Relaxed, Ordering::Relaxed) {
-                        Ok(_) => return Ok(pos),
+                        Ok(_) => {
+                            self.announce(pos, k);
+                            return Ok(pos);
+                        }
                         Err(cur) => pos = cur,
                     }
                     std::hint::spin_loop();
@@ -144,6 +227,39 @@ impl Ring {
             std::hint::spin_loop();
         }
         Err(EAGAIN)
+    }
+
+    /// Records who holds the claim `pos..pos+k` just made (see the module
+    /// comment): one store for a one-cell claim, whose word's line only
+    /// this producer writes while it streams.
+    #[inline]
+    fn announce(&self, pos: u64, k: u64) {
+        self.ann(pos).store(ann_word(pos, k, my_pid()), Ordering::Relaxed);
+        for j in 1..k {
+            let q = pos.wrapping_add(j);
+            self.ann(q).store(ann_word(q, 0, 0), Ordering::Relaxed);
+        }
+    }
+
+    /// Consumer, its head at `head` and not published: if that position is
+    /// claimed by a process that `dead` says is gone, the number of cells of
+    /// the claim, which the consumer may release and step over (the claim
+    /// can never be published); 0 otherwise.
+    pub fn dead_claim(&self, head: u64, dead: impl Fn(u32) -> bool) -> u64 {
+        if self.peek(head).is_some() {
+            return 0;
+        }
+        let claimed = self.claimed_until().wrapping_sub(head);
+        let a = self.ann(head).load(Ordering::Acquire);
+        let (k, pid) = (ann_k(a), ann_pid(a));
+        if claimed == 0 || claimed > self.ncells || ann_dist(head, a) != 0 || k == 0 || k > claimed || pid == 0 || !dead(pid) {
+            return 0;
+        }
+        // It may have published just before it died, after we looked.
+        if self.peek(head).is_some() {
+            return 0;
+        }
+        k
     }
 
     pub fn publish(&self, pos: u64) {
@@ -194,6 +310,12 @@ impl Ring {
     pub fn force_seq(&self, pos: u64, v: u64) {
         self.seq(pos).store(v, Ordering::Release);
     }
+
+    /// Writes a raw announcement word (tests).
+    #[cfg(test)]
+    pub fn force_announce(&self, pos: u64, k: u64, pid: u32) {
+        self.ann(pos).store(ann_word(pos, k, pid), Ordering::Release);
+    }
 }
 
 #[cfg(test)]
@@ -203,7 +325,7 @@ mod tests {
 
     struct Mem(Vec<u64>);
     fn ring(ncells: u32, cell: usize) -> (Mem, Ring) {
-        let mut m = Mem(vec![0u64; (128 + ncells as usize * cell) / 8]);
+        let mut m = Mem(vec![0u64; Ring::bytes(ncells, cell) / 8]);
         let p = m.0.as_mut_ptr().cast::<u8>();
         // SAFETY: the vector is large enough and 8-aligned (64-alignment is
         // a performance matter only).
@@ -299,6 +421,59 @@ mod tests {
         // bounded number of times.
         assert_eq!(put(&r, 1), Err(EAGAIN));
         assert_eq!(r.reserve_n(3), Err(EAGAIN));
+    }
+
+    #[test]
+    fn claim_of_a_dead_producer_is_skipped() {
+        let (_m, r) = ring(8, 128);
+        let me = my_pid();
+        let mut head = 0;
+        // A three-cell claim that is never published (its producer died),
+        // with one continuation cell published, then a message behind it.
+        let p = r.reserve_n(3).unwrap();
+        r.publish(p + 1);
+        put(&r, 7).unwrap();
+        assert!(get(&r, &mut head).is_none(), "blocked behind the claim");
+        assert_eq!(r.dead_claim(head, |_| false), 0, "a live producer is waited for");
+        assert_eq!(r.dead_claim(head, |pid| pid == me), 3);
+        for _ in 0..3 {
+            r.release(head);
+            head += 1;
+        }
+        assert_eq!(get(&r, &mut head), Some(7));
+        // A published claim is never skipped, nor an empty ring.
+        put(&r, 8).unwrap();
+        assert_eq!(r.dead_claim(head, |_| true), 0);
+        assert_eq!(get(&r, &mut head), Some(8));
+        assert_eq!(r.dead_claim(head, |_| true), 0);
+        // The ring goes on, laps included.
+        for i in 0..40 {
+            put(&r, i).unwrap();
+            assert_eq!(get(&r, &mut head), Some(i));
+        }
+    }
+
+    #[test]
+    fn claims_are_recognised_only_by_their_own_lap() {
+        let (_m, r) = ring(4, 128);
+        let mut head = 0;
+        // A word of this position but no claim behind it (the tail is
+        // still here): nothing to skip.
+        r.force_announce(0, 1, 4_000_000);
+        assert_eq!(r.dead_claim(0, |_| true), 0);
+        // Claimed, and its word is of the previous lap (the claimer died
+        // before it recorded the claim): not recognised, waited for.
+        let p = r.reserve().unwrap();
+        r.force_announce(p.wrapping_sub(4), 1, 4_000_000);
+        assert_eq!(r.dead_claim(p, |_| true), 0);
+        // Recorded: recognised once its process is gone.
+        r.force_announce(p, 1, 4_000_000);
+        assert_eq!(r.dead_claim(p, |pid| pid == 4_000_000), 1);
+        // A length the claim cannot have (past the tail): not trusted.
+        r.force_announce(p, 3, 4_000_000);
+        assert_eq!(r.dead_claim(p, |_| true), 0);
+        r.publish(p);
+        assert!(get(&r, &mut head).is_some());
     }
 
     #[test]

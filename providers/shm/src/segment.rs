@@ -23,7 +23,8 @@
 //! [`resolve_name`]).
 //!
 //! Layout (offsets from the start of the mapping):
-//! `[header page][ring control (2 lines)][cells...][bounce chunks...]`.
+//! `[header page][ring control (2 lines)][cells...][announcement words...]
+//! [bounce chunks...]`.
 
 use crate::fdpass::{self, Handover};
 use crate::{err_io, err_perm};
@@ -33,7 +34,7 @@ use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 pub const MAGIC: u64 = u64::from_le_bytes(*b"RFSHMSEG");
-pub const LAYOUT_VERSION: u32 = 2;
+pub const LAYOUT_VERSION: u32 = 3;
 pub const HEADER_SIZE: usize = 4096;
 pub const NAME_PREFIX: &str = "rfabric-shm.";
 pub const SHM_DIR: &str = "/dev/shm";
@@ -74,7 +75,7 @@ impl Geometry {
         self.ring_off() + RING_CTRL as u64
     }
     pub fn bounce_off(&self) -> u64 {
-        let end = self.cells_off() + self.ncells as u64 * self.cell_size as u64;
+        let end = self.ring_off() + crate::ring::Ring::bytes(self.ncells, self.cell_size as usize) as u64;
         (end + 4095) & !4095
     }
     pub fn chunk_stride(&self) -> u64 {

@@ -57,6 +57,13 @@ impl Endpoint {
                 if self.rel != self.head {
                     self.flush_releases();
                 }
+                // Claimed but not published? Now and then (the tail's line
+                // is the producers'), see whether its producer died
+                // holding it.
+                self.empty_polls = self.empty_polls.wrapping_add(1);
+                if self.empty_polls & 255 == 0 && self.skip_dead_claim() {
+                    continue;
+                }
                 break;
             };
             // SAFETY: published cell, ours until release.
@@ -271,6 +278,39 @@ impl Endpoint {
                 self.finish_recv(i, Err(err_connreset()));
             }
         }
+    }
+
+    /// Our ring looks empty. At most every `FI_SHM_PEER_CHECK_MS`: if the
+    /// head has stood still since the last look and is claimed but not
+    /// published, and the producer holding it died, steps over its claim
+    /// (the cells go back with the others) rather than waiting for it
+    /// forever: everything behind it, other peers' messages included,
+    /// would wait too.
+    #[cold]
+    fn skip_dead_claim(&mut self) -> bool {
+        let now = coarse_ns();
+        if now.saturating_sub(self.stuck.1) <= self.check_ns {
+            return false;
+        }
+        if self.stuck.0 != self.head || self.ring.claimed_until() == self.head {
+            self.stuck = (self.head, now);
+            return false;
+        }
+        self.stuck.1 = now;
+        let k = self.ring.dead_claim(self.head, |pid| !crate::segment::pid_alive(pid, 0));
+        if k == 0 {
+            return false;
+        }
+        rfabric_core::fi_warn!(
+            "shm",
+            rfabric_core::abi::FI_LOG_EP_DATA,
+            "shm: {} queue cell(s) at position {} claimed by a process that died before publishing them, skipped",
+            k,
+            self.head
+        );
+        self.consume(self.head, k);
+        self.flush_releases();
+        true
     }
 
     /// Records that the process of the peer whose sender key is `key` is
