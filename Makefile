@@ -6,6 +6,7 @@
 #   make fuzz                  each cargo-fuzz target for FUZZ_SECONDS (default 60); see fuzz/README.md
 #   make fuzz-campaign         the shm fuzz targets, FUZZ_RUNS executions each (hours); make fuzz-cmin
 #   make check-valgrind-c      every C test and Debian's fi_pingpong under valgrind memcheck (~10 min)
+#   make check-peer-death      the shm peer-death campaign, 20 repetitions of every case (PEER_DEATH_REPS)
 #   make check-asan-rust, check-tsan-rust   the Rust tests under ASan / TSan (nightly, -Zbuild-std)
 #   make soak                  the MPICH soak on 4 ranks for SOAK_SECONDS (default 600); see docs/TESTING.md
 #   make clean
@@ -30,7 +31,7 @@ LIB_OUT ?= build/lib
 DL_PROVIDERS ?= shm
 DL_OUT ?= build/dl
 
-.PHONY: all build lib link dl install check check-rust check-symbols check-compat-c check-valgrind check-install check-shm fuzz clean check-valgrind-c fuzz-campaign fuzz-cmin check-asan-rust check-tsan-rust
+.PHONY: all build lib link dl install check check-rust check-symbols check-compat-c check-valgrind check-install check-shm fuzz clean check-valgrind-c fuzz-campaign fuzz-cmin check-asan-rust check-tsan-rust check-peer-death
 
 all: build
 
@@ -106,6 +107,13 @@ check-valgrind-c: build
 		RF_CHECK=valgrind RF_VALGRIND_LOG=$(CURDIR)/build/valgrind-c.txt $$t build/lib || exit 1; \
 	done
 	cat build/valgrind-c.txt
+
+# The peer-death campaign (docs/TESTING.md, "Hardening campaigns"): every
+# case of tests/c/shm_peer_death.sh with PEER_DEATH_REPS repetitions
+# (scripts/test.sh runs 2); PEER_DEATH_CASES=a,b picks cases.
+PEER_DEATH_REPS ?= 20
+check-peer-death: build
+	PEER_DEATH_REPS=$(PEER_DEATH_REPS) tests/c/shm_peer_death.sh build/lib
 
 # Objects of the shm provider through the C API (two processes), then the
 # distribution's fi_pingpong unchanged on our library.
