@@ -5,7 +5,8 @@
 //! sequence word):
 //! - `EAGER`: payload in the receiver's ring: at most 24 bytes in the
 //!   header line, up to one cell, or several consecutive cells (up to the
-//!   eager limit, 16 KiB by default; see DESIGN.md for why).
+//!   eager limit: 8 KiB while a rendezvous with the peer is in flight, one
+//!   cell otherwise, or `FI_SHM_EAGER_MAX`; see DESIGN.md for why).
 //! - `RTS`: large message. Carries the sender's address (inline), the total
 //!   length, a message id, the sender's buffer address (for CMA) and/or a
 //!   bounce slot in the sender's segment. The receiver, once it has a
