@@ -147,6 +147,17 @@ struct RecvOp {
     shared: Option<Shared>,
 }
 
+impl RecvOp {
+    /// A rendezvous receive of `len` bytes into `dst` that has just begun:
+    /// by a NACK (`slot` and `shared` both `None`), into a bounce slot, or
+    /// by a shared copy.
+    #[allow(clippy::too_many_arguments)]
+    #[inline]
+    fn started(peer: PeerId, msg_id: u64, dst: *mut u8, dst_len: usize, len: u64, ctx: u64, slot: Option<u32>, shared: Option<Shared>) -> RecvOp {
+        RecvOp { active: true, peer, msg_id, dst, dst_len: dst_len as u64, len, got: 0, next_chunk: 0, slot, ctx, shared }
+    }
+}
+
 pub struct Endpoint {
     seg: Segment,
     ring: Ring,

@@ -153,19 +153,7 @@ impl Endpoint {
                     p.cma_ok = Some(false);
                     p.active += 1;
                     self.recvs_busy += 1;
-                    self.recvs[idx] = RecvOp {
-                        active: true,
-                        peer,
-                        msg_id,
-                        dst,
-                        dst_len: dst_len as u64,
-                        len: inc.len,
-                        got: 0,
-                        next_chunk: 0,
-                        slot: None,
-                        ctx,
-                        shared: None,
-                    };
+                    self.recvs[idx] = RecvOp::started(peer, msg_id, dst, dst_len, inc.len, ctx, None, None);
                     let w = Wire { op: OP_NACK, src_key: self.key, msg_id, ..Wire::default() };
                     self.post_ctl(peer, w);
                 }
@@ -187,19 +175,7 @@ impl Endpoint {
         // Bounce path: the slot index was range-checked when parsed.
         p.active += 1;
         self.recvs_busy += 1;
-        self.recvs[idx] = RecvOp {
-            active: true,
-            peer,
-            msg_id,
-            dst,
-            dst_len: dst_len as u64,
-            len: inc.len,
-            got: 0,
-            next_chunk: 0,
-            slot: Some(slot),
-            ctx,
-            shared: None,
-        };
+        self.recvs[idx] = RecvOp::started(peer, msg_id, dst, dst_len, inc.len, ctx, Some(slot), None);
         Ok(())
     }
 

@@ -131,19 +131,7 @@ impl Endpoint {
         }
         self.recvs_busy += 1;
         let shared = Shared { desc: d, tag, src: addr, n, chunk, nchunks, claimed: nchunks, lost: 0, retried: false, err: None };
-        self.recvs[idx] = RecvOp {
-            active: true,
-            peer,
-            msg_id,
-            dst,
-            dst_len: dst_len as u64,
-            len: inc.len,
-            got: 0,
-            next_chunk: 0,
-            slot: None,
-            ctx,
-            shared: Some(shared),
-        };
+        self.recvs[idx] = RecvOp::started(peer, msg_id, dst, dst_len, inc.len, ctx, None, Some(shared));
         self.pump_shared(idx);
     }
 
