@@ -18,3 +18,4 @@ pub mod mr;
 pub mod local_mr;
 pub mod matching;
 pub mod atomic;
+pub mod progress;
