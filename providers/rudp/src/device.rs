@@ -1,0 +1,87 @@
+//! The datagram device the protocol engine runs on: reliable but unordered
+//! delivery of packets to peers named by index, with a completion (the
+//! token) once a packet is acknowledged. EFA's SRD gives this in hardware;
+//! the UDP device (`udp.rs`) builds it in software.
+
+#![forbid(unsafe_code)]
+
+use rfabric_core::error::Result;
+use std::time::Instant;
+
+/// A peer of one endpoint, as the device numbers it.
+pub type PeerId = u32;
+
+/// One arrived packet: `data[start..start + len]` of the batch is the
+/// protocol header and payload.
+#[derive(Clone, Copy, Debug)]
+pub struct RxItem {
+    pub peer: PeerId,
+    pub seq: u32,
+    pub start: usize,
+    pub len: usize,
+}
+
+/// What one `Device::recv` returns: arrived packets (each handed over
+/// once), tokens of sent packets now acknowledged, peers given up on.
+#[derive(Default)]
+pub struct RxBatch {
+    pub data: Vec<u8>,
+    pub items: Vec<RxItem>,
+    pub acked: Vec<u64>,
+    pub lost: Vec<PeerId>,
+}
+
+impl RxBatch {
+    pub fn packet(&self, it: &RxItem) -> &[u8] {
+        &self.data[it.start..it.start + it.len]
+    }
+    pub fn clear(&mut self) {
+        self.items.clear();
+        self.acked.clear();
+        self.lost.clear();
+    }
+}
+
+pub trait Device: Send {
+    /// Bytes of protocol header plus payload one packet carries.
+    fn max_packet(&self) -> usize;
+    /// The peer at this raw address (as the AV holds it), made on first use.
+    fn peer(&mut self, addr: &[u8]) -> Result<PeerId>;
+    /// The raw address of a peer (for `FI_SOURCE`).
+    fn peer_addr(&self, p: PeerId) -> &[u8];
+    /// Packets the device takes for `p` now.
+    fn room(&self, p: PeerId) -> usize;
+    /// Sends `proto` then `payload` to `p` as one packet; `token` comes back
+    /// in `RxBatch::acked` once the peer has it (0: no token wanted).
+    /// `-FI_EAGAIN` when `room(p)` is 0.
+    fn send(&mut self, p: PeerId, proto: &[u8], payload: &[&[u8]], token: u64) -> Result<()>;
+    /// Receives what has arrived and runs the timers (retransmission, peer
+    /// loss). Packets in `batch.items` count as accepted unless rejected.
+    fn recv(&mut self, batch: &mut RxBatch, now: Instant) -> usize;
+    /// The engine could not take this packet now: it is not acknowledged and
+    /// the sender will send it again (receiver-not-ready).
+    fn reject(&mut self, p: PeerId, seq: u32);
+    /// Ends a batch (rejections are final) and sends acknowledgements: all
+    /// that are owed, or (`all` false) only to peers owed many.
+    fn flush(&mut self, now: Instant, all: bool);
+    /// Whether packets sent are still unacknowledged.
+    fn unacked(&self) -> bool;
+    /// Counters of dropped and retransmitted datagrams, for logs and tests.
+    fn stats(&self) -> Stats;
+    /// A file descriptor that turns readable when packets arrive.
+    fn fd(&self) -> i32;
+}
+
+/// Datagrams the device dropped, by reason, and its retransmissions.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    pub malformed: u64,
+    pub unknown_peer: u64,
+    pub bad_conn: u64,
+    pub bad_seq: u64,
+    pub duplicate: u64,
+    pub retransmitted: u64,
+    pub rejected: u64,
+    pub sent: u64,
+    pub received: u64,
+}

@@ -1,0 +1,1564 @@
+//! The protocol engine: RDM semantics over a [`Device`] that delivers
+//! packets reliably but in any order. It owns
+//! - message order (`FI_ORDER_SAS`): every message and atomic carries a
+//!   per-peer message id; one that arrives early waits in a reorder window;
+//! - matching, through the core's [`Matcher`] (posted and unexpected queues,
+//!   wildcards, directed receive, peek/claim/discard, multi-receive);
+//! - the message protocols: one packet (eager), several packets sent at
+//!   once (medium, up to `medium_max`), and request-to-send / clear-to-send
+//!   (long: the data moves once the receiver matched, into its buffer);
+//! - emulated RMA and atomics: request and response packets, checked
+//!   against the domain's registrations at the target;
+//! - completions: a send completes once its packets are acknowledged (with
+//!   `FI_DELIVERY_COMPLETE`, once the receiver's receipt arrived); RMA and
+//!   atomics once the target answered.
+//!
+//! User memory is read and written here, through the addresses the
+//! application passed: the `Endpoint` contract keeps it valid until the
+//! operation completes.
+
+use crate::device::{Device, PeerId, RxBatch, RxItem};
+use crate::wire::{Pkt, ProtoHdr, F_CQ_DATA, F_RECEIPT, F_TAGGED, PROTO_HDR};
+use rfabric_core::abi::*;
+use rfabric_core::error::{Error, Result, EAGAIN, EINVAL};
+use rfabric_core::objects::atomic::{self, Kind as AtomicKind};
+use rfabric_core::objects::cq::{Completion, ErrCompletion};
+use rfabric_core::objects::matching::{Matched, Matcher, RecvSpec, Search, Unexp};
+use rfabric_core::objects::mr::MrRegistry;
+use rfabric_core::objects::progress::{ProgressCntr, ProgressCq};
+use rfabric_core::objects::wait::Locked;
+use rfabric_core::provider::{AtomicOp, Iov, RmaOp, RxOp, TxOp};
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::Arc;
+use std::time::Instant;
+
+/// Local buffers of one operation, at most (`iov_limit`).
+pub const IOV_MAX: usize = 4;
+/// Largest message sent as packets without a clear-to-send, whatever the
+/// setting says: a receiver buffers at most this much per unexpected one.
+pub const MEDIUM_CAP: usize = 1 << 20;
+/// Bytes of operands one atomic carries, at most (fits the smallest
+/// datagram the device allows, compare operands included).
+pub const ATOMIC_MAX_BYTES: usize = 256;
+/// Messages a peer may run ahead of the next one in order.
+const REORDER_WINDOW: u32 = 1 << 14;
+/// Bytes held in reorder windows and unexpected messages, at most; beyond
+/// it packets are refused (and sent again by the peer).
+const RX_BUFFER_CAP: usize = 512 << 20;
+
+/// Settings the engine runs with.
+#[derive(Clone, Copy, Debug)]
+pub struct EngineConfig {
+    pub medium_max: usize,
+    pub tx_size: usize,
+    pub rx_size: usize,
+    pub unexp_max: usize,
+    pub directed: bool,
+}
+
+/// Where completions and counts go (what the endpoint is bound to).
+#[derive(Default, Clone)]
+pub struct Outputs {
+    pub tx_cq: Option<Arc<ProgressCq>>,
+    pub rx_cq: Option<Arc<ProgressCq>>,
+    pub tx_selective: bool,
+    pub rx_selective: bool,
+    pub send: Option<Arc<ProgressCntr>>,
+    pub recv: Option<Arc<ProgressCntr>>,
+    pub read: Option<Arc<ProgressCntr>>,
+    pub write: Option<Arc<ProgressCntr>>,
+    pub remote_write: Option<Arc<ProgressCntr>>,
+    pub remote_read: Option<Arc<ProgressCntr>>,
+}
+
+/// Maps a peer to the `fi_addr` completions report (`FI_SOURCE`) and back.
+pub trait AddrMap: Send + Sync {
+    fn fi_addr_of(&self, raw: &[u8]) -> u64;
+    fn generation(&self) -> u64;
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum TxKind {
+    Msg,
+    Long,
+    Write,
+    Read,
+    Atomic,
+    /// Target side of a read: streams `ReadResp` packets, completes nothing.
+    ReadResp,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Counter {
+    None,
+    Send,
+    Read,
+    Write,
+}
+
+struct TxOp_ {
+    kind: TxKind,
+    peer: PeerId,
+    gen: u32,
+    ctx: usize,
+    /// Completion flags.
+    cflags: u64,
+    comp: bool,
+    cntr: Counter,
+    iov: [Iov; IOV_MAX],
+    niov: usize,
+    /// Result buffers of fetching atomics.
+    res: [Iov; IOV_MAX],
+    nres: usize,
+    len: usize,
+    hdr: ProtoHdr,
+    /// Bytes put into packets so far, and how many to put.
+    next: usize,
+    end: usize,
+    /// Packets sent and not yet acknowledged.
+    unacked: u32,
+    wait_cts: bool,
+    wait_receipt: bool,
+    wait_resp: bool,
+    /// Bytes of a read that arrived.
+    got: usize,
+    err: i32,
+    /// Copy of an injected payload (or of atomic operands).
+    owned: Vec<u8>,
+    /// The first packet went out.
+    started: bool,
+}
+
+enum RxState {
+    /// Not matched yet: the data so far (empty for a long message).
+    Unexpected(Vec<u8>),
+    /// Matched: where the data goes.
+    Matched { ctx: usize, iov: [Iov; IOV_MAX], niov: usize, cap: usize, flags: u64, buf: usize, multi: bool },
+    /// Discarded (`FI_DISCARD`): the rest is dropped.
+    Discarding,
+}
+
+struct RxMsg {
+    peer: PeerId,
+    msg_id: u32,
+    src: u64,
+    tagged: bool,
+    tag: u64,
+    data: u64,
+    hflags: u8,
+    send_op: u32,
+    total: usize,
+    long: bool,
+    /// Bytes that arrived (of `total`, or of the granted part for long).
+    got: usize,
+    /// Bytes expected: `total`, or what a CTS granted.
+    want: usize,
+    state: RxState,
+}
+
+#[derive(Default)]
+struct PeerSt {
+    tx_msg: u32,
+    next_msg: u32,
+    /// Packets of messages that arrived ahead of their turn.
+    early: BTreeMap<u32, Vec<Vec<u8>>>,
+    /// Message id -> receive slot, for messages started and not complete.
+    active: HashMap<u32, u32>,
+    /// Writes in several packets: op id -> (bytes, total).
+    writes: HashMap<u32, (usize, usize)>,
+    fi_addr: u64,
+    av_gen: u64,
+}
+
+/// Posted receive: the application's buffers.
+#[derive(Clone, Copy, Debug)]
+pub struct Posted {
+    iov: [Iov; IOV_MAX],
+    niov: usize,
+}
+
+struct Slab<T> {
+    v: Vec<Option<T>>,
+    free: Vec<u32>,
+    cap: usize,
+}
+
+impl<T> Slab<T> {
+    fn new(cap: usize) -> Slab<T> {
+        Slab { v: Vec::new(), free: Vec::new(), cap }
+    }
+    fn insert(&mut self, t: T) -> Option<u32> {
+        if let Some(i) = self.free.pop() {
+            self.v[i as usize] = Some(t);
+            return Some(i);
+        }
+        if self.v.len() >= self.cap {
+            return None;
+        }
+        self.v.push(Some(t));
+        Some(self.v.len() as u32 - 1)
+    }
+    fn get_mut(&mut self, i: u32) -> Option<&mut T> {
+        self.v.get_mut(i as usize)?.as_mut()
+    }
+    fn remove(&mut self, i: u32) -> Option<T> {
+        let t = self.v.get_mut(i as usize)?.take()?;
+        self.free.push(i);
+        Some(t)
+    }
+    fn is_full(&self) -> bool {
+        self.free.is_empty() && self.v.len() >= self.cap
+    }
+    fn len(&self) -> usize {
+        self.v.len() - self.free.len()
+    }
+}
+
+/// Op id on the wire: slot in the low 20 bits, a generation above.
+const SLOT_BITS: u32 = 20;
+fn op_id(slot: u32, gen: u32) -> u32 {
+    slot | (gen << SLOT_BITS)
+}
+fn token(slot: u32, gen: u32) -> u64 {
+    ((gen as u64) << 32) | (slot as u64 + 1)
+}
+
+/// Bytes of `iov` from `off`, up to `max`, as at most `IOV_MAX` slices.
+///
+/// # Safety
+/// The iovs name readable memory (the operation's contract).
+unsafe fn gather(iov: &[Iov], mut off: usize, mut max: usize, out: &mut [&[u8]; IOV_MAX]) -> usize {
+    let mut n = 0;
+    for v in iov {
+        if max == 0 {
+            break;
+        }
+        if off >= v.len {
+            off -= v.len;
+            continue;
+        }
+        let take = (v.len - off).min(max);
+        // SAFETY: inside a buffer the application keeps readable (caller).
+        out[n] = unsafe { std::slice::from_raw_parts((v.base + off) as *const u8, take) };
+        n += 1;
+        max -= take;
+        off = 0;
+    }
+    n
+}
+
+/// Copies `src` into `iov` at byte offset `off`, within `cap` bytes; returns
+/// the bytes written.
+///
+/// # Safety
+/// The iovs name writable memory (the operation's contract).
+unsafe fn scatter(iov: &[Iov], cap: usize, off: usize, src: &[u8]) -> usize {
+    if off >= cap {
+        return 0;
+    }
+    let src = &src[..src.len().min(cap - off)];
+    let (mut skip, mut done) = (off, 0);
+    for v in iov {
+        if done == src.len() {
+            break;
+        }
+        if skip >= v.len {
+            skip -= v.len;
+            continue;
+        }
+        let take = (v.len - skip).min(src.len() - done);
+        // SAFETY: inside a buffer the application keeps writable (caller);
+        // `src` is packet or buffered data, never that buffer.
+        unsafe { std::ptr::copy_nonoverlapping(src[done..].as_ptr(), (v.base + skip) as *mut u8, take) };
+        done += take;
+        skip = 0;
+    }
+    done
+}
+
+fn iov_len(iov: &[Iov]) -> usize {
+    iov.iter().map(|v| v.len).sum()
+}
+
+fn copy_iov(src: &[Iov]) -> Result<([Iov; IOV_MAX], usize)> {
+    if src.len() > IOV_MAX {
+        return Err(EINVAL);
+    }
+    let mut a = [Iov::default(); IOV_MAX];
+    a[..src.len()].copy_from_slice(src);
+    Ok((a, src.len()))
+}
+
+pub struct Engine<D: Device> {
+    pub dev: D,
+    cfg: EngineConfig,
+    batch: RxBatch,
+    peers: Vec<PeerSt>,
+    tx: Slab<TxOp_>,
+    tx_gen: u32,
+    rx: Slab<RxMsg>,
+    matcher: Matcher<Posted, u32>,
+    pending: VecDeque<u32>,
+    /// Control packets that met a full window.
+    ctl_backlog: VecDeque<(PeerId, Vec<u8>, Vec<u8>)>,
+    /// Peers whose next message waits in the reorder window for room.
+    stalled: Vec<PeerId>,
+    pub out: Outputs,
+    mr: Arc<Locked<MrRegistry>>,
+    av: Option<Arc<dyn AddrMap>>,
+    held_bytes: usize,
+    min_multi_recv: usize,
+    /// Packets refused for lack of room (receiver-not-ready), for tests.
+    pub refused: u64,
+    /// Packets that failed protocol checks, dropped.
+    pub bad_packets: u64,
+}
+
+impl<D: Device> Engine<D> {
+    pub fn new(dev: D, cfg: EngineConfig, mr: Arc<Locked<MrRegistry>>) -> Result<Engine<D>> {
+        Ok(Engine {
+            dev,
+            batch: RxBatch::default(),
+            peers: Vec::new(),
+            tx: Slab::new(cfg.tx_size.max(16)),
+            tx_gen: 1,
+            rx: Slab::new((cfg.rx_size + cfg.unexp_max).max(16)),
+            matcher: Matcher::new(cfg.rx_size.max(16), cfg.unexp_max.max(16), cfg.directed, cfg.directed, 0)?,
+            pending: VecDeque::new(),
+            ctl_backlog: VecDeque::new(),
+            stalled: Vec::new(),
+            out: Outputs::default(),
+            mr,
+            av: None,
+            held_bytes: 0,
+            min_multi_recv: 0,
+            refused: 0,
+            bad_packets: 0,
+            cfg,
+        })
+    }
+
+    pub fn set_av(&mut self, av: Arc<dyn AddrMap>) {
+        self.av = Some(av);
+    }
+
+    pub fn set_min_multi_recv(&mut self, v: usize) {
+        self.min_multi_recv = v;
+        self.matcher.set_min_multi_recv(v);
+    }
+
+    fn peer_st(&mut self, p: PeerId) -> &mut PeerSt {
+        let i = p as usize;
+        if self.peers.len() <= i {
+            self.peers.resize_with(i + 1, || PeerSt { fi_addr: FI_ADDR_NOTAVAIL, av_gen: u64::MAX, ..PeerSt::default() });
+        }
+        &mut self.peers[i]
+    }
+
+    /// The fi_addr completions report for `p`.
+    fn src_of(&mut self, p: PeerId) -> u64 {
+        let Some(av) = self.av.clone() else { return FI_ADDR_NOTAVAIL };
+        let g = av.generation();
+        let st = self.peer_st(p);
+        if st.av_gen != g {
+            let f = av.fi_addr_of(self.dev.peer_addr(p));
+            let st = self.peer_st(p);
+            st.fi_addr = f;
+            st.av_gen = g;
+        }
+        self.peers[p as usize].fi_addr
+    }
+
+    fn max_payload(&self) -> usize {
+        self.dev.max_packet() - PROTO_HDR
+    }
+
+    /// Largest message that goes in one packet.
+    pub fn eager_max(&self) -> usize {
+        self.max_payload()
+    }
+
+    fn new_op(&mut self, op: TxOp_) -> Result<u32> {
+        let slot = self.tx.insert(op).ok_or(EAGAIN)?;
+        self.tx_gen = (self.tx_gen + 1) & ((1 << (32 - SLOT_BITS)) - 1);
+        if self.tx_gen == 0 {
+            self.tx_gen = 1;
+        }
+        let gen = self.tx_gen;
+        if let Some(o) = self.tx.get_mut(slot) {
+            o.gen = gen;
+        }
+        Ok(slot)
+    }
+
+    fn blank_op(kind: TxKind, peer: PeerId, ctx: usize) -> TxOp_ {
+        TxOp_ {
+            kind,
+            peer,
+            gen: 0,
+            ctx,
+            cflags: 0,
+            comp: false,
+            cntr: Counter::None,
+            iov: [Iov::default(); IOV_MAX],
+            niov: 0,
+            res: [Iov::default(); IOV_MAX],
+            nres: 0,
+            len: 0,
+            hdr: ProtoHdr::default(),
+            next: 0,
+            end: 0,
+            unacked: 0,
+            wait_cts: false,
+            wait_receipt: false,
+            wait_resp: false,
+            got: 0,
+            err: 0,
+            owned: Vec::new(),
+            started: false,
+        }
+    }
+
+    /// `fi_send` and friends to `peer`.
+    ///
+    /// # Safety
+    /// The buffers of `op` stay readable until the send completes (for
+    /// injects: until this call returns).
+    pub unsafe fn send(&mut self, peer: PeerId, op: &TxOp<'_>) -> Result<()> {
+        let len = iov_len(op.iov);
+        let (iov, niov) = copy_iov(op.iov)?;
+        let inject = op.no_completion || op.flags & FI_INJECT != 0;
+        let long = len > self.cfg.medium_max.min(MEDIUM_CAP);
+        if inject && (long || len > self.cfg.medium_max) {
+            return Err(Error(FI_EMSGSIZE));
+        }
+        let mut o = Self::blank_op(if long { TxKind::Long } else { TxKind::Msg }, peer, op.context);
+        o.cflags = FI_SEND | if op.tagged { FI_TAGGED } else { FI_MSG };
+        o.comp = !op.no_completion && (!self.out.tx_selective || op.flags & FI_COMPLETION != 0);
+        o.cntr = Counter::Send;
+        o.len = len;
+        let mut hflags = if op.tagged { F_TAGGED } else { 0 };
+        if op.flags & FI_REMOTE_CQ_DATA != 0 {
+            hflags |= F_CQ_DATA;
+        }
+        if op.flags & FI_DELIVERY_COMPLETE != 0 && !inject {
+            hflags |= F_RECEIPT;
+            o.wait_receipt = true;
+        }
+        let pkts = if long { 1 } else { len.div_ceil(self.max_payload()).max(1) };
+        if inject {
+            if self.dev.room(peer) < pkts {
+                return Err(EAGAIN);
+            }
+            let mut buf = Vec::with_capacity(len);
+            let mut parts: [&[u8]; IOV_MAX] = [&[]; IOV_MAX];
+            // SAFETY: readable during this call (caller).
+            let n = unsafe { gather(&iov[..niov], 0, len, &mut parts) };
+            for p in &parts[..n] {
+                buf.extend_from_slice(p);
+            }
+            o.iov[0] = Iov { base: buf.as_ptr() as usize, len };
+            o.niov = 1;
+            o.owned = buf;
+        } else {
+            o.iov = iov;
+            o.niov = niov;
+        }
+        let msg_id = {
+            let st = self.peer_st(peer);
+            let m = st.tx_msg;
+            st.tx_msg = m.wrapping_add(1);
+            m
+        };
+        o.hdr = ProtoHdr {
+            pkt: if long { Pkt::Rts } else { Pkt::Msg } as u8,
+            flags: hflags,
+            msg_id,
+            tag: op.tag,
+            data: op.data,
+            total: len as u64,
+            ..ProtoHdr::default()
+        };
+        if long {
+            o.wait_cts = true;
+            o.end = 0;
+        } else {
+            o.end = len;
+        }
+        let slot = match self.new_op(o) {
+            Ok(s) => s,
+            Err(e) => {
+                // Give the message id back: nothing was sent with it.
+                let st = self.peer_st(peer);
+                st.tx_msg = st.tx_msg.wrapping_sub(1);
+                return Err(e);
+            }
+        };
+        self.start(slot);
+        Ok(())
+    }
+
+    /// Sends the first packets of a new operation, or queues it.
+    fn start(&mut self, slot: u32) {
+        let Some(o) = self.tx.get_mut(slot) else { return };
+        if o.kind == TxKind::Long || o.kind == TxKind::Read || o.kind == TxKind::Atomic {
+            // One request packet; what follows waits for the answer.
+            let peer = o.peer;
+            if self.dev.room(peer) == 0 {
+                self.pending.push_back(slot);
+                return;
+            }
+            self.send_request(slot);
+            return;
+        }
+        if !self.pump(slot) {
+            self.pending.push_back(slot);
+        }
+    }
+
+    fn send_request(&mut self, slot: u32) {
+        let Some(o) = self.tx.get_mut(slot) else { return };
+        let mut h = o.hdr;
+        h.op_id = op_id(slot, o.gen);
+        let mut hb = [0u8; PROTO_HDR];
+        h.encode(&mut hb);
+        let (peer, tok) = (o.peer, token(slot, o.gen));
+        let owned_ptr = (o.owned.as_ptr(), o.owned.len());
+        // SAFETY: `owned` lives in the op, which outlives this call.
+        let payload: &[u8] = unsafe { std::slice::from_raw_parts(owned_ptr.0, owned_ptr.1) };
+        if self.dev.send(peer, &hb, &[payload], tok).is_ok() {
+            if let Some(o) = self.tx.get_mut(slot) {
+                o.unacked += 1;
+                o.hdr.op_id = h.op_id;
+                o.started = true;
+            }
+        } else {
+            self.pending.push_back(slot);
+        }
+    }
+
+    /// Puts as much of an operation's data into packets as the device takes
+    /// (a message of 0 bytes is one packet). True when all of it is out.
+    fn pump(&mut self, slot: u32) -> bool {
+        let maxp = self.max_payload();
+        loop {
+            let Some(o) = self.tx.get_mut(slot) else { return true };
+            if o.next >= o.end && o.started {
+                return true;
+            }
+            let peer = o.peer;
+            if self.dev.room(peer) == 0 {
+                return false;
+            }
+            let Some(o) = self.tx.get_mut(slot) else { return true };
+            let take = (o.end - o.next).min(maxp);
+            let mut h = o.hdr;
+            if o.kind != TxKind::ReadResp {
+                h.op_id = op_id(slot, o.gen);
+            }
+            h.offset = o.next as u64;
+            if o.kind == TxKind::Write {
+                h.addr = o.hdr.addr.wrapping_add(o.next as u64);
+            }
+            let mut hb = [0u8; PROTO_HDR];
+            h.encode(&mut hb);
+            let mut parts: [&[u8]; IOV_MAX] = [&[]; IOV_MAX];
+            // SAFETY: the op's buffers are readable until it completes (the
+            // operation's contract), or are its own `owned` copy, or (read
+            // responses) registered memory checked by `verify`.
+            let n = unsafe { gather(&o.iov[..o.niov], o.next, take, &mut parts) };
+            let tok = if o.kind == TxKind::ReadResp { 0 } else { token(slot, o.gen) };
+            if self.dev.send(peer, &hb, &parts[..n], tok).is_err() {
+                return false;
+            }
+            let o = self.tx.get_mut(slot).expect("op present");
+            o.next += take;
+            o.started = true;
+            if tok != 0 {
+                o.unacked += 1;
+            }
+        }
+    }
+
+    /// Completes or frees a transmit-side operation whose waits are over.
+    fn maybe_done(&mut self, slot: u32) {
+        let Some(o) = self.tx.get_mut(slot) else { return };
+        if o.unacked > 0 {
+            return;
+        }
+        let waiting = o.next < o.end || !o.started || o.wait_cts || o.wait_receipt || o.wait_resp;
+        if waiting && o.err == 0 {
+            return;
+        }
+        let Some(o) = self.tx.remove(slot) else { return };
+        if o.kind == TxKind::ReadResp {
+            return;
+        }
+        self.complete_tx(&o);
+    }
+
+    fn complete_tx(&mut self, o: &TxOp_) {
+        let cntr = match o.cntr {
+            Counter::Send => self.out.send.clone(),
+            Counter::Read => self.out.read.clone(),
+            Counter::Write => self.out.write.clone(),
+            Counter::None => None,
+        };
+        if o.err != 0 {
+            if let Some(c) = cntr {
+                c.c.adderr(1);
+            }
+            if let Some(cq) = &self.out.tx_cq {
+                cq.push_err(ErrCompletion {
+                    base: Completion { op_context: o.ctx, flags: o.cflags, ..Completion::default() },
+                    err: o.err,
+                    prov_errno: o.err,
+                    ..ErrCompletion::default()
+                });
+            }
+            return;
+        }
+        if let Some(c) = cntr {
+            c.c.add(1);
+        }
+        if o.comp {
+            if let Some(cq) = &self.out.tx_cq {
+                cq.push(Completion { op_context: o.ctx, flags: o.cflags, ..Completion::default() });
+            }
+        }
+    }
+
+    /// `fi_recv` and friends.
+    ///
+    /// # Safety
+    /// The buffers of `op` stay writable until the receive completes.
+    pub unsafe fn recv(&mut self, op: &RxOp<'_>) -> Result<()> {
+        let (iov, niov) = copy_iov(op.iov)?;
+        let len = iov_len(&iov[..niov]);
+        let base = if niov > 0 { iov[0].base } else { 0 };
+        let flags = op.flags;
+        let spec = if op.tagged {
+            RecvSpec::tagged(op.context, base, len, op.src, op.tag, op.ignore, flags & (FI_MULTI_RECV | FI_COMPLETION))
+        } else {
+            RecvSpec::untagged(op.context, base, len, op.src, flags & (FI_MULTI_RECV | FI_COMPLETION))
+        };
+        let kind = if op.tagged { FI_TAGGED } else { FI_MSG };
+        if flags & (FI_PEEK | FI_CLAIM) != 0 {
+            return self.search(&spec, flags, Posted { iov, niov }, kind);
+        }
+        if flags & FI_MULTI_RECV != 0 {
+            if niov != 1 {
+                return Err(EINVAL);
+            }
+            self.matcher.post(spec, Posted { iov, niov })?;
+            while let Some((u, m)) = self.matcher.take_unexpected_matched(&spec) {
+                self.deliver_unexpected(u.payload, m);
+            }
+            return Ok(());
+        }
+        if let Some(u) = self.matcher.take_unexpected(&spec) {
+            let m = Matched { ctx: op.context, buf: base, cap: len, flags: spec.flags, entry: Ok(rfabric_core::objects::matching::Posted { spec, desc: Posted { iov, niov }, consumed: 0 }) };
+            self.deliver_unexpected(u.payload, m);
+            return Ok(());
+        }
+        self.matcher.post(spec, Posted { iov, niov })
+    }
+
+    fn search(&mut self, spec: &RecvSpec, flags: u64, posted: Posted, kind: u64) -> Result<()> {
+        let rx_cq = self.out.rx_cq.clone();
+        match self.matcher.search(spec, flags) {
+            Ok(Search::Peeked(i)) | Ok(Search::Claimed(i)) => {
+                if let Some(cq) = rx_cq {
+                    cq.push(Completion {
+                        op_context: spec.ctx,
+                        flags: FI_RECV | kind | (i.flags & FI_REMOTE_CQ_DATA),
+                        len: i.len,
+                        data: i.data,
+                        tag: i.tag,
+                        src_addr: i.src,
+                        buf: 0,
+                    });
+                }
+                Ok(())
+            }
+            Ok(Search::Taken(u)) => {
+                let m = Matched { ctx: spec.ctx, buf: spec.buf, cap: spec.len, flags: spec.flags, entry: Ok(rfabric_core::objects::matching::Posted { spec: *spec, desc: posted, consumed: 0 }) };
+                self.deliver_unexpected(u.payload, m);
+                Ok(())
+            }
+            Ok(Search::Discarded(u)) => {
+                let slot = u.payload;
+                self.discard(slot);
+                if let Some(cq) = rx_cq {
+                    cq.push(Completion { op_context: spec.ctx, flags: FI_RECV | kind, len: 0, tag: u.tag, ..Completion::default() });
+                }
+                Ok(())
+            }
+            Err(e) if e.0 == FI_ENOMSG => {
+                if let Some(cq) = rx_cq {
+                    cq.push_err(ErrCompletion {
+                        base: Completion { op_context: spec.ctx, flags: FI_RECV | kind, tag: spec.tag, ..Completion::default() },
+                        err: FI_ENOMSG,
+                        ..ErrCompletion::default()
+                    });
+                }
+                Ok(())
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    fn discard(&mut self, slot: u32) {
+        let Some(m) = self.rx.get_mut(slot) else { return };
+        if let RxState::Unexpected(b) = &m.state {
+            self.held_bytes -= b.capacity();
+        }
+        m.state = RxState::Discarding;
+        let (long, peer, send_op) = (m.long, m.peer, m.send_op);
+        if long {
+            m.want = 0;
+            self.send_cts(peer, send_op, slot, 0);
+        }
+        self.rx_maybe_done(slot);
+    }
+
+    /// Cancels the posted receive with this context.
+    pub fn cancel(&mut self, ctx: usize) -> Result<()> {
+        let p = self.matcher.cancel(ctx).ok_or(Error(FI_ENOENT))?;
+        if let Some(cq) = &self.out.rx_cq {
+            let kind = if p.spec.tagged { FI_TAGGED } else { FI_MSG };
+            cq.push_err(ErrCompletion {
+                base: Completion { op_context: ctx, flags: FI_RECV | kind | (p.spec.flags & FI_MULTI_RECV), tag: p.spec.tag, ..Completion::default() },
+                err: FI_ECANCELED,
+                ..ErrCompletion::default()
+            });
+        }
+        Ok(())
+    }
+
+    fn matched_state(m: &Matched<Posted>) -> RxState {
+        let (iov, niov, multi) = match &m.entry {
+            Ok(p) if p.spec.flags & FI_MULTI_RECV == 0 => (p.desc.iov, p.desc.niov, false),
+            _ => {
+                let mut a = [Iov::default(); IOV_MAX];
+                a[0] = Iov { base: m.buf, len: m.cap };
+                (a, 1, true)
+            }
+        };
+        RxState::Matched { ctx: m.ctx, iov, niov, cap: m.cap, flags: m.flags, buf: m.buf, multi }
+    }
+
+    /// A message that waited in the unexpected queue meets its receive.
+    fn deliver_unexpected(&mut self, slot: u32, m: Matched<Posted>) {
+        let st = Self::matched_state(&m);
+        let Some(msg) = self.rx.get_mut(slot) else { return };
+        let old = std::mem::replace(&mut msg.state, st);
+        if let RxState::Unexpected(buf) = old {
+            self.held_bytes -= buf.capacity();
+            let msg = self.rx.get_mut(slot).expect("slot");
+            if msg.long {
+                let cap = match msg.state {
+                    RxState::Matched { cap, .. } => cap,
+                    _ => 0,
+                };
+                msg.want = msg.total.min(cap);
+                let (peer, send_op, want) = (msg.peer, msg.send_op, msg.want);
+                self.send_cts(peer, send_op, slot, want);
+            } else if let RxState::Matched { iov, niov, cap, .. } = msg.state {
+                // SAFETY: the receive's buffers are writable until it completes.
+                unsafe { scatter(&iov[..niov], cap, 0, &buf[..msg.total.min(buf.len())]) };
+            }
+        }
+        self.rx_maybe_done(slot);
+    }
+
+    fn send_cts(&mut self, peer: PeerId, send_op: u32, rx_slot: u32, granted: usize) {
+        let h = ProtoHdr { pkt: Pkt::Cts as u8, op_id: send_op, aux: rx_slot, total: granted as u64, ..ProtoHdr::default() };
+        self.send_ctl(peer, &h, &[]);
+    }
+
+    /// A control packet (no operation waits for its acknowledgement).
+    fn send_ctl(&mut self, peer: PeerId, h: &ProtoHdr, payload: &[&[u8]]) {
+        let mut hb = [0u8; PROTO_HDR];
+        h.encode(&mut hb);
+        // Control packets may exceed the window by a little: they answer
+        // what the peer sent and must not wait behind our own data.
+        if self.dev.send(peer, &hb, payload, 0).is_err() {
+            self.ctl_backlog.push_back((peer, hb.to_vec(), payload.concat()));
+        }
+    }
+
+    fn rx_maybe_done(&mut self, slot: u32) {
+        let Some(m) = self.rx.get_mut(slot) else { return };
+        let done = match m.state {
+            RxState::Unexpected(_) => false,
+            RxState::Discarding => m.got >= m.want,
+            RxState::Matched { .. } => m.got >= m.want,
+        };
+        if !done {
+            return;
+        }
+        let m = self.rx.remove(slot).expect("slot");
+        if let Some(st) = self.peers.get_mut(m.peer as usize) {
+            st.active.remove(&m.msg_id);
+        }
+        let RxState::Matched { ctx, cap, flags, buf, multi, .. } = m.state else { return };
+        if m.hflags & F_RECEIPT != 0 {
+            let h = ProtoHdr { pkt: Pkt::Receipt as u8, op_id: m.send_op, ..ProtoHdr::default() };
+            self.send_ctl(m.peer, &h, &[]);
+        }
+        let kind = if m.tagged { FI_TAGGED } else { FI_MSG };
+        let cqd = if m.hflags & F_CQ_DATA != 0 { FI_REMOTE_CQ_DATA } else { 0 };
+        let c = Completion {
+            op_context: ctx,
+            flags: FI_RECV | kind | cqd | (flags & FI_MULTI_RECV),
+            len: m.total.min(cap),
+            buf: if multi { buf } else { 0 },
+            data: m.data,
+            tag: m.tag,
+            src_addr: m.src,
+        };
+        if m.total > cap {
+            if let Some(k) = &self.out.recv {
+                k.c.adderr(1);
+            }
+            if let Some(cq) = &self.out.rx_cq {
+                cq.push_err(ErrCompletion { base: c, err: FI_ETRUNC, olen: m.total - cap, ..ErrCompletion::default() });
+            }
+            return;
+        }
+        if let Some(k) = &self.out.recv {
+            k.c.add(1);
+        }
+        if let Some(cq) = &self.out.rx_cq {
+            if !self.out.rx_selective || flags & FI_COMPLETION != 0 {
+                cq.push(c);
+            }
+        }
+    }
+
+    // ---------- the arrival side ----------
+
+    /// One round of progress: acknowledgements owed, arrivals, timers,
+    /// queued packets. Returns the work done.
+    pub fn progress(&mut self) -> usize {
+        let now = Instant::now();
+        self.dev.flush(now, true);
+        let mut batch = std::mem::take(&mut self.batch);
+        let n = self.dev.recv(&mut batch, now);
+        let mut work = n + batch.acked.len() + batch.lost.len();
+        for k in 0..batch.lost.len() {
+            let p = batch.lost[k];
+            self.peer_lost(p);
+        }
+        for k in 0..batch.acked.len() {
+            let t = batch.acked[k];
+            self.on_acked(t);
+        }
+        for k in 0..batch.items.len() {
+            let it = batch.items[k];
+            if !self.on_packet(&batch, &it) {
+                self.refused += 1;
+                self.dev.reject(it.peer, it.seq);
+            }
+        }
+        self.batch = batch;
+        if !self.stalled.is_empty() {
+            for p in std::mem::take(&mut self.stalled) {
+                self.drain_early(p);
+            }
+        }
+        self.dev.flush(now, false);
+        work += self.run_pending();
+        work
+    }
+
+    fn run_pending(&mut self) -> usize {
+        let mut work = 0;
+        while let Some((peer, hb, payload)) = self.ctl_backlog.pop_front() {
+            if self.dev.send(peer, &hb, &[&payload], 0).is_err() {
+                self.ctl_backlog.push_front((peer, hb, payload));
+                break;
+            }
+            work += 1;
+        }
+        for _ in 0..self.pending.len() {
+            let Some(slot) = self.pending.pop_front() else { break };
+            let Some(o) = self.tx.get_mut(slot) else { continue };
+            let needs_request = matches!(o.kind, TxKind::Long | TxKind::Read | TxKind::Atomic) && !o.started;
+            if needs_request {
+                if self.dev.room(o.peer) == 0 {
+                    self.pending.push_back(slot);
+                    continue;
+                }
+                self.send_request(slot);
+                work += 1;
+                continue;
+            }
+            if self.pump(slot) {
+                work += 1;
+                if self.tx.get_mut(slot).is_some_and(|o| o.kind == TxKind::ReadResp) {
+                    self.tx.remove(slot);
+                } else {
+                    self.maybe_done(slot);
+                }
+            } else {
+                self.pending.push_back(slot);
+            }
+        }
+        work
+    }
+
+    fn on_acked(&mut self, t: u64) {
+        let slot = ((t & 0xffff_ffff) as u32).wrapping_sub(1);
+        let gen = (t >> 32) as u32;
+        let Some(o) = self.tx.get_mut(slot) else { return };
+        if o.gen != gen {
+            return;
+        }
+        o.unacked = o.unacked.saturating_sub(1);
+        self.maybe_done(slot);
+    }
+
+    fn peer_lost(&mut self, p: PeerId) {
+        let slots: Vec<u32> = (0..self.tx.v.len() as u32).filter(|&i| self.tx.v[i as usize].as_ref().is_some_and(|o| o.peer == p)).collect();
+        for s in slots {
+            if let Some(o) = self.tx.get_mut(s) {
+                o.err = FI_ECONNRESET;
+                o.unacked = 0;
+            }
+            self.maybe_done(s);
+        }
+        let rslots: Vec<u32> = (0..self.rx.v.len() as u32).filter(|&i| self.rx.v[i as usize].as_ref().is_some_and(|m| m.peer == p)).collect();
+        for s in rslots {
+            let is_matched = matches!(self.rx.v[s as usize].as_ref().map(|m| &m.state), Some(RxState::Matched { .. }));
+            if !is_matched {
+                continue;
+            }
+            let m = self.rx.remove(s).expect("slot");
+            if let RxState::Matched { ctx, .. } = m.state {
+                if let Some(cq) = &self.out.rx_cq {
+                    cq.push_err(ErrCompletion {
+                        base: Completion { op_context: ctx, flags: FI_RECV | if m.tagged { FI_TAGGED } else { FI_MSG }, tag: m.tag, ..Completion::default() },
+                        err: FI_ECONNRESET,
+                        ..ErrCompletion::default()
+                    });
+                }
+            }
+        }
+        let st = self.peer_st(p);
+        let dropped: usize = st.early.values().flatten().map(|v| v.capacity()).sum();
+        *st = PeerSt { fi_addr: FI_ADDR_NOTAVAIL, av_gen: u64::MAX, ..PeerSt::default() };
+        self.held_bytes = self.held_bytes.saturating_sub(dropped);
+    }
+
+    /// Handles one arrived packet; false refuses it (it comes again).
+    fn on_packet(&mut self, batch: &RxBatch, it: &RxItem) -> bool {
+        let b = batch.packet(it);
+        let Some((pkt, h)) = ProtoHdr::decode(b) else {
+            self.bad_packets += 1;
+            return true;
+        };
+        let payload = &b[PROTO_HDR..];
+        let p = it.peer;
+        match pkt {
+            Pkt::Msg | Pkt::Rts | Pkt::Atomic => self.on_ordered(p, pkt, &h, payload),
+            Pkt::Data => {
+                self.on_data(p, &h, payload);
+                true
+            }
+            Pkt::Cts => {
+                self.on_cts(p, &h);
+                true
+            }
+            Pkt::Receipt => {
+                self.on_resp(p, &h, payload, Pkt::Receipt);
+                true
+            }
+            Pkt::WriteResp | Pkt::ReadResp | Pkt::AtomicResp => {
+                self.on_resp(p, &h, payload, pkt);
+                true
+            }
+            Pkt::Write => {
+                self.on_write(p, &h, payload);
+                true
+            }
+            Pkt::ReadReq => self.on_read_req(p, &h),
+        }
+    }
+
+    /// Messages and atomics: in message-id order per peer.
+    fn on_ordered(&mut self, p: PeerId, pkt: Pkt, h: &ProtoHdr, payload: &[u8]) -> bool {
+        let next = self.peer_st(p).next_msg;
+        let ahead = h.msg_id.wrapping_sub(next);
+        if ahead == 0 && self.peers[p as usize].early.contains_key(&next) {
+            // Packets of this message wait already: it starts from there.
+            self.hold_early(p, h, payload);
+            self.drain_early(p);
+            return true;
+        }
+        if ahead == 0 {
+            if !self.start_msg(p, pkt, h, payload) {
+                return false;
+            }
+            self.peers[p as usize].next_msg = next.wrapping_add(1);
+            self.drain_early(p);
+            return true;
+        }
+        if (ahead as i32) < 0 {
+            // A later segment of a message already started.
+            if pkt == Pkt::Msg {
+                if let Some(&slot) = self.peers[p as usize].active.get(&h.msg_id) {
+                    self.msg_segment(slot, h, payload);
+                    return true;
+                }
+            }
+            self.bad_packets += 1;
+            return true;
+        }
+        if ahead >= REORDER_WINDOW || self.held_bytes + PROTO_HDR + payload.len() > RX_BUFFER_CAP {
+            return false;
+        }
+        self.hold_early(p, h, payload);
+        true
+    }
+
+    fn hold_early(&mut self, p: PeerId, h: &ProtoHdr, payload: &[u8]) {
+        let mut v = Vec::with_capacity(PROTO_HDR + payload.len());
+        let mut hb = [0u8; PROTO_HDR];
+        h.encode(&mut hb);
+        v.extend_from_slice(&hb);
+        v.extend_from_slice(payload);
+        self.held_bytes += v.capacity();
+        self.peers[p as usize].early.entry(h.msg_id).or_default().push(v);
+    }
+
+    fn drain_early(&mut self, p: PeerId) {
+        loop {
+            let st = &mut self.peers[p as usize];
+            let next = st.next_msg;
+            let Some(list) = st.early.remove(&next) else { return };
+            let mut started = false;
+            let mut rest = Vec::new();
+            for v in list {
+                self.held_bytes -= v.capacity();
+                let Some((pkt, h)) = ProtoHdr::decode(&v) else { continue };
+                let payload = &v[PROTO_HDR..];
+                if !started {
+                    if self.start_msg(p, pkt, &h, payload) {
+                        started = true;
+                    } else {
+                        rest.push(v);
+                    }
+                    continue;
+                }
+                if let Some(&slot) = self.peers[p as usize].active.get(&h.msg_id) {
+                    self.msg_segment(slot, &h, payload);
+                }
+            }
+            if !started {
+                // No room to start it yet: keep waiting.
+                for v in &rest {
+                    self.held_bytes += v.capacity();
+                }
+                self.peers[p as usize].early.insert(next, rest);
+                if !self.stalled.contains(&p) {
+                    self.stalled.push(p);
+                }
+                return;
+            }
+            let st = &mut self.peers[p as usize];
+            st.next_msg = next.wrapping_add(1);
+        }
+    }
+
+    /// The first packet of a message (or an atomic) in its turn. False:
+    /// no room to take it now.
+    fn start_msg(&mut self, p: PeerId, pkt: Pkt, h: &ProtoHdr, payload: &[u8]) -> bool {
+        if pkt == Pkt::Atomic {
+            self.on_atomic(p, h, payload);
+            return true;
+        }
+        let total = h.total as usize;
+        let long = pkt == Pkt::Rts;
+        if !long && (total > MEDIUM_CAP || (h.offset as usize).saturating_add(payload.len()) > total) {
+            self.bad_packets += 1;
+            return true;
+        }
+        if self.rx.is_full() {
+            return false;
+        }
+        let tagged = h.flags & F_TAGGED != 0;
+        let src = self.src_of(p);
+        let msg = RxMsg {
+            peer: p,
+            msg_id: h.msg_id,
+            src,
+            tagged,
+            tag: if tagged { h.tag } else { 0 },
+            data: if h.flags & F_CQ_DATA != 0 { h.data } else { 0 },
+            hflags: h.flags,
+            send_op: h.op_id,
+            total,
+            long,
+            got: 0,
+            want: if long { 0 } else { total },
+            state: RxState::Discarding,
+        };
+        match self.matcher.match_arrival(tagged, src, msg.tag, total) {
+            Some(m) => {
+                let st = Self::matched_state(&m);
+                let Some(slot) = self.rx.insert(RxMsg { state: st, ..msg }) else { return false };
+                if long {
+                    let cap = m.cap;
+                    let want = total.min(cap);
+                    let mm = self.rx.get_mut(slot).expect("slot");
+                    mm.want = want;
+                    self.send_cts(p, h.op_id, slot, want);
+                } else {
+                    self.peers[p as usize].active.insert(h.msg_id, slot);
+                    self.msg_segment(slot, h, payload);
+                }
+                self.rx_maybe_done(slot);
+                true
+            }
+            None => {
+                if !self.matcher.unexpected_room() || self.held_bytes + total > RX_BUFFER_CAP {
+                    return false;
+                }
+                let buf = if long { Vec::new() } else { vec![0u8; total] };
+                self.held_bytes += buf.capacity();
+                let (tag, data, hflags) = (msg.tag, msg.data, msg.hflags);
+                let Some(slot) = self.rx.insert(RxMsg { state: RxState::Unexpected(buf), ..msg }) else { return false };
+                let mut u = Unexp::new(tagged, src, tag, total, slot);
+                u.data = data;
+                u.flags = if hflags & F_CQ_DATA != 0 { FI_REMOTE_CQ_DATA } else { 0 };
+                if self.matcher.push_unexpected(u).is_err() {
+                    if let Some(RxMsg { state: RxState::Unexpected(b), .. }) = self.rx.remove(slot) {
+                        self.held_bytes -= b.capacity();
+                    }
+                    return false;
+                }
+                if !long {
+                    self.peers[p as usize].active.insert(h.msg_id, slot);
+                    self.msg_segment(slot, h, payload);
+                }
+                true
+            }
+        }
+    }
+
+    fn msg_segment(&mut self, slot: u32, h: &ProtoHdr, payload: &[u8]) {
+        let Some(m) = self.rx.get_mut(slot) else { return };
+        let off = h.offset as usize;
+        if off.saturating_add(payload.len()) > m.total {
+            self.bad_packets += 1;
+            return;
+        }
+        m.got += payload.len();
+        match &mut m.state {
+            RxState::Unexpected(buf) => {
+                buf[off..off + payload.len()].copy_from_slice(payload);
+                return;
+            }
+            RxState::Matched { iov, niov, cap, .. } => {
+                // SAFETY: the receive's buffers are writable until it completes.
+                unsafe { scatter(&iov[..*niov], *cap, off, payload) };
+            }
+            RxState::Discarding => {}
+        }
+        self.rx_maybe_done(slot);
+    }
+
+    fn on_data(&mut self, _p: PeerId, h: &ProtoHdr, payload: &[u8]) {
+        let slot = h.aux;
+        let Some(m) = self.rx.get_mut(slot) else {
+            self.bad_packets += 1;
+            return;
+        };
+        if !m.long || m.peer != _p {
+            self.bad_packets += 1;
+            return;
+        }
+        let off = h.offset as usize;
+        if off.saturating_add(payload.len()) > m.want {
+            self.bad_packets += 1;
+            return;
+        }
+        m.got += payload.len();
+        if let RxState::Matched { iov, niov, cap, .. } = &m.state {
+            // SAFETY: the receive's buffers are writable until it completes.
+            unsafe { scatter(&iov[..*niov], *cap, off, payload) };
+        }
+        self.rx_maybe_done(slot);
+    }
+
+    fn tx_by_id(&mut self, p: PeerId, id: u32) -> Option<u32> {
+        let slot = id & ((1 << SLOT_BITS) - 1);
+        let gen = id >> SLOT_BITS;
+        let o = self.tx.get_mut(slot)?;
+        (o.gen == gen && o.peer == p).then_some(slot)
+    }
+
+    fn on_cts(&mut self, p: PeerId, h: &ProtoHdr) {
+        let Some(slot) = self.tx_by_id(p, h.op_id) else {
+            self.bad_packets += 1;
+            return;
+        };
+        let o = self.tx.get_mut(slot).expect("slot");
+        if !o.wait_cts || o.kind != TxKind::Long {
+            self.bad_packets += 1;
+            return;
+        }
+        o.wait_cts = false;
+        o.end = (h.total as usize).min(o.len);
+        o.next = 0;
+        o.hdr.pkt = Pkt::Data as u8;
+        o.hdr.aux = h.aux;
+        if o.end == 0 {
+            self.maybe_done(slot);
+            return;
+        }
+        if !self.pump(slot) {
+            self.pending.push_back(slot);
+        } else {
+            self.maybe_done(slot);
+        }
+    }
+
+    fn on_resp(&mut self, p: PeerId, h: &ProtoHdr, payload: &[u8], pkt: Pkt) {
+        let Some(slot) = self.tx_by_id(p, h.op_id) else {
+            self.bad_packets += 1;
+            return;
+        };
+        let o = self.tx.get_mut(slot).expect("slot");
+        match pkt {
+            Pkt::Receipt => o.wait_receipt = false,
+            Pkt::WriteResp if o.kind == TxKind::Write => {
+                o.wait_resp = false;
+                if h.aux != 0 {
+                    o.err = h.aux as i32;
+                }
+            }
+            Pkt::ReadResp if o.kind == TxKind::Read => {
+                if h.aux != 0 {
+                    o.err = h.aux as i32;
+                    o.wait_resp = false;
+                } else {
+                    let off = h.offset as usize;
+                    if off.saturating_add(payload.len()) > o.len {
+                        self.bad_packets += 1;
+                        return;
+                    }
+                    // SAFETY: the read's local buffers are writable until it completes.
+                    unsafe { scatter(&o.iov[..o.niov], o.len, off, payload) };
+                    o.got += payload.len();
+                    if o.got >= o.len {
+                        o.wait_resp = false;
+                    }
+                }
+            }
+            Pkt::AtomicResp if o.kind == TxKind::Atomic => {
+                o.wait_resp = false;
+                if h.aux != 0 {
+                    o.err = h.aux as i32;
+                } else if o.nres > 0 {
+                    let cap = iov_len(&o.res[..o.nres]);
+                    // SAFETY: result buffers are writable until the atomic completes.
+                    unsafe { scatter(&o.res[..o.nres], cap, 0, payload) };
+                }
+            }
+            _ => {
+                self.bad_packets += 1;
+                return;
+            }
+        }
+        self.maybe_done(slot);
+    }
+
+    /// The address in this process of `len` bytes at `addr` under `key`.
+    fn target(&self, key: u64, addr: u64, len: usize, access: u64) -> std::result::Result<usize, i32> {
+        let reg = self.mr.lock();
+        let off = reg.verify(key, addr, len, access).map_err(|e| e.0)?;
+        let r = reg.get(key).ok_or(FI_EKEYREJECTED)?;
+        Ok(r.base + off)
+    }
+
+    fn on_write(&mut self, p: PeerId, h: &ProtoHdr, payload: &[u8]) {
+        let total = h.total as usize;
+        let resp = |this: &mut Self, err: i32| {
+            let r = ProtoHdr { pkt: Pkt::WriteResp as u8, op_id: h.op_id, aux: err as u32, ..ProtoHdr::default() };
+            this.send_ctl(p, &r, &[]);
+        };
+        if (h.offset as usize).saturating_add(payload.len()) > total {
+            self.bad_packets += 1;
+            return;
+        }
+        match self.target(h.tag, h.addr, payload.len(), FI_REMOTE_WRITE) {
+            Ok(dst) => {
+                // SAFETY: the registration covers [dst, dst + len) (checked
+                // by `verify`), memory the application registered for
+                // remote writes.
+                unsafe { std::ptr::copy_nonoverlapping(payload.as_ptr(), dst as *mut u8, payload.len()) };
+            }
+            Err(e) => {
+                resp(self, e);
+                return;
+            }
+        }
+        let done = if payload.len() >= total {
+            true
+        } else {
+            let st = self.peer_st(p);
+            let e = st.writes.entry(h.op_id).or_insert((0, total));
+            e.0 += payload.len();
+            if e.0 >= e.1 {
+                st.writes.remove(&h.op_id);
+                true
+            } else {
+                false
+            }
+        };
+        if done {
+            resp(self, 0);
+            if let Some(k) = &self.out.remote_write {
+                k.c.add(1);
+            }
+            if h.flags & F_CQ_DATA != 0 {
+                let src = self.src_of(p);
+                if let Some(cq) = &self.out.rx_cq {
+                    cq.push(Completion { flags: FI_RMA | FI_REMOTE_WRITE | FI_REMOTE_CQ_DATA, data: h.data, src_addr: src, ..Completion::default() });
+                }
+            }
+        }
+    }
+
+    fn on_read_req(&mut self, p: PeerId, h: &ProtoHdr) -> bool {
+        let total = h.total as usize;
+        match self.target(h.tag, h.addr, total, FI_REMOTE_READ) {
+            Ok(src) => {
+                let mut o = Self::blank_op(TxKind::ReadResp, p, 0);
+                o.iov[0] = Iov { base: src, len: total };
+                o.niov = 1;
+                o.len = total;
+                o.end = total;
+                o.hdr = ProtoHdr { pkt: Pkt::ReadResp as u8, ..ProtoHdr::default() };
+                o.hdr.op_id = h.op_id;
+                let Ok(slot) = self.new_op(o) else { return false };
+                if self.pump(slot) {
+                    self.tx.remove(slot);
+                } else {
+                    self.pending.push_back(slot);
+                }
+                if let Some(k) = &self.out.remote_read {
+                    k.c.add(1);
+                }
+                true
+            }
+            Err(e) => {
+                let r = ProtoHdr { pkt: Pkt::ReadResp as u8, op_id: h.op_id, aux: e as u32, ..ProtoHdr::default() };
+                self.send_ctl(p, &r, &[]);
+                true
+            }
+        }
+    }
+
+    fn on_atomic(&mut self, p: PeerId, h: &ProtoHdr, payload: &[u8]) {
+        let kind = match h.akind {
+            0 => AtomicKind::Write,
+            1 => AtomicKind::Fetch,
+            2 => AtomicKind::Compare,
+            _ => {
+                self.bad_packets += 1;
+                return;
+            }
+        };
+        let (op, dt, count) = (h.aop as u32, h.dtype as u32, h.total as usize);
+        let r = (|| -> std::result::Result<Vec<u8>, i32> {
+            let size = atomic::type_size(dt).ok_or(FI_EOPNOTSUPP)?;
+            let bytes = count.checked_mul(size).ok_or(FI_EINVAL)?;
+            let need = if kind == AtomicKind::Compare { 2 * bytes } else { bytes };
+            if payload.len() < need && !(op == FI_ATOMIC_READ && kind == AtomicKind::Fetch) {
+                return Err(FI_EINVAL);
+            }
+            let access = match (kind, op) {
+                (AtomicKind::Fetch, FI_ATOMIC_READ) => FI_REMOTE_READ,
+                (AtomicKind::Write, _) => FI_REMOTE_WRITE,
+                _ => FI_REMOTE_READ | FI_REMOTE_WRITE,
+            };
+            let dst = self.target(h.tag, h.addr, bytes, access)?;
+            // SAFETY: [dst, dst + bytes) is registered memory of this
+            // process (checked by `verify`); atomics run under the endpoint's
+            // lock, one at a time.
+            let target = unsafe { std::slice::from_raw_parts_mut(dst as *mut u8, bytes) };
+            let operand = &payload[..bytes.min(payload.len())];
+            let compare = if kind == AtomicKind::Compare { &payload[bytes..2 * bytes] } else { &[][..] };
+            let mut result = if kind == AtomicKind::Write { Vec::new() } else { vec![0u8; bytes] };
+            let res = if kind == AtomicKind::Write { None } else { Some(&mut result[..]) };
+            atomic::apply(kind, op, dt, count, target, operand, compare, res).map_err(|e| e.0)?;
+            Ok(result)
+        })();
+        let (err, result) = match r {
+            Ok(v) => (0, v),
+            Err(e) => (e, Vec::new()),
+        };
+        let resp = ProtoHdr { pkt: Pkt::AtomicResp as u8, op_id: h.op_id, aux: err as u32, ..ProtoHdr::default() };
+        self.send_ctl(p, &resp, &[&result]);
+        if err == 0 {
+            let k = if kind == AtomicKind::Write { &self.out.remote_write } else { &self.out.remote_read };
+            if let Some(k) = k {
+                k.c.add(1);
+            }
+        }
+    }
+
+    // ---------- RMA and atomics, initiator side ----------
+
+    /// `fi_write*` / `fi_read*`.
+    ///
+    /// # Safety
+    /// The local buffers stay valid until the operation completes.
+    pub unsafe fn rma(&mut self, peer: PeerId, op: &RmaOp<'_>, write: bool) -> Result<()> {
+        if op.rma.len() != 1 {
+            return Err(EINVAL);
+        }
+        let r = op.rma[0];
+        let len = iov_len(op.iov);
+        if len != r.len {
+            return Err(EINVAL);
+        }
+        let (iov, niov) = copy_iov(op.iov)?;
+        let mut o = Self::blank_op(if write { TxKind::Write } else { TxKind::Read }, peer, op.context);
+        o.cflags = FI_RMA | if write { FI_WRITE } else { FI_READ };
+        o.comp = !op.no_completion && (!self.out.tx_selective || op.flags & FI_COMPLETION != 0);
+        o.cntr = if write { Counter::Write } else { Counter::Read };
+        o.len = len;
+        o.wait_resp = true;
+        let inject = write && (op.no_completion || op.flags & FI_INJECT != 0);
+        if inject {
+            let mut buf = Vec::with_capacity(len);
+            let mut parts: [&[u8]; IOV_MAX] = [&[]; IOV_MAX];
+            // SAFETY: readable during this call (caller).
+            let n = unsafe { gather(&iov[..niov], 0, len, &mut parts) };
+            for p in &parts[..n] {
+                buf.extend_from_slice(p);
+            }
+            o.iov[0] = Iov { base: buf.as_ptr() as usize, len };
+            o.niov = 1;
+            o.owned = buf;
+        } else {
+            o.iov = iov;
+            o.niov = niov;
+        }
+        let flags = if op.flags & FI_REMOTE_CQ_DATA != 0 { F_CQ_DATA } else { 0 };
+        o.hdr = ProtoHdr {
+            pkt: if write { Pkt::Write } else { Pkt::ReadReq } as u8,
+            flags,
+            tag: r.key,
+            addr: r.addr,
+            data: op.data,
+            total: len as u64,
+            ..ProtoHdr::default()
+        };
+        o.end = if write { len } else { 0 };
+        let zero_write = write && len == 0;
+        let slot = self.new_op(o)?;
+        if zero_write {
+            // One empty write packet still asks for the answer.
+            self.send_request(slot);
+            return Ok(());
+        }
+        self.start(slot);
+        Ok(())
+    }
+
+    /// `fi_atomic*`, `fi_fetch_atomic*`, `fi_compare_atomic*`.
+    ///
+    /// # Safety
+    /// Operand buffers are read here; result buffers stay writable until
+    /// the operation completes.
+    pub unsafe fn atomic(&mut self, peer: PeerId, op: &AtomicOp<'_>) -> Result<()> {
+        if op.rma.len() != 1 {
+            return Err(EINVAL);
+        }
+        let size = atomic::type_size(op.datatype).ok_or(Error(FI_EOPNOTSUPP))?;
+        if !atomic::supported(op.kind, op.op, op.datatype) {
+            return Err(Error(FI_EOPNOTSUPP));
+        }
+        let count = op.rma[0].len;
+        let bytes = count.checked_mul(size).ok_or(EINVAL)?;
+        let need = if op.kind == AtomicKind::Compare { 2 * bytes } else { bytes };
+        if need > ATOMIC_MAX_BYTES.max(bytes) || need > self.max_payload() {
+            return Err(EINVAL);
+        }
+        let mut owned = Vec::with_capacity(need);
+        let reads_only = op.kind == AtomicKind::Fetch && op.op == FI_ATOMIC_READ;
+        for (src, want) in [(op.iov, bytes), (op.compare, if op.kind == AtomicKind::Compare { bytes } else { 0 })] {
+            if want == 0 {
+                continue;
+            }
+            let have = iov_len(src);
+            if have < want && !reads_only {
+                return Err(EINVAL);
+            }
+            let mut parts: [&[u8]; IOV_MAX] = [&[]; IOV_MAX];
+            if src.len() > IOV_MAX {
+                return Err(EINVAL);
+            }
+            // SAFETY: operand buffers are readable during this call (caller).
+            let n = unsafe { gather(src, 0, want.min(have), &mut parts) };
+            for p in &parts[..n] {
+                owned.extend_from_slice(p);
+            }
+        }
+        let mut o = Self::blank_op(TxKind::Atomic, peer, op.context);
+        o.cflags = FI_ATOMIC | if op.kind == AtomicKind::Write { FI_WRITE } else { FI_READ };
+        o.comp = !op.no_completion && (!self.out.tx_selective || op.flags & FI_COMPLETION != 0);
+        o.cntr = if op.kind == AtomicKind::Write { Counter::Write } else { Counter::Read };
+        let (res, nres) = copy_iov(op.result)?;
+        o.res = res;
+        o.nres = nres;
+        o.owned = owned;
+        o.wait_resp = true;
+        let msg_id = {
+            let st = self.peer_st(peer);
+            let m = st.tx_msg;
+            st.tx_msg = m.wrapping_add(1);
+            m
+        };
+        o.hdr = ProtoHdr {
+            pkt: Pkt::Atomic as u8,
+            msg_id,
+            aop: op.op as u8,
+            dtype: op.datatype as u8,
+            akind: match op.kind {
+                AtomicKind::Write => 0,
+                AtomicKind::Fetch => 1,
+                AtomicKind::Compare => 2,
+            },
+            tag: op.rma[0].key,
+            addr: op.rma[0].addr,
+            total: count as u64,
+            ..ProtoHdr::default()
+        };
+        let slot = match self.new_op(o) {
+            Ok(s) => s,
+            Err(e) => {
+                let st = self.peer_st(peer);
+                st.tx_msg = st.tx_msg.wrapping_sub(1);
+                return Err(e);
+            }
+        };
+        self.start(slot);
+        Ok(())
+    }
+
+    pub fn min_multi_recv(&self) -> usize {
+        self.min_multi_recv
+    }
+
+    /// Operations still in flight (sends, RMA, responses).
+    pub fn busy(&self) -> bool {
+        self.tx.len() > 0 || !self.ctl_backlog.is_empty() || self.dev.unacked()
+    }
+}

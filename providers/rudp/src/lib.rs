@@ -1,0 +1,18 @@
+//! rfabric's `rudp` provider: EFA's reliable-datagram RDM design over
+//! UDP/IP. A protocol engine (`engine`) owns the RDM semantics and runs on
+//! a datagram device (`device`); the UDP device (`udp`) adds what EFA's
+//! SRD gives in hardware. See `man/fi_rudp.7` and `docs/ARCHITECTURE.md`.
+
+#![deny(unsafe_op_in_unsafe_fn)]
+
+pub mod device;
+pub mod engine;
+pub mod objects;
+pub mod provider;
+pub mod settings;
+pub mod sockaddr;
+mod sys;
+pub mod udp;
+pub mod wire;
+
+pub use provider::providers;

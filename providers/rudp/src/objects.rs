@@ -1,0 +1,569 @@
+//! The rudp objects behind the C handles: fabric, domain, address vector
+//! and endpoint. Completion queues and counters are the core's
+//! (`ProgressCq`, `ProgressCntr`): reading them drives the endpoints bound
+//! to them. An endpoint is a protocol engine over a UDP device behind one
+//! lock, with an optional progress thread (`FI_PROGRESS_AUTO`).
+
+use crate::device::Device;
+use crate::engine::{AddrMap, Engine, EngineConfig, Outputs};
+use crate::settings::Settings;
+use crate::udp::{UdpConfig, UdpDevice};
+use rfabric_core::abi::*;
+use rfabric_core::error::{Error, Result, EINVAL};
+use rfabric_core::info::Info;
+use rfabric_core::objects::av::Av;
+use rfabric_core::objects::cq::CqAttr;
+use rfabric_core::objects::local_mr::{Checked, DmabufMap, LocalRegs};
+use rfabric_core::objects::mr::{MrRegion, MrRegistry};
+use rfabric_core::objects::progress::{Progress, ProgressCntr, ProgressCq};
+use rfabric_core::objects::wait::Locked;
+use rfabric_core::provider::{
+    AddressVector, AtomicKind, AtomicOp, AvAttr, Bind, CompletionQueue, Counter, Domain, Endpoint, Fabric, MrReg, MrReq, RmaOp, RxOp, TxOp,
+};
+use std::any::Any;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+use std::time::{Duration, Instant};
+
+const PROV: &str = crate::provider::NAME;
+
+fn locked<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+pub struct RudpFabric;
+
+impl Fabric for RudpFabric {
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+    unsafe fn domain(&self, info: &Info) -> Result<Box<dyn Domain>> {
+        Ok(Box::new(RudpDomain::new(info)?))
+    }
+}
+
+pub struct RudpDomain {
+    mr: Arc<Locked<MrRegistry>>,
+    local: Arc<LocalRegs>,
+    auto_progress: bool,
+    settings: Settings,
+    /// The interface address endpoints bind to when their info names none.
+    bind: Option<SocketAddr>,
+    addr_format: u32,
+}
+
+impl RudpDomain {
+    pub fn new(info: &Info) -> Result<RudpDomain> {
+        let d = info.domain_attr.as_ref();
+        let mode = rfabric_core::getinfo::mr_mode_bits(d.map_or(0, |d| d.mr_mode), fi_version(1, 5));
+        let key_size = d.map_or(8, |d| if d.mr_key_size == 0 { 8 } else { d.mr_key_size });
+        let settings = Settings::read();
+        let bind = info.src_addr.as_deref().and_then(crate::sockaddr::from_bytes_any);
+        Ok(RudpDomain {
+            mr: Arc::new(Locked::new(MrRegistry::new(mode, key_size)?)),
+            local: LocalRegs::new(mode),
+            auto_progress: d.is_some_and(|d| d.data_progress == FI_PROGRESS_AUTO),
+            settings,
+            bind,
+            addr_format: if info.addr_format == FI_SOCKADDR_IN6 { FI_SOCKADDR_IN6 } else { FI_SOCKADDR_IN },
+        })
+    }
+}
+
+impl Domain for RudpDomain {
+    fn endpoint(&self, info: &Info) -> Result<Box<dyn Endpoint>> {
+        let ep_type = info.ep_type();
+        if ep_type != FI_EP_RDM && ep_type != FI_EP_UNSPEC {
+            return Err(EINVAL);
+        }
+        let bind = info.src_addr.as_deref().and_then(crate::sockaddr::from_bytes_any).or(self.bind).ok_or(EINVAL)?;
+        let ep = RudpEp::open(info, bind, &self.settings, self.mr.clone(), self.auto_progress)?;
+        Ok(Box::new(Checked::new(ep, self.local.clone())))
+    }
+    fn cq_open(&self, attr: &CqAttr) -> Result<Arc<dyn CompletionQueue>> {
+        Ok(Arc::new(ProgressCq::new(attr)?))
+    }
+    fn av_open(&self, attr: &AvAttr) -> Result<Arc<dyn AddressVector>> {
+        if attr.flags & !(FI_EVENT | FI_READ | FI_SYMMETRIC) != 0 || attr.flags & FI_EVENT != 0 {
+            return Err(Error(FI_EBADFLAGS));
+        }
+        Ok(Arc::new(RudpAv::new(attr, self.addr_format)?))
+    }
+    fn cntr_open(&self, events: u32, wait_obj: u32) -> Result<Arc<dyn Counter>> {
+        Ok(Arc::new(ProgressCntr::new(events, wait_obj)?))
+    }
+    fn mr_reg(&self, req: &MrReq) -> Result<MrReg> {
+        // A dma-buf is mapped for CPU access: the UDP device copies through
+        // the CPU. The mapping is what gets registered.
+        let map = req.dmabuf.as_ref().map(|b| DmabufMap::new(b, PROV)).transpose()?;
+        let (base, len) = map.as_ref().map_or((req.addr, req.len), |m| (m.data(), m.len()));
+        let r = MrRegion { base, len, access: req.access, dmabuf: req.dmabuf.map(|b| (b.fd, b.offset)), ..MrRegion::default() };
+        let key = self.mr.lock().register(r, req.requested_key)?;
+        Ok(MrReg { key, local: Some(self.local.register(map)) })
+    }
+    fn mr_close(&self, key: u64) -> Result<()> {
+        self.mr.lock().remove(key).map(|_| ())
+    }
+    fn query_atomic(&self, kind: AtomicKind, op: u32, datatype: u32) -> Result<(usize, usize)> {
+        let max = crate::engine::ATOMIC_MAX_BYTES;
+        let count = rfabric_core::objects::atomic::valid(kind, op, datatype, max).ok_or(Error(FI_EOPNOTSUPP))?;
+        Ok((count, rfabric_core::objects::atomic::type_size(datatype).unwrap_or(0)))
+    }
+}
+
+/// The address vector: the core's `Av` of `sockaddr_in` / `sockaddr_in6`
+/// entries.
+pub struct RudpAv {
+    av: RwLock<Av>,
+    gen: AtomicU64,
+    addrlen: usize,
+}
+
+impl RudpAv {
+    fn new(attr: &AvAttr, format: u32) -> Result<RudpAv> {
+        let addrlen = if format == FI_SOCKADDR_IN6 { crate::sockaddr::SIN6_LEN } else { crate::sockaddr::SIN_LEN };
+        let mut av = Av::new(attr.kind, attr.count, addrlen)?;
+        av.set_validator(Box::new(|b| crate::sockaddr::from_bytes(b).map(|_| ()).ok_or(EINVAL)));
+        av.set_formatter(Box::new(crate::sockaddr::to_string));
+        Ok(RudpAv { av: RwLock::new(av), gen: AtomicU64::new(1), addrlen })
+    }
+    fn addr(&self, fi_addr: u64) -> Option<Vec<u8>> {
+        self.av.read().unwrap_or_else(|e| e.into_inner()).addr(fi_addr).map(|b| b.to_vec())
+    }
+}
+
+impl AddrMap for RudpAv {
+    fn fi_addr_of(&self, raw: &[u8]) -> u64 {
+        let g = self.av.read().unwrap_or_else(|e| e.into_inner());
+        let mut key = raw.to_vec();
+        key.resize(self.addrlen, 0);
+        g.source_id(&key)
+    }
+    fn generation(&self) -> u64 {
+        self.gen.load(Ordering::Acquire)
+    }
+}
+
+impl AddressVector for RudpAv {
+    fn addr_len(&self) -> Option<usize> {
+        Some(self.addrlen)
+    }
+    fn insert(&self, addrs: &[&[u8]], fi_addr: Option<&mut [u64]>, flags: u64) -> Result<usize> {
+        let mut flat = Vec::with_capacity(addrs.len() * self.addrlen);
+        for a in addrs {
+            if a.len() != self.addrlen {
+                return Err(EINVAL);
+            }
+            flat.extend_from_slice(a);
+        }
+        let n = self.av.write().unwrap_or_else(|e| e.into_inner()).insert(&flat, addrs.len(), fi_addr, flags, None)?;
+        self.gen.fetch_add(1, Ordering::AcqRel);
+        Ok(n)
+    }
+    fn remove(&self, fi_addrs: &[u64], flags: u64) -> Result<()> {
+        self.av.write().unwrap_or_else(|e| e.into_inner()).remove(fi_addrs, flags)?;
+        self.gen.fetch_add(1, Ordering::AcqRel);
+        Ok(())
+    }
+    fn lookup(&self, fi_addr: u64, buf: &mut [u8]) -> Result<usize> {
+        self.av.read().unwrap_or_else(|e| e.into_inner()).lookup(fi_addr, buf)
+    }
+    fn straddr(&self, addr: &[u8]) -> String {
+        crate::sockaddr::to_string(addr)
+    }
+    fn as_any_arc(self: Arc<Self>) -> Arc<dyn Any + Send + Sync> {
+        self
+    }
+}
+
+/// What the progress of an endpoint needs, shared with the CQs and counters
+/// it is bound to and with its progress thread.
+pub struct EpShared {
+    pub(crate) st: Mutex<EpState>,
+    stop: AtomicBool,
+}
+
+pub(crate) struct EpState {
+    pub(crate) engine: Engine<UdpDevice>,
+    av: Option<Arc<RudpAv>>,
+    /// fi_addr -> device peer, valid for one AV generation.
+    peers: Vec<u32>,
+    peers_gen: u64,
+    enabled: bool,
+    /// When progress last ran.
+    last_progress: Instant,
+}
+
+const NO_PEER: u32 = u32::MAX;
+
+impl EpState {
+    /// The device peer of `fi_addr`.
+    fn peer(&mut self, fi_addr: u64) -> Result<u32> {
+        let av = self.av.as_ref().ok_or(Error(FI_ENOAV))?;
+        let g = av.gen.load(Ordering::Acquire);
+        if g != self.peers_gen {
+            self.peers.clear();
+            self.peers_gen = g;
+        }
+        let i = usize::try_from(fi_addr).map_err(|_| EINVAL)?;
+        if let Some(&p) = self.peers.get(i) {
+            if p != NO_PEER {
+                return Ok(p);
+            }
+        }
+        let raw = av.addr(fi_addr).ok_or(EINVAL)?;
+        let p = self.engine.dev.peer(&raw)?;
+        if self.peers.len() <= i {
+            self.peers.resize(i + 1, NO_PEER);
+        }
+        self.peers[i] = p;
+        Ok(p)
+    }
+}
+
+impl Progress for EpShared {
+    fn progress(&self) -> usize {
+        let mut st = locked(&self.st);
+        if !st.enabled {
+            return 0;
+        }
+        st.last_progress = Instant::now();
+        st.engine.progress()
+    }
+}
+
+/// How often the keeper of a manual-progress endpoint looks at it.
+const KEEPER_PERIOD: Duration = Duration::from_millis(1);
+
+impl EpShared {
+    /// The keeper of a manual-progress endpoint: when the application has
+    /// not progressed it for a while (it waits on something else, or has
+    /// stopped after its last receive), acknowledgements and retransmissions
+    /// still go out, so peers see their sends complete and do not give up on
+    /// a live endpoint.
+    fn keep(self: Arc<Self>) {
+        while !self.stop.load(Ordering::Acquire) {
+            std::thread::sleep(KEEPER_PERIOD);
+            let Ok(mut st) = self.st.try_lock() else { continue };
+            if st.enabled && st.last_progress.elapsed() >= KEEPER_PERIOD {
+                st.last_progress = Instant::now();
+                st.engine.progress();
+            }
+        }
+    }
+}
+
+pub struct RudpEp {
+    shared: Arc<EpShared>,
+    thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+    auto_progress: bool,
+    bound: Mutex<Vec<Bound>>,
+    linger: Duration,
+}
+
+enum Bound {
+    Cq(Arc<ProgressCq>),
+    Cntr(Arc<ProgressCntr>),
+}
+
+impl RudpEp {
+    fn open(info: &Info, bind: SocketAddr, s: &Settings, mr: Arc<Locked<MrRegistry>>, auto_progress: bool) -> Result<RudpEp> {
+        let ifmtu = crate::provider::mtu_for(&bind.ip());
+        let cfg = UdpConfig {
+            max_datagram: s.max_datagram(ifmtu, bind.is_ipv6()),
+            peer_timeout: Duration::from_millis(s.peer_timeout_ms),
+            max_inflight_bytes: s.inflight_bytes,
+            max_peers: 1 << 16,
+            sockbuf: s.sockbuf,
+        };
+        let dev = UdpDevice::open(bind, cfg)?;
+        let tx = info.tx_attr.as_ref();
+        let rx = info.rx_attr.as_ref();
+        let caps = info.caps;
+        let ecfg = EngineConfig {
+            medium_max: s.medium_max,
+            tx_size: tx.map_or(1024, |t| t.size.max(1)) * 4,
+            rx_size: rx.map_or(1024, |r| r.size.max(1)) * 4,
+            unexp_max: s.unexpected_max,
+            directed: caps & FI_DIRECTED_RECV != 0,
+        };
+        let engine = Engine::new(dev, ecfg, mr)?;
+        rfabric_core::fi_info!(PROV, FI_LOG_EP_CTRL, "endpoint bound to {} (datagrams up to {} bytes)", engine.dev.local_addr(), engine.dev.max_packet() + crate::wire::DEV_HDR);
+        Ok(RudpEp {
+            shared: Arc::new(EpShared {
+                st: Mutex::new(EpState { engine, av: None, peers: Vec::new(), peers_gen: 0, enabled: false, last_progress: Instant::now() }),
+                stop: AtomicBool::new(false),
+            }),
+            thread: Mutex::new(None),
+            auto_progress,
+            bound: Mutex::new(Vec::new()),
+            linger: Duration::from_millis(s.linger_ms),
+        })
+    }
+
+    fn st(&self) -> MutexGuard<'_, EpState> {
+        locked(&self.shared.st)
+    }
+
+    fn start_progress(&self) {
+        let sh = self.shared.clone();
+        let h = std::thread::Builder::new().name("rudp-progress".into()).spawn(move || {
+            let fd = locked(&sh.st).engine.dev.fd();
+            while !sh.stop.load(Ordering::Acquire) {
+                let n = sh.progress();
+                if n == 0 {
+                    crate::sys::wait_readable(fd, 1);
+                }
+            }
+        });
+        if let Ok(h) = h {
+            *locked(&self.thread) = Some(h);
+        }
+    }
+
+    fn as_progress(&self) -> Arc<dyn Progress> {
+        self.shared.clone()
+    }
+}
+
+impl Endpoint for RudpEp {
+    fn bind(&self, target: Bind<'_>, flags: u64) -> Result<()> {
+        match target {
+            Bind::Cq(cq) => {
+                let cq = cq.clone().as_any_arc().downcast::<ProgressCq>().map_err(|_| EINVAL)?;
+                if flags & !(FI_TRANSMIT | FI_RECV | FI_SELECTIVE_COMPLETION) != 0 {
+                    return Err(Error(FI_EBADFLAGS));
+                }
+                let mut st = self.st();
+                let out = &mut st.engine.out;
+                if flags & FI_TRANSMIT != 0 {
+                    out.tx_cq = Some(cq.clone());
+                    out.tx_selective = flags & FI_SELECTIVE_COMPLETION != 0;
+                }
+                if flags & FI_RECV != 0 {
+                    out.rx_cq = Some(cq.clone());
+                    out.rx_selective = flags & FI_SELECTIVE_COMPLETION != 0;
+                }
+                drop(st);
+                cq.bound.attach(self.as_progress());
+                locked(&self.bound).push(Bound::Cq(cq));
+                Ok(())
+            }
+            Bind::Cntr(c) => {
+                let c = c.clone().as_any_arc().downcast::<ProgressCntr>().map_err(|_| EINVAL)?;
+                rfabric_core::objects::cntr::Cntr::check_bind_flags(flags)?;
+                let mut st = self.st();
+                let out: &mut Outputs = &mut st.engine.out;
+                let all = flags == 0;
+                for (bit, slot) in [
+                    (FI_SEND, &mut out.send),
+                    (FI_RECV, &mut out.recv),
+                    (FI_READ, &mut out.read),
+                    (FI_WRITE, &mut out.write),
+                    (FI_REMOTE_WRITE, &mut out.remote_write),
+                    (FI_REMOTE_READ, &mut out.remote_read),
+                ] {
+                    if all || flags & bit != 0 {
+                        *slot = Some(c.clone());
+                    }
+                }
+                drop(st);
+                c.bound.attach(self.as_progress());
+                locked(&self.bound).push(Bound::Cntr(c));
+                Ok(())
+            }
+            Bind::Av(av) => {
+                let av = av.clone().as_any_arc().downcast::<RudpAv>().map_err(|_| EINVAL)?;
+                let mut st = self.st();
+                if st.av.is_some() {
+                    return Err(EINVAL);
+                }
+                st.engine.set_av(av.clone());
+                st.av = Some(av);
+                Ok(())
+            }
+            Bind::Eq => Err(rfabric_core::error::ENOSYS),
+        }
+    }
+
+    fn enable(&self) -> Result<()> {
+        let mut st = self.st();
+        if st.av.is_none() || (st.engine.out.tx_cq.is_none() && st.engine.out.rx_cq.is_none()) {
+            return Err(Error(FI_ENOCQ));
+        }
+        if st.enabled {
+            return Ok(());
+        }
+        st.enabled = true;
+        drop(st);
+        if self.auto_progress {
+            self.start_progress();
+        } else {
+            let sh = self.shared.clone();
+            if let Ok(h) = std::thread::Builder::new().name("rudp-keeper".into()).spawn(move || sh.keep()) {
+                *locked(&self.thread) = Some(h);
+            }
+        }
+        Ok(())
+    }
+
+    fn getname(&self, buf: &mut [u8]) -> Result<usize> {
+        let b = crate::sockaddr::to_bytes(&self.st().engine.dev.local_addr());
+        let n = b.len().min(buf.len());
+        buf[..n].copy_from_slice(&b[..n]);
+        Ok(b.len())
+    }
+
+    unsafe fn send(&self, op: &TxOp<'_>) -> Result<()> {
+        let mut st = self.st();
+        let p = st.peer(op.dest)?;
+        // SAFETY: forwarded contract (buffers readable until completion).
+        let r = unsafe { st.engine.send(p, op) };
+        if matches!(r, Err(e) if e.0 == FI_EAGAIN) {
+            st.engine.progress();
+        }
+        r
+    }
+
+    unsafe fn recv(&self, op: &RxOp<'_>) -> Result<()> {
+        let mut st = self.st();
+        // SAFETY: forwarded contract (buffers writable until completion).
+        unsafe { st.engine.recv(op) }
+    }
+
+    unsafe fn rma_read(&self, op: &RmaOp<'_>) -> Result<()> {
+        let mut st = self.st();
+        let p = st.peer(op.dest)?;
+        // SAFETY: forwarded contract.
+        unsafe { st.engine.rma(p, op, false) }
+    }
+
+    unsafe fn rma_write(&self, op: &RmaOp<'_>) -> Result<()> {
+        let mut st = self.st();
+        let p = st.peer(op.dest)?;
+        // SAFETY: forwarded contract.
+        unsafe { st.engine.rma(p, op, true) }
+    }
+
+    unsafe fn atomic(&self, op: &AtomicOp<'_>) -> Result<()> {
+        let mut st = self.st();
+        let p = st.peer(op.dest)?;
+        // SAFETY: forwarded contract.
+        unsafe { st.engine.atomic(p, op) }
+    }
+
+    fn atomic_valid(&self, kind: AtomicKind, op: u32, datatype: u32) -> Result<usize> {
+        let max = crate::engine::ATOMIC_MAX_BYTES;
+        rfabric_core::objects::atomic::valid(kind, op, datatype, max).ok_or(Error(FI_EOPNOTSUPP))
+    }
+
+    fn cancel(&self, context: usize) -> Result<()> {
+        self.st().engine.cancel(context)
+    }
+
+    fn getopt(&self, level: i32, name: i32, buf: &mut [u8]) -> Result<usize> {
+        if level != FI_OPT_ENDPOINT {
+            return Err(Error(FI_ENOPROTOOPT));
+        }
+        match name {
+            FI_OPT_MIN_MULTI_RECV => {
+                let v = self.st().engine.min_multi_recv().to_ne_bytes();
+                if buf.len() < v.len() {
+                    return Err(Error(FI_ETOOSMALL));
+                }
+                buf[..v.len()].copy_from_slice(&v);
+                Ok(v.len())
+            }
+            _ => Err(Error(FI_ENOPROTOOPT)),
+        }
+    }
+
+    fn setopt(&self, level: i32, name: i32, val: &[u8]) -> Result<()> {
+        if level != FI_OPT_ENDPOINT {
+            return Err(Error(FI_ENOPROTOOPT));
+        }
+        match name {
+            FI_OPT_MIN_MULTI_RECV => {
+                let v = usize::from_ne_bytes(val.try_into().map_err(|_| EINVAL)?);
+                self.st().engine.set_min_multi_recv(v);
+                Ok(())
+            }
+            _ => Err(Error(FI_ENOPROTOOPT)),
+        }
+    }
+
+    fn close(&self) -> Result<()> {
+        // Linger: what we sent still gets its acknowledgements, and what we
+        // received gets ours, so peers see the last messages complete.
+        let deadline = Instant::now() + self.linger;
+        loop {
+            let busy = {
+                let mut st = self.st();
+                if !st.enabled {
+                    break;
+                }
+                st.engine.progress();
+                st.engine.busy()
+            };
+            if !busy || Instant::now() >= deadline {
+                break;
+            }
+            std::thread::yield_now();
+        }
+        {
+            let mut st = self.st();
+            st.engine.dev.flush(Instant::now(), true);
+            let d = st.engine.dev.stats();
+            rfabric_core::fi_info!(
+                PROV,
+                FI_LOG_EP_CTRL,
+                "endpoint {} closed: {} datagrams sent, {} received, {} sent again; dropped: {} malformed, {} from unknown peers, {} with a wrong connection id, {} out of window, {} duplicates; {} refused for lack of room, {} failed protocol checks",
+                st.engine.dev.local_addr(),
+                d.sent,
+                d.received,
+                d.retransmitted,
+                d.malformed,
+                d.unknown_peer,
+                d.bad_conn,
+                d.bad_seq,
+                d.duplicate,
+                st.engine.refused,
+                st.engine.bad_packets
+            );
+        }
+        self.shared.stop.store(true, Ordering::Release);
+        if let Some(h) = locked(&self.thread).take() {
+            let _ = h.join();
+        }
+        let me = self.as_progress();
+        for b in locked(&self.bound).drain(..) {
+            match b {
+                Bound::Cq(c) => c.bound.detach(&me),
+                Bound::Cntr(c) => c.bound.detach(&me),
+            }
+        }
+        let mut st = self.st();
+        st.enabled = false;
+        st.engine.out = Outputs::default();
+        st.av = None;
+        Ok(())
+    }
+}
+
+impl Drop for RudpEp {
+    fn drop(&mut self) {
+        self.shared.stop.store(true, Ordering::Release);
+        if let Some(h) = locked(&self.thread).take() {
+            let _ = h.join();
+        }
+        // CQs and counters hold the shared state: detach it so it is freed.
+        let me = self.as_progress();
+        for b in locked(&self.bound).drain(..) {
+            match b {
+                Bound::Cq(c) => c.bound.detach(&me),
+                Bound::Cntr(c) => c.bound.detach(&me),
+            }
+        }
+    }
+}

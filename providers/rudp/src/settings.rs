@@ -1,0 +1,85 @@
+//! The provider's settings (`fi_param_define`; `fi_info -e` lists them).
+//!
+//! | variable | type | default |
+//! | --- | --- | --- |
+//! | `FI_RUDP_IFACE` | string | every interface that is up, non-loopback first |
+//! | `FI_RUDP_MTU` | size_t | the interface's MTU less the IP and UDP headers (at most 65507) |
+//! | `FI_RUDP_PEER_TIMEOUT_MS` | int | 10000 |
+//! | `FI_RUDP_MEDIUM_MAX` | size_t | 65536 |
+//! | `FI_RUDP_INFLIGHT` | size_t | 4 MiB |
+//! | `FI_RUDP_SOCKBUF` | size_t | 8 MiB |
+//! | `FI_RUDP_UNEXPECTED_MAX` | size_t | 4096 |
+//! | `FI_RUDP_LINGER_MS` | int | 2000 |
+//!
+//! As the DL provider `rfrudp` the variables are `FI_RFRUDP_*`.
+
+#![forbid(unsafe_code)]
+
+use crate::provider::NAME;
+use rfabric_core::abi::FI_LOG_CORE;
+use rfabric_core::params::{self, fi_param_type, FI_PARAM_INT, FI_PARAM_SIZE_T, FI_PARAM_STRING};
+
+const DEFS: [(&str, fi_param_type, &str); 8] = [
+    ("iface", FI_PARAM_STRING, "Network interface (name, or address) endpoints bind to; sockets bind only to its address (default: every interface that is up, one domain each, non-loopback first)"),
+    ("mtu", FI_PARAM_SIZE_T, "Largest UDP datagram sent, in bytes (default: the interface's MTU less the IP and UDP headers, at most 65507)"),
+    ("peer_timeout_ms", FI_PARAM_INT, "Milliseconds without an acknowledgement after which a peer is given up on and its operations complete with FI_ECONNRESET (default: 10000)"),
+    ("medium_max", FI_PARAM_SIZE_T, "Largest message sent without waiting for the receiver's clear-to-send (default: 65536, at most 1048576)"),
+    ("inflight", FI_PARAM_SIZE_T, "Bytes in flight to one peer, at most (default: 4194304)"),
+    ("sockbuf", FI_PARAM_SIZE_T, "Socket buffer size asked for, each direction (default: 8388608)"),
+    ("unexpected_max", FI_PARAM_SIZE_T, "Unexpected messages one endpoint holds before it refuses more (they are sent again) (default: 4096)"),
+    ("linger_ms", FI_PARAM_INT, "Milliseconds fi_close of an endpoint waits for its last packets to be acknowledged (default: 2000)"),
+];
+
+pub fn define() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        for (name, ty, help) in DEFS {
+            if let Err(e) = params::define(NAME, name, ty, help) {
+                rfabric_core::fi_warn!(NAME, FI_LOG_CORE, "cannot register setting {}: {}", name, e);
+            }
+        }
+    });
+}
+
+/// The settings, read when a domain opens.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    pub iface: Option<String>,
+    pub mtu: Option<usize>,
+    pub peer_timeout_ms: u64,
+    pub medium_max: usize,
+    pub inflight_bytes: usize,
+    pub sockbuf: usize,
+    pub unexpected_max: usize,
+    pub linger_ms: u64,
+}
+
+fn size(name: &str) -> Option<usize> {
+    params::get_size(NAME, name).ok()
+}
+fn int(name: &str) -> Option<i32> {
+    params::get_int(NAME, name).ok()
+}
+
+impl Settings {
+    pub fn read() -> Settings {
+        define();
+        Settings {
+            iface: params::get_str(NAME, "iface").ok().filter(|s| !s.is_empty()),
+            mtu: size("mtu").filter(|&v| v > 0),
+            peer_timeout_ms: int("peer_timeout_ms").filter(|&v| v > 0).map_or(10_000, |v| v as u64),
+            medium_max: size("medium_max").unwrap_or(65536).min(crate::engine::MEDIUM_CAP),
+            inflight_bytes: size("inflight").filter(|&v| v > 0).unwrap_or(4 << 20),
+            sockbuf: size("sockbuf").filter(|&v| v > 0).unwrap_or(8 << 20),
+            unexpected_max: size("unexpected_max").filter(|&v| v > 0).unwrap_or(4096),
+            linger_ms: int("linger_ms").filter(|&v| v >= 0).map_or(2000, |v| v as u64),
+        }
+    }
+
+    /// The largest datagram for an interface of MTU `ifmtu`.
+    pub fn max_datagram(&self, ifmtu: Option<usize>, v6: bool) -> usize {
+        let hdrs = if v6 { 48 } else { 28 };
+        let path = ifmtu.map_or(1500, |m| m.saturating_sub(hdrs)).min(65507);
+        self.mtu.unwrap_or(path).clamp(crate::wire::HDRS + 2 * crate::engine::ATOMIC_MAX_BYTES, 65507)
+    }
+}

@@ -1,0 +1,683 @@
+//! The UDP device: what SRD gives in hardware, in software over one UDP
+//! socket per endpoint. A handshake (`Hello`/`HelloAck`) exchanges the
+//! connection ids that guard against a reused address; data packets carry
+//! sequence numbers, cumulative and selective acknowledgements, and are
+//! sent again on timeout (with backoff) or when later packets were
+//! acknowledged (fast retransmit); duplicates are suppressed; a congestion
+//! window (halved on loss) bounds what is in flight; a packet the engine
+//! cannot take is simply not acknowledged (receiver-not-ready); a peer that
+//! acknowledges nothing for `peer_timeout` is given up on. Delivery is not
+//! ordered: the engine orders messages itself.
+
+#![forbid(unsafe_code)]
+
+use crate::device::{Device, PeerId, RxBatch, RxItem, Stats};
+use crate::wire::{DevHdr, DevKind, DEV_HDR};
+use rfabric_core::abi::*;
+use rfabric_core::error::{Error, Result, EAGAIN, EINVAL};
+use std::collections::{HashMap, VecDeque};
+use std::net::{SocketAddr, UdpSocket};
+use std::time::{Duration, Instant};
+
+const PROV: &str = "rudp";
+/// Sequence numbers a receiver tracks ahead of the first missing one.
+const RX_WINDOW: u32 = 4096;
+const RX_WORDS: usize = (RX_WINDOW / 64) as usize;
+/// Packets in flight to one peer, at most.
+const MAX_CWND: usize = 2048;
+const MIN_CWND: usize = 8;
+const INITIAL_CWND: usize = 128;
+/// Datagrams read per `recv` call.
+const RECV_BATCH: usize = 64;
+/// Acknowledge at once after this many unacknowledged arrivals.
+const ACK_EVERY: u32 = 32;
+const MIN_RTO: Duration = Duration::from_millis(4);
+const MAX_RTO: Duration = Duration::from_secs(1);
+const TIMER_SCAN: Duration = Duration::from_millis(1);
+
+/// Settings of one device.
+#[derive(Clone, Debug)]
+pub struct UdpConfig {
+    /// Largest datagram (UDP payload) sent.
+    pub max_datagram: usize,
+    /// A peer that acknowledges nothing this long is lost.
+    pub peer_timeout: Duration,
+    /// Bytes in flight to one peer, at most.
+    pub max_inflight_bytes: usize,
+    /// Peers one endpoint keeps, at most.
+    pub max_peers: usize,
+    /// Socket buffer size asked for (each direction).
+    pub sockbuf: usize,
+}
+
+impl Default for UdpConfig {
+    fn default() -> Self {
+        UdpConfig { max_datagram: 1472, peer_timeout: Duration::from_secs(10), max_inflight_bytes: 4 << 20, max_peers: 1 << 16, sockbuf: 8 << 20 }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum State {
+    Connecting { since: Instant, next_hello: Instant, tries: u32 },
+    Up,
+    Lost,
+}
+
+struct TxPkt {
+    seq: u32,
+    buf: Vec<u8>,
+    token: u64,
+    first: Instant,
+    last: Instant,
+    tries: u32,
+    sacked: bool,
+}
+
+struct Peer {
+    addr: SocketAddr,
+    raw: Vec<u8>,
+    state: State,
+    remote_conn: u32,
+    next_seq: u32,
+    unacked: VecDeque<TxPkt>,
+    backlog: VecDeque<TxPkt>,
+    cwnd: usize,
+    srtt: Option<Duration>,
+    rttvar: Duration,
+    rx_next: u32,
+    rx_bits: [u64; RX_WORDS],
+    ack_owed: u32,
+    busy: bool,
+}
+
+impl Peer {
+    fn new(addr: SocketAddr, state: State, remote_conn: u32) -> Peer {
+        Peer {
+            raw: crate::sockaddr::to_bytes(&addr),
+            addr,
+            state,
+            remote_conn,
+            next_seq: 0,
+            unacked: VecDeque::new(),
+            backlog: VecDeque::new(),
+            cwnd: INITIAL_CWND,
+            srtt: None,
+            rttvar: Duration::ZERO,
+            rx_next: 0,
+            rx_bits: [0; RX_WORDS],
+            ack_owed: 0,
+            busy: false,
+        }
+    }
+    fn bit(&self, seq: u32) -> bool {
+        let i = (seq % RX_WINDOW) as usize;
+        self.rx_bits[i / 64] & (1 << (i % 64)) != 0
+    }
+    fn set_bit(&mut self, seq: u32, on: bool) {
+        let i = (seq % RX_WINDOW) as usize;
+        if on {
+            self.rx_bits[i / 64] |= 1 << (i % 64);
+        } else {
+            self.rx_bits[i / 64] &= !(1 << (i % 64));
+        }
+    }
+    /// Moves `rx_next` over everything that arrived in order.
+    fn advance(&mut self) {
+        while self.bit(self.rx_next) {
+            self.set_bit(self.rx_next, false);
+            self.rx_next = self.rx_next.wrapping_add(1);
+        }
+    }
+    fn sack(&self) -> u32 {
+        let mut s = 0u32;
+        for i in 0..32 {
+            if self.bit(self.rx_next.wrapping_add(1 + i)) {
+                s |= 1 << i;
+            }
+        }
+        s
+    }
+    fn rto(&self) -> Duration {
+        match self.srtt {
+            None => MIN_RTO * 2,
+            Some(s) => (s + self.rttvar * 4).clamp(MIN_RTO, MAX_RTO),
+        }
+    }
+}
+
+pub struct UdpDevice {
+    sock: UdpSocket,
+    local: SocketAddr,
+    conn: u32,
+    cfg: UdpConfig,
+    peers: Vec<Peer>,
+    by_addr: HashMap<SocketAddr, PeerId>,
+    pool: Vec<Vec<u8>>,
+    busy: Vec<PeerId>,
+    last_scan: Instant,
+    stats: Stats,
+    ctl: Vec<u8>,
+    /// Between `recv` and `flush`: the engine may still reject packets of
+    /// the batch, so `rx_next` must not move over them yet.
+    hold: bool,
+}
+
+/// A connection id: random, never 0.
+fn fresh_conn() -> u32 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos()));
+    h.write_u32(std::process::id());
+    (h.finish() as u32).max(1)
+}
+
+#[inline]
+fn seq_lt(a: u32, b: u32) -> bool {
+    (a.wrapping_sub(b) as i32) < 0
+}
+
+impl UdpDevice {
+    /// Binds a socket to `bind` (an interface address; port 0 picks one).
+    pub fn open(bind: SocketAddr, cfg: UdpConfig) -> Result<UdpDevice> {
+        let sock = UdpSocket::bind(bind).map_err(|e| {
+            rfabric_core::fi_warn!(PROV, FI_LOG_EP_CTRL, "cannot bind a UDP socket to {}: {}", bind, e);
+            Error(e.raw_os_error().unwrap_or(FI_EIO))
+        })?;
+        sock.set_nonblocking(true).map_err(|_| Error(FI_EIO))?;
+        crate::sys::set_sockbufs(&sock, cfg.sockbuf);
+        let local = sock.local_addr().map_err(|_| Error(FI_EIO))?;
+        if cfg.max_datagram < DEV_HDR + crate::wire::PROTO_HDR + 64 || cfg.max_datagram > 65507 {
+            return Err(EINVAL);
+        }
+        let now = Instant::now();
+        Ok(UdpDevice {
+            sock,
+            local,
+            conn: fresh_conn(),
+            cfg,
+            peers: Vec::new(),
+            by_addr: HashMap::new(),
+            pool: Vec::new(),
+            busy: Vec::new(),
+            last_scan: now,
+            stats: Stats::default(),
+            ctl: vec![0u8; DEV_HDR],
+            hold: false,
+        })
+    }
+
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local
+    }
+
+    pub fn conn(&self) -> u32 {
+        self.conn
+    }
+
+    fn window(&self, p: &Peer) -> usize {
+        let by_bytes = (self.cfg.max_inflight_bytes / self.cfg.max_datagram).max(1);
+        p.cwnd.min(by_bytes).min(RX_WINDOW as usize / 2)
+    }
+
+    fn mark_busy(&mut self, id: PeerId) {
+        let p = &mut self.peers[id as usize];
+        if !p.busy {
+            p.busy = true;
+            self.busy.push(id);
+        }
+    }
+
+    fn send_ctl(&mut self, id: PeerId, kind: DevKind) {
+        let p = &mut self.peers[id as usize];
+        if !self.hold {
+            p.advance();
+        }
+        let h = DevHdr {
+            kind: kind as u8,
+            flags: 0,
+            src_conn: self.conn,
+            dst_conn: if kind == DevKind::Hello { 0 } else { p.remote_conn },
+            seq: 0,
+            ack: p.rx_next,
+            sack: p.sack(),
+        };
+        if kind == DevKind::Ack || kind == DevKind::HelloAck {
+            p.ack_owed = 0;
+        }
+        h.encode(&mut self.ctl);
+        let _ = self.sock.send_to(&self.ctl, p.addr);
+        self.stats.sent += 1;
+    }
+
+    /// (Re)sends one packet of the window, with fresh acknowledgement fields.
+    fn transmit(sock: &UdpSocket, conn: u32, hold: bool, p: &mut Peer, i: usize, now: Instant, stats: &mut Stats) {
+        if !hold {
+            p.advance();
+        }
+        let (ack, sack, remote, addr) = (p.rx_next, p.sack(), p.remote_conn, p.addr);
+        let pkt = &mut p.unacked[i];
+        let h = DevHdr { kind: DevKind::Data as u8, flags: 0, src_conn: conn, dst_conn: remote, seq: pkt.seq, ack, sack };
+        h.encode(&mut pkt.buf[..DEV_HDR]);
+        if pkt.tries > 0 {
+            stats.retransmitted += 1;
+        }
+        pkt.last = now;
+        pkt.tries += 1;
+        // A full socket buffer loses the datagram like the network would:
+        // the timer sends it again.
+        let _ = sock.send_to(&pkt.buf, addr);
+        stats.sent += 1;
+        p.ack_owed = 0;
+    }
+
+    /// Moves packets from the backlog into the window while it has room.
+    fn pump(&mut self, id: PeerId, now: Instant) {
+        let win = self.window(&self.peers[id as usize]);
+        let p = &mut self.peers[id as usize];
+        if p.state != State::Up {
+            return;
+        }
+        while p.unacked.len() < win {
+            let Some(mut pkt) = p.backlog.pop_front() else { break };
+            pkt.first = now;
+            p.unacked.push_back(pkt);
+            let i = p.unacked.len() - 1;
+            Self::transmit(&self.sock, self.conn, self.hold, p, i, now, &mut self.stats);
+        }
+    }
+
+    fn lose(&mut self, id: PeerId, batch: &mut RxBatch) {
+        let p = &mut self.peers[id as usize];
+        rfabric_core::fi_warn!(PROV, FI_LOG_EP_DATA, "peer {} lost ({} packets unacknowledged)", p.addr, p.unacked.len() + p.backlog.len());
+        p.state = State::Lost;
+        let bufs: Vec<Vec<u8>> = p.unacked.drain(..).chain(p.backlog.drain(..)).map(|t| t.buf).collect();
+        p.ack_owed = 0;
+        self.pool.extend(bufs);
+        batch.lost.push(id);
+    }
+
+    /// Forgets everything about a peer's previous connection.
+    fn reset(&mut self, id: PeerId, state: State, remote_conn: u32) {
+        let p = &mut self.peers[id as usize];
+        let bufs: Vec<Vec<u8>> = p.unacked.drain(..).chain(p.backlog.drain(..)).map(|t| t.buf).collect();
+        let busy = p.busy;
+        *p = Peer::new(p.addr, state, remote_conn);
+        p.busy = busy;
+        self.pool.extend(bufs);
+    }
+
+    fn on_ack(&mut self, id: PeerId, ack: u32, sack: u32, now: Instant, batch: &mut RxBatch) {
+        let p = &mut self.peers[id as usize];
+        while let Some(front) = p.unacked.front() {
+            if !seq_lt(front.seq, ack) {
+                break;
+            }
+            let Some(t) = p.unacked.pop_front() else { break };
+            if t.tries == 1 {
+                let sample = now.saturating_duration_since(t.last);
+                match p.srtt {
+                    None => {
+                        p.srtt = Some(sample);
+                        p.rttvar = sample / 2;
+                    }
+                    Some(s) => {
+                        let diff = s.abs_diff(sample);
+                        p.rttvar = (p.rttvar * 3 + diff) / 4;
+                        p.srtt = Some((s * 7 + sample) / 8);
+                    }
+                }
+            }
+            if !t.sacked && t.token != 0 {
+                batch.acked.push(t.token);
+            }
+            if p.cwnd < MAX_CWND {
+                p.cwnd += 1;
+            }
+            self.pool.push(t.buf);
+        }
+        if sack == 0 {
+            return;
+        }
+        let p = &mut self.peers[id as usize];
+        let Some(base) = p.unacked.front().map(|t| t.seq) else { return };
+        let mut highest = None;
+        for i in 0..32u32 {
+            if sack & (1 << i) == 0 {
+                continue;
+            }
+            let seq = ack.wrapping_add(1 + i);
+            let k = seq.wrapping_sub(base) as usize;
+            if let Some(t) = p.unacked.get_mut(k) {
+                if !t.sacked {
+                    t.sacked = true;
+                    if t.token != 0 {
+                        batch.acked.push(t.token);
+                    }
+                }
+                highest = Some(k);
+            }
+        }
+        // Fast retransmit: a packet with three later ones acknowledged, sent
+        // once, is taken as lost.
+        if let Some(h) = highest {
+            let mut lost_any = false;
+            for k in 0..h.saturating_sub(2) {
+                let t = &p.unacked[k];
+                if !t.sacked && t.tries == 1 && now.saturating_duration_since(t.last) >= p.srtt.unwrap_or(MIN_RTO) {
+                    Self::transmit(&self.sock, self.conn, self.hold, p, k, now, &mut self.stats);
+                    lost_any = true;
+                }
+            }
+            if lost_any {
+                p.cwnd = (p.cwnd / 2).max(MIN_CWND);
+            }
+        }
+    }
+
+    fn timers(&mut self, now: Instant, batch: &mut RxBatch) {
+        let mut i = 0;
+        while i < self.busy.len() {
+            let id = self.busy[i];
+            let idx = id as usize;
+            match self.peers[idx].state {
+                State::Connecting { since, next_hello, tries } => {
+                    if now.saturating_duration_since(since) >= self.cfg.peer_timeout {
+                        self.lose(id, batch);
+                    } else if now >= next_hello {
+                        self.send_ctl(id, DevKind::Hello);
+                        let back = (MIN_RTO * (1 << tries.min(6))).min(Duration::from_millis(250));
+                        self.peers[idx].state = State::Connecting { since, next_hello: now + back, tries: tries + 1 };
+                    }
+                }
+                State::Up => {
+                    let rto = self.peers[idx].rto();
+                    let timeout = self.cfg.peer_timeout;
+                    let p = &mut self.peers[idx];
+                    let mut dead = false;
+                    let mut backed_off = false;
+                    for k in 0..p.unacked.len() {
+                        let t = &p.unacked[k];
+                        if t.sacked {
+                            continue;
+                        }
+                        if now.saturating_duration_since(t.first) >= timeout {
+                            rfabric_core::fi_info!(PROV, FI_LOG_EP_DATA, "packet {} to {} unacknowledged for {:?}", t.seq, p.addr, timeout);
+                            dead = true;
+                            break;
+                        }
+                        let wait = (rto * (1 << (t.tries - 1).min(8))).min(MAX_RTO);
+                        if now.saturating_duration_since(t.last) >= wait {
+                            Self::transmit(&self.sock, self.conn, self.hold, p, k, now, &mut self.stats);
+                            backed_off = true;
+                        }
+                    }
+                    if backed_off {
+                        p.cwnd = (p.cwnd / 2).max(MIN_CWND);
+                    }
+                    if dead {
+                        self.lose(id, batch);
+                    }
+                }
+                State::Lost => {}
+            }
+            let p = &mut self.peers[idx];
+            if p.unacked.is_empty() && p.backlog.is_empty() && p.ack_owed == 0 && !matches!(p.state, State::Connecting { .. }) {
+                p.busy = false;
+                self.busy.swap_remove(i);
+            } else {
+                i += 1;
+            }
+        }
+    }
+
+    fn on_hello(&mut self, from: SocketAddr, h: &DevHdr, now: Instant, batch: &mut RxBatch) {
+        let id = match self.by_addr.get(&from) {
+            Some(&id) => {
+                let p = &self.peers[id as usize];
+                match p.state {
+                    State::Up if p.remote_conn == h.src_conn => {}
+                    State::Up => {
+                        // The address has a new endpoint: the old one is gone.
+                        rfabric_core::fi_info!(PROV, FI_LOG_EP_DATA, "{} has a new connection id ({:#x}, was {:#x})", from, h.src_conn, p.remote_conn);
+                        self.lose(id, batch);
+                        batch.items.retain(|it| it.peer != id);
+                        self.reset(id, State::Up, h.src_conn);
+                    }
+                    State::Lost => self.reset(id, State::Up, h.src_conn),
+                    State::Connecting { .. } => {
+                        self.peers[id as usize].state = State::Up;
+                        self.peers[id as usize].remote_conn = h.src_conn;
+                        self.pump(id, now);
+                    }
+                }
+                id
+            }
+            None => {
+                if self.peers.len() >= self.cfg.max_peers {
+                    self.stats.unknown_peer += 1;
+                    return;
+                }
+                let id = self.peers.len() as PeerId;
+                self.peers.push(Peer::new(from, State::Up, h.src_conn));
+                self.by_addr.insert(from, id);
+                id
+            }
+        };
+        self.send_ctl(id, DevKind::HelloAck);
+    }
+
+    fn on_hello_ack(&mut self, from: SocketAddr, h: &DevHdr, now: Instant) {
+        let Some(&id) = self.by_addr.get(&from) else {
+            self.stats.unknown_peer += 1;
+            return;
+        };
+        if h.dst_conn != self.conn {
+            self.stats.bad_conn += 1;
+            return;
+        }
+        let p = &mut self.peers[id as usize];
+        if let State::Connecting { .. } = p.state {
+            p.state = State::Up;
+            p.remote_conn = h.src_conn;
+            self.pump(id, now);
+        } else if p.remote_conn != h.src_conn {
+            self.stats.bad_conn += 1;
+        }
+    }
+
+    fn take_buf(&mut self) -> Vec<u8> {
+        let mut b = self.pool.pop().unwrap_or_else(|| Vec::with_capacity(self.cfg.max_datagram));
+        b.clear();
+        b
+    }
+}
+
+impl Device for UdpDevice {
+    fn max_packet(&self) -> usize {
+        self.cfg.max_datagram - DEV_HDR
+    }
+
+    fn peer(&mut self, addr: &[u8]) -> Result<PeerId> {
+        let a = crate::sockaddr::from_bytes(addr).ok_or(EINVAL)?;
+        if let Some(&id) = self.by_addr.get(&a) {
+            return Ok(id);
+        }
+        if self.peers.len() >= self.cfg.max_peers {
+            return Err(Error(FI_ENOSPC));
+        }
+        let now = Instant::now();
+        let id = self.peers.len() as PeerId;
+        self.peers.push(Peer::new(a, State::Connecting { since: now, next_hello: now, tries: 0 }, 0));
+        self.by_addr.insert(a, id);
+        Ok(id)
+    }
+
+    fn peer_addr(&self, p: PeerId) -> &[u8] {
+        &self.peers[p as usize].raw
+    }
+
+    fn room(&self, id: PeerId) -> usize {
+        let p = &self.peers[id as usize];
+        self.window(p).saturating_sub(p.unacked.len() + p.backlog.len())
+    }
+
+    fn send(&mut self, id: PeerId, proto: &[u8], payload: &[&[u8]], token: u64) -> Result<()> {
+        let total = DEV_HDR + proto.len() + payload.iter().map(|s| s.len()).sum::<usize>();
+        if total > self.cfg.max_datagram {
+            return Err(EINVAL);
+        }
+        let now = Instant::now();
+        if self.peers[id as usize].state == State::Lost {
+            // Sending again to a peer given up on: connect anew.
+            self.reset(id, State::Connecting { since: now, next_hello: now, tries: 0 }, 0);
+        }
+        if self.room(id) == 0 {
+            return Err(EAGAIN);
+        }
+        let mut buf = self.take_buf();
+        buf.resize(DEV_HDR, 0);
+        buf.extend_from_slice(proto);
+        for s in payload {
+            buf.extend_from_slice(s);
+        }
+        let p = &mut self.peers[id as usize];
+        let seq = p.next_seq;
+        p.next_seq = seq.wrapping_add(1);
+        p.backlog.push_back(TxPkt { seq, buf, token, first: now, last: now, tries: 0, sacked: false });
+        let connecting = matches!(p.state, State::Connecting { .. });
+        self.mark_busy(id);
+        if connecting {
+            // The first packet to a new peer starts the handshake now.
+            if let State::Connecting { tries: 0, .. } = self.peers[id as usize].state {
+                self.send_ctl(id, DevKind::Hello);
+                let p = &mut self.peers[id as usize];
+                if let State::Connecting { since, .. } = p.state {
+                    p.state = State::Connecting { since, next_hello: now + MIN_RTO, tries: 1 };
+                }
+            }
+            return Ok(());
+        }
+        self.pump(id, now);
+        Ok(())
+    }
+
+    fn recv(&mut self, batch: &mut RxBatch, now: Instant) -> usize {
+        batch.clear();
+        let dg = self.cfg.max_datagram;
+        if batch.data.len() < dg * RECV_BATCH {
+            batch.data.resize(dg * RECV_BATCH, 0);
+        }
+        let mut slot = 0;
+        let mut n = 0;
+        while n < RECV_BATCH {
+            let off = slot * dg;
+            let (len, from) = match self.sock.recv_from(&mut batch.data[off..off + dg]) {
+                Ok(v) => v,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(_) => break,
+            };
+            n += 1;
+            self.stats.received += 1;
+            let Some((kind, h)) = DevHdr::decode(&batch.data[off..off + len]) else {
+                self.stats.malformed += 1;
+                continue;
+            };
+            match kind {
+                DevKind::Hello => {
+                    self.on_hello(from, &h, now, batch);
+                    continue;
+                }
+                DevKind::HelloAck => {
+                    self.on_hello_ack(from, &h, now);
+                    continue;
+                }
+                DevKind::Data | DevKind::Ack => {}
+            }
+            let Some(&id) = self.by_addr.get(&from) else {
+                self.stats.unknown_peer += 1;
+                continue;
+            };
+            let p = &self.peers[id as usize];
+            if p.state != State::Up || h.src_conn != p.remote_conn || h.dst_conn != self.conn {
+                self.stats.bad_conn += 1;
+                continue;
+            }
+            self.on_ack(id, h.ack, h.sack, now, batch);
+            if kind == DevKind::Ack {
+                continue;
+            }
+            let p = &mut self.peers[id as usize];
+            let ahead = h.seq.wrapping_sub(p.rx_next);
+            if ahead >= RX_WINDOW {
+                if seq_lt(h.seq, p.rx_next) {
+                    // Arrived before; our acknowledgement must have been lost.
+                    self.stats.duplicate += 1;
+                    p.ack_owed += 1;
+                    self.mark_busy(id);
+                } else {
+                    self.stats.bad_seq += 1;
+                }
+                continue;
+            }
+            if p.bit(h.seq) || batch.items.iter().any(|it| it.peer == id && it.seq == h.seq) {
+                self.stats.duplicate += 1;
+                p.ack_owed += 1;
+                self.mark_busy(id);
+                continue;
+            }
+            batch.items.push(RxItem { peer: id, seq: h.seq, start: off + DEV_HDR, len: len - DEV_HDR });
+            slot += 1;
+        }
+        for k in 0..batch.items.len() {
+            let it = batch.items[k];
+            let p = &mut self.peers[it.peer as usize];
+            p.set_bit(it.seq, true);
+            p.ack_owed += 1;
+            self.mark_busy(it.peer);
+        }
+        self.hold = !batch.items.is_empty();
+        if now.saturating_duration_since(self.last_scan) >= TIMER_SCAN {
+            self.last_scan = now;
+            self.timers(now, batch);
+        }
+        n
+    }
+
+    fn reject(&mut self, id: PeerId, seq: u32) {
+        let p = &mut self.peers[id as usize];
+        if p.bit(seq) {
+            p.set_bit(seq, false);
+            p.ack_owed = p.ack_owed.saturating_sub(1);
+            self.stats.rejected += 1;
+        }
+    }
+
+    fn flush(&mut self, _now: Instant, all: bool) {
+        self.hold = false;
+        for i in 0..self.busy.len() {
+            let id = self.busy[i];
+            let owed = self.peers[id as usize].ack_owed;
+            if owed > 0 && (all || owed >= ACK_EVERY) && self.peers[id as usize].state == State::Up {
+                self.send_ctl(id, DevKind::Ack);
+            }
+        }
+    }
+
+    fn stats(&self) -> Stats {
+        self.stats
+    }
+
+    fn unacked(&self) -> bool {
+        self.busy.iter().any(|&id| {
+            let p = &self.peers[id as usize];
+            p.state != State::Lost && (!p.unacked.is_empty() || !p.backlog.is_empty())
+        })
+    }
+
+    fn fd(&self) -> i32 {
+        use std::os::fd::AsRawFd;
+        self.sock.as_raw_fd()
+    }
+}
+
