@@ -35,12 +35,14 @@ mod prov_ini;
 use rfabric_core::provider::Provider;
 
 /// The providers built into this library, in preference order: one entry
-/// per provider feature (`shm`, the default). Without any, the table holds
+/// per provider feature (`shm` and `rudp`, the defaults). Without any, the table holds
 /// only DL providers and `fi_getinfo` answers `-FI_ENODATA` until one loads.
 pub(crate) fn builtin_providers() -> Vec<Box<dyn Provider>> {
     #[allow(unused_mut)]
     let mut v: Vec<Box<dyn Provider>> = Vec::new();
     #[cfg(feature = "shm")]
     v.extend(rfabric_shm::providers());
+    #[cfg(feature = "rudp")]
+    v.extend(rfabric_rudp::providers());
     v
 }

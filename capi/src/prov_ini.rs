@@ -48,14 +48,18 @@ use std::ptr;
 use std::sync::OnceLock;
 
 /// The provider's own name (checked against the provider at init).
-#[cfg(feature = "shm")]
+#[cfg(all(feature = "shm", not(feature = "rudp")))]
 const BASE_NAME: &str = "shm";
 /// The DL provider's name: `rf` and the provider's own.
-#[cfg(feature = "shm")]
+#[cfg(all(feature = "shm", not(feature = "rudp")))]
 const DL_NAME: &CStr = c"rfshm";
+#[cfg(all(feature = "rudp", not(feature = "shm")))]
+const BASE_NAME: &str = "rudp";
+#[cfg(all(feature = "rudp", not(feature = "shm")))]
+const DL_NAME: &CStr = c"rfrudp";
 
-#[cfg(not(feature = "shm"))]
-compile_error!("the `dl` feature builds one provider: enable exactly one provider feature (shm)");
+#[cfg(not(any(all(feature = "shm", not(feature = "rudp")), all(feature = "rudp", not(feature = "shm")))))]
+compile_error!("the `dl` feature builds one provider: enable exactly one provider feature (shm or rudp)");
 
 /// The flags upstream's core passes to a provider's getinfo for its own
 /// bookkeeping (`OFI_GETINFO_INTERNAL`, `OFI_CORE_PROV_ONLY`,
