@@ -1,0 +1,3 @@
+//! Unit tests. `layout` compares `sys` with rdma-core's headers.
+
+mod layout;
