@@ -1,0 +1,568 @@
+//! A recording stand-in for libibverbs and libefa: `VerbsFns`/`EfaFns`
+//! tables of Rust functions that record every call with its arguments and
+//! hand out fake objects (boxed C structs, freed by their destroy call).
+//! State is per thread (each test runs on its own).
+
+use crate::fns::{EfaFns, VerbsFns};
+use crate::sys::*;
+use libc::{c_char, c_int, c_uint, c_void};
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::mem::size_of;
+use std::ptr::{addr_of_mut, null_mut};
+
+/// One recorded call; pointers as addresses.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Call {
+    GetDeviceList,
+    FreeDeviceList(usize),
+    GetDeviceName(usize),
+    OpenDevice(usize),
+    CloseDevice(usize),
+    QueryDevice(usize),
+    /// The exported `ibv_query_port` (compat path), and whether `*attr` was
+    /// all zeros when it was called.
+    QueryPortExported { ctx: usize, port: u8, zeroed: bool },
+    /// `verbs_context.query_port`
+    QueryPortVctx { ctx: usize, port: u8, len: usize },
+    QueryGid { ctx: usize, port: u8, index: c_int },
+    AllocPd(usize),
+    DeallocPd(usize),
+    RegMr { pd: usize, addr: usize, length: usize, access: c_int },
+    RegMrIova2 { pd: usize, addr: usize, length: usize, iova: u64, access: c_uint },
+    RegDmabufMr { pd: usize, offset: u64, length: usize, iova: u64, fd: c_int, ino: u64, access: c_int },
+    DeregMr(usize),
+    CreateCq { ctx: usize, cqe: c_int, cq_context: usize, channel: usize, comp_vector: c_int },
+    DestroyCq(usize),
+    CreateQp { pd: usize, send_cq: usize, recv_cq: usize, qp_type: u32, max_send_wr: u32, sq_sig_all: c_int },
+    DestroyQp(usize),
+    ModifyQp { qp: usize, qp_state: u32, mask: c_int },
+    EfaQueryDevice { ctx: usize, inlen: u32 },
+    EfaCreateQpEx {
+        ctx: usize,
+        pd: usize,
+        send_cq: usize,
+        qp_type: u32,
+        comp_mask: u32,
+        send_ops_flags: u64,
+        driver_qp_type: u32,
+        inlen: u32,
+    },
+    EfaCreateDriverQp { pd: usize, driver_qp_type: u32 },
+    PollCq { cq: usize, n: c_int, wc: usize },
+    ReqNotifyCq { cq: usize, solicited_only: c_int },
+    PostSend { qp: usize, wr: usize, bad: usize },
+    PostRecv { qp: usize, wr: usize, bad: usize },
+    PostSrqRecv { srq: usize, wr: usize, bad: usize },
+    /// A slot of `ibv_context_ops` nothing should call.
+    Trap,
+}
+
+pub(crate) struct World {
+    pub calls: Vec<Call>,
+    /// Contexts are the last member of a `verbs_context` with `query_port`.
+    pub extended: bool,
+    pub ports: u8,
+    /// `efadv_query_device` accepts the devices.
+    pub efa_device: bool,
+    /// Function name -> the errno it fails with.
+    pub fail: HashMap<&'static str, c_int>,
+    /// What the data-path slots return.
+    pub post_rc: c_int,
+    // Boxed: device lists point at them while the Vec grows.
+    #[allow(clippy::vec_box)]
+    devices: Vec<Box<ibv_device>>,
+    lists: HashMap<usize, Vec<*mut ibv_device>>,
+    next_handle: u32,
+}
+
+thread_local! {
+    static WORLD: RefCell<World> = RefCell::new(World {
+        calls: Vec::new(),
+        extended: true,
+        ports: 1,
+        efa_device: false,
+        fail: HashMap::new(),
+        post_rc: 0,
+        devices: Vec::new(),
+        lists: HashMap::new(),
+        next_handle: 1,
+    });
+}
+
+pub(crate) fn with<R>(f: impl FnOnce(&mut World) -> R) -> R {
+    WORLD.with(|w| f(&mut w.borrow_mut()))
+}
+
+fn record(c: Call) {
+    with(|w| w.calls.push(c));
+}
+
+/// The calls recorded so far, and forgets them.
+pub(crate) fn take_calls() -> Vec<Call> {
+    with(|w| std::mem::take(&mut w.calls))
+}
+
+fn handle() -> u32 {
+    with(|w| {
+        w.next_handle += 1;
+        w.next_handle
+    })
+}
+
+/// Makes `name` fail with `errno` (NULL or -1 with errno set, or the errno
+/// value returned, as the real function does).
+pub(crate) fn fail(name: &'static str, errno: c_int) {
+    with(|w| w.fail.insert(name, errno));
+}
+
+fn failing(name: &'static str) -> Option<c_int> {
+    with(|w| w.fail.get(name).copied())
+}
+
+fn set_errno(e: c_int) {
+    // SAFETY: __errno_location returns the calling thread's errno slot.
+    unsafe { *libc::__errno_location() = e };
+}
+
+fn fill(dst: &mut [c_char], s: &str) {
+    for (d, b) in dst.iter_mut().zip(s.bytes()) {
+        *d = b as c_char;
+    }
+}
+
+/// Adds a device to what `get_device_list` reports.
+pub(crate) fn add_device(name: &str, node_type: c_int, transport: c_int, ibdev_path: &str) {
+    let mut d = Box::new(ibv_device { node_type, transport_type: transport, ..Default::default() });
+    fill(&mut d.name, name);
+    fill(&mut d.dev_name, "uverbs0");
+    fill(&mut d.ibdev_path, ibdev_path);
+    with(|w| w.devices.push(d));
+}
+
+/// The `ibv_context_ops` of every fake context: the data-path slots record,
+/// every other slot traps.
+pub(crate) fn ops() -> ibv_context_ops {
+    let t: VoidFn = Some(trap);
+    ibv_context_ops {
+        _compat_query_device: t,
+        _compat_query_port: t,
+        _compat_alloc_pd: t,
+        _compat_dealloc_pd: t,
+        _compat_reg_mr: t,
+        _compat_rereg_mr: t,
+        _compat_dereg_mr: t,
+        alloc_mw: t,
+        bind_mw: t,
+        dealloc_mw: t,
+        _compat_create_cq: t,
+        poll_cq: Some(poll_cq),
+        req_notify_cq: Some(req_notify_cq),
+        _compat_cq_event: t,
+        _compat_resize_cq: t,
+        _compat_destroy_cq: t,
+        _compat_create_srq: t,
+        _compat_modify_srq: t,
+        _compat_query_srq: t,
+        _compat_destroy_srq: t,
+        post_srq_recv: Some(post_srq_recv),
+        _compat_create_qp: t,
+        _compat_query_qp: t,
+        _compat_modify_qp: t,
+        _compat_destroy_qp: t,
+        post_send: Some(post_send),
+        post_recv: Some(post_recv),
+        _compat_create_ah: t,
+        _compat_destroy_ah: t,
+        _compat_attach_mcast: t,
+        _compat_detach_mcast: t,
+        _compat_async_event: t,
+    }
+}
+
+/// A fake context on `dev`: inside a boxed `verbs_context` when `extended`.
+pub(crate) fn new_context(dev: *mut ibv_device, extended: bool) -> *mut ibv_context {
+    let context = ibv_context { device: dev, ops: ops(), ..Default::default() };
+    if extended {
+        let v = Box::new(verbs_context {
+            query_port: Some(vctx_query_port),
+            sz: size_of::<verbs_context>(),
+            context: ibv_context { abi_compat: VERBS_ABI_IS_EXTENDED, ..context },
+            ..Default::default()
+        });
+        let v = Box::into_raw(v);
+        // SAFETY: `v` is a live box; a field's address.
+        unsafe { addr_of_mut!((*v).context) }
+    } else {
+        Box::into_raw(Box::new(context))
+    }
+}
+
+/// Frees a context of `new_context`.
+pub(crate) fn free_context(ctx: *mut ibv_context) {
+    // SAFETY: `ctx` came from `new_context`: a boxed verbs_context's member
+    // when extended (then `verbs_get_ctx` is the box), else a box.
+    unsafe {
+        let v = crate::inline::verbs_get_ctx(ctx);
+        if v.is_null() {
+            drop(Box::from_raw(ctx));
+        } else {
+            drop(Box::from_raw(v));
+        }
+    }
+}
+
+unsafe extern "C" fn trap() {
+    record(Call::Trap);
+}
+
+unsafe extern "C" fn get_device_list(n: *mut c_int) -> *mut *mut ibv_device {
+    record(Call::GetDeviceList);
+    if let Some(e) = failing("ibv_get_device_list") {
+        // SAFETY: `n` is the caller's out-parameter.
+        unsafe { *n = 0 };
+        set_errno(e);
+        return null_mut();
+    }
+    with(|w| {
+        let mut list: Vec<*mut ibv_device> = w.devices.iter_mut().map(|d| &mut **d as *mut ibv_device).collect();
+        let count = list.len() as c_int;
+        list.push(null_mut());
+        let p = list.as_mut_ptr();
+        w.lists.insert(p as usize, list);
+        // SAFETY: `n` is the caller's out-parameter.
+        unsafe { *n = count };
+        p
+    })
+}
+
+unsafe extern "C" fn free_device_list(list: *mut *mut ibv_device) {
+    record(Call::FreeDeviceList(list as usize));
+    let freed = with(|w| w.lists.remove(&(list as usize)));
+    assert!(freed.is_some(), "free_device_list of a list it did not hand out");
+}
+
+unsafe extern "C" fn get_device_name(dev: *mut ibv_device) -> *const c_char {
+    record(Call::GetDeviceName(dev as usize));
+    // SAFETY: `dev` is one of `World::devices`.
+    unsafe { (*dev).name.as_ptr() }
+}
+
+unsafe extern "C" fn open_device(dev: *mut ibv_device) -> *mut ibv_context {
+    record(Call::OpenDevice(dev as usize));
+    if let Some(e) = failing("ibv_open_device") {
+        set_errno(e);
+        return null_mut();
+    }
+    new_context(dev, with(|w| w.extended))
+}
+
+unsafe extern "C" fn close_device(ctx: *mut ibv_context) -> c_int {
+    record(Call::CloseDevice(ctx as usize));
+    free_context(ctx);
+    0
+}
+
+unsafe extern "C" fn query_device(ctx: *mut ibv_context, attr: *mut ibv_device_attr) -> c_int {
+    record(Call::QueryDevice(ctx as usize));
+    if let Some(e) = failing("ibv_query_device") {
+        return e;
+    }
+    let mut a = ibv_device_attr {
+        vendor_id: 0x1d0f,
+        vendor_part_id: 0xefa1,
+        phys_port_cnt: with(|w| w.ports),
+        max_qp: 16,
+        ..Default::default()
+    };
+    fill(&mut a.fw_ver, "1.2.3");
+    // SAFETY: `attr` is the caller's writable struct.
+    unsafe { *attr = a };
+    0
+}
+
+unsafe extern "C" fn query_port(ctx: *mut ibv_context, port: u8, attr: *mut ibv_port_attr) -> c_int {
+    // SAFETY: `attr` is the caller's struct; read as bytes.
+    let bytes = unsafe { std::slice::from_raw_parts(attr.cast::<u8>(), size_of::<ibv_port_attr>()) };
+    record(Call::QueryPortExported { ctx: ctx as usize, port, zeroed: bytes.iter().all(|&b| b == 0) });
+    // The compat path answers "down, InfiniBand" (a prefix of the struct).
+    // SAFETY: `attr` is the caller's writable struct.
+    unsafe {
+        (*attr).state = IBV_PORT_DOWN;
+        (*attr).link_layer = IBV_LINK_LAYER_INFINIBAND;
+        (*attr).active_mtu = IBV_MTU_1024;
+        (*attr).lid = 7;
+    }
+    0
+}
+
+unsafe extern "C" fn vctx_query_port(ctx: *mut ibv_context, port: u8, attr: *mut ibv_port_attr, len: usize) -> c_int {
+    record(Call::QueryPortVctx { ctx: ctx as usize, port, len });
+    if let Some(e) = failing("ibv_query_port") {
+        return e;
+    }
+    // SAFETY: `attr` is the caller's writable struct of `len` bytes.
+    unsafe {
+        *attr = ibv_port_attr {
+            state: IBV_PORT_ACTIVE,
+            link_layer: IBV_LINK_LAYER_ETHERNET,
+            active_mtu: IBV_MTU_4096,
+            max_mtu: IBV_MTU_4096,
+            lid: port as u16 * 100,
+            ..Default::default()
+        }
+    };
+    0
+}
+
+unsafe extern "C" fn query_gid(ctx: *mut ibv_context, port: u8, index: c_int, gid: *mut ibv_gid) -> c_int {
+    record(Call::QueryGid { ctx: ctx as usize, port, index });
+    if failing("ibv_query_gid").is_some() || index != 0 {
+        set_errno(libc::EINVAL);
+        return -1;
+    }
+    let mut raw = [0u8; 16];
+    for (i, b) in raw.iter_mut().enumerate() {
+        *b = port.wrapping_mul(16).wrapping_add(i as u8);
+    }
+    // SAFETY: `gid` is the caller's writable union.
+    unsafe { *gid = ibv_gid { raw } };
+    0
+}
+
+unsafe extern "C" fn alloc_pd(ctx: *mut ibv_context) -> *mut ibv_pd {
+    record(Call::AllocPd(ctx as usize));
+    if let Some(e) = failing("ibv_alloc_pd") {
+        set_errno(e);
+        return null_mut();
+    }
+    Box::into_raw(Box::new(ibv_pd { context: ctx, handle: handle() }))
+}
+
+unsafe extern "C" fn dealloc_pd(pd: *mut ibv_pd) -> c_int {
+    record(Call::DeallocPd(pd as usize));
+    // SAFETY: a PD of `alloc_pd`, freed once.
+    drop(unsafe { Box::from_raw(pd) });
+    0
+}
+
+fn new_mr(pd: *mut ibv_pd, addr: *mut c_void, length: usize) -> *mut ibv_mr {
+    if let Some(e) = failing("reg_mr") {
+        set_errno(e);
+        return null_mut();
+    }
+    // SAFETY: `pd` is a live PD of `alloc_pd`.
+    let context = unsafe { (*pd).context };
+    let h = handle();
+    Box::into_raw(Box::new(ibv_mr { context, pd, addr, length, handle: h, lkey: 0x1000 + h, rkey: 0x2000 + h }))
+}
+
+unsafe extern "C" fn reg_mr(pd: *mut ibv_pd, addr: *mut c_void, length: usize, access: c_int) -> *mut ibv_mr {
+    record(Call::RegMr { pd: pd as usize, addr: addr as usize, length, access });
+    new_mr(pd, addr, length)
+}
+
+unsafe extern "C" fn reg_mr_iova2(pd: *mut ibv_pd, addr: *mut c_void, length: usize, iova: u64, access: c_uint) -> *mut ibv_mr {
+    record(Call::RegMrIova2 { pd: pd as usize, addr: addr as usize, length, iova, access });
+    new_mr(pd, addr, length)
+}
+
+unsafe extern "C" fn reg_dmabuf_mr(pd: *mut ibv_pd, offset: u64, length: usize, iova: u64, fd: c_int, access: c_int) -> *mut ibv_mr {
+    // The file behind `fd` at the time of the call (0: not an open fd).
+    use std::os::unix::fs::MetadataExt;
+    let ino = std::fs::metadata(format!("/proc/self/fd/{fd}")).map(|m| m.ino()).unwrap_or(0);
+    record(Call::RegDmabufMr { pd: pd as usize, offset, length, iova, fd, ino, access });
+    new_mr(pd, null_mut(), length)
+}
+
+unsafe extern "C" fn dereg_mr(mr: *mut ibv_mr) -> c_int {
+    record(Call::DeregMr(mr as usize));
+    // SAFETY: an MR of `new_mr`, freed once.
+    drop(unsafe { Box::from_raw(mr) });
+    0
+}
+
+unsafe extern "C" fn create_cq(
+    ctx: *mut ibv_context,
+    cqe: c_int,
+    cq_context: *mut c_void,
+    channel: *mut ibv_comp_channel,
+    comp_vector: c_int,
+) -> *mut ibv_cq {
+    record(Call::CreateCq { ctx: ctx as usize, cqe, cq_context: cq_context as usize, channel: channel as usize, comp_vector });
+    if let Some(e) = failing("ibv_create_cq") {
+        set_errno(e);
+        return null_mut();
+    }
+    Box::into_raw(Box::new(ibv_cq { context: ctx, cq_context, cqe, handle: handle(), ..Default::default() }))
+}
+
+unsafe extern "C" fn destroy_cq(cq: *mut ibv_cq) -> c_int {
+    record(Call::DestroyCq(cq as usize));
+    // SAFETY: a CQ of `create_cq`, freed once.
+    drop(unsafe { Box::from_raw(cq) });
+    0
+}
+
+fn new_qp(pd: *mut ibv_pd, send_cq: *mut ibv_cq, recv_cq: *mut ibv_cq, qp_type: u32) -> *mut ibv_qp {
+    // SAFETY: `pd` is a live PD of `alloc_pd`.
+    let context = unsafe { (*pd).context };
+    let h = handle();
+    Box::into_raw(Box::new(ibv_qp { context, pd, send_cq, recv_cq, handle: h, qp_num: 0x100 + h, qp_type, ..Default::default() }))
+}
+
+unsafe extern "C" fn create_qp(pd: *mut ibv_pd, attr: *mut ibv_qp_init_attr) -> *mut ibv_qp {
+    // SAFETY: `attr` is the caller's struct.
+    let a = unsafe { &mut *attr };
+    record(Call::CreateQp {
+        pd: pd as usize,
+        send_cq: a.send_cq as usize,
+        recv_cq: a.recv_cq as usize,
+        qp_type: a.qp_type,
+        max_send_wr: a.cap.max_send_wr,
+        sq_sig_all: a.sq_sig_all,
+    });
+    if let Some(e) = failing("ibv_create_qp") {
+        set_errno(e);
+        return null_mut();
+    }
+    // libibverbs writes back the capabilities it gave.
+    a.cap.max_inline_data = 64;
+    new_qp(pd, a.send_cq, a.recv_cq, a.qp_type)
+}
+
+unsafe extern "C" fn destroy_qp(qp: *mut ibv_qp) -> c_int {
+    record(Call::DestroyQp(qp as usize));
+    // SAFETY: a QP of `new_qp`, freed once.
+    drop(unsafe { Box::from_raw(qp) });
+    0
+}
+
+unsafe extern "C" fn modify_qp(qp: *mut ibv_qp, attr: *mut ibv_qp_attr, mask: c_int) -> c_int {
+    // SAFETY: `attr` is the caller's struct.
+    let qp_state = unsafe { (*attr).qp_state };
+    record(Call::ModifyQp { qp: qp as usize, qp_state, mask });
+    failing("ibv_modify_qp").unwrap_or(0)
+}
+
+unsafe extern "C" fn efa_query_device(ctx: *mut ibv_context, attr: *mut efadv_device_attr, inlen: u32) -> c_int {
+    record(Call::EfaQueryDevice { ctx: ctx as usize, inlen });
+    if !with(|w| w.efa_device) {
+        return libc::EOPNOTSUPP;
+    }
+    // SAFETY: `attr` is the caller's writable struct.
+    unsafe {
+        *attr = efadv_device_attr {
+            max_sq_wr: 4096,
+            max_rq_wr: 32768,
+            max_sq_sge: 2,
+            max_rq_sge: 3,
+            inline_buf_size: 32,
+            device_caps: EFADV_DEVICE_ATTR_CAPS_RDMA_READ | EFADV_DEVICE_ATTR_CAPS_RNR_RETRY,
+            max_rdma_size: 1 << 30,
+            ..Default::default()
+        }
+    };
+    0
+}
+
+unsafe extern "C" fn efa_create_driver_qp(pd: *mut ibv_pd, attr: *mut ibv_qp_init_attr, driver_qp_type: u32) -> *mut ibv_qp {
+    record(Call::EfaCreateDriverQp { pd: pd as usize, driver_qp_type });
+    // SAFETY: `attr` is the caller's struct.
+    let a = unsafe { &*attr };
+    new_qp(pd, a.send_cq, a.recv_cq, a.qp_type)
+}
+
+unsafe extern "C" fn efa_create_qp_ex(
+    ctx: *mut ibv_context,
+    attr: *mut ibv_qp_init_attr_ex,
+    efa_attr: *mut efadv_qp_init_attr,
+    inlen: u32,
+) -> *mut ibv_qp {
+    // SAFETY: both are the caller's structs.
+    let (a, e) = unsafe { (&*attr, &*efa_attr) };
+    record(Call::EfaCreateQpEx {
+        ctx: ctx as usize,
+        pd: a.pd as usize,
+        send_cq: a.send_cq as usize,
+        qp_type: a.qp_type,
+        comp_mask: a.comp_mask,
+        send_ops_flags: a.send_ops_flags,
+        driver_qp_type: e.driver_qp_type,
+        inlen,
+    });
+    new_qp(a.pd, a.send_cq, a.recv_cq, a.qp_type)
+}
+
+unsafe extern "C" fn poll_cq(cq: *mut ibv_cq, n: c_int, wc: *mut ibv_wc) -> c_int {
+    record(Call::PollCq { cq: cq as usize, n, wc: wc as usize });
+    let rc = with(|w| w.post_rc);
+    if rc != 0 {
+        return rc;
+    }
+    if n > 0 {
+        // SAFETY: `wc` is writable for `n` entries.
+        unsafe { *wc = ibv_wc { wr_id: 42, status: IBV_WC_SUCCESS, opcode: IBV_WC_RECV, byte_len: 9, ..Default::default() } };
+    }
+    n.min(1)
+}
+
+unsafe extern "C" fn req_notify_cq(cq: *mut ibv_cq, solicited_only: c_int) -> c_int {
+    record(Call::ReqNotifyCq { cq: cq as usize, solicited_only });
+    with(|w| w.post_rc)
+}
+
+unsafe extern "C" fn post_send(qp: *mut ibv_qp, wr: *mut ibv_send_wr, bad: *mut *mut ibv_send_wr) -> c_int {
+    record(Call::PostSend { qp: qp as usize, wr: wr as usize, bad: bad as usize });
+    let rc = with(|w| w.post_rc);
+    if rc != 0 {
+        // SAFETY: `bad` is the caller's out-parameter.
+        unsafe { *bad = wr };
+    }
+    rc
+}
+
+unsafe extern "C" fn post_recv(qp: *mut ibv_qp, wr: *mut ibv_recv_wr, bad: *mut *mut ibv_recv_wr) -> c_int {
+    record(Call::PostRecv { qp: qp as usize, wr: wr as usize, bad: bad as usize });
+    let rc = with(|w| w.post_rc);
+    if rc != 0 {
+        // SAFETY: `bad` is the caller's out-parameter.
+        unsafe { *bad = wr };
+    }
+    rc
+}
+
+unsafe extern "C" fn post_srq_recv(srq: *mut ibv_srq, wr: *mut ibv_recv_wr, bad: *mut *mut ibv_recv_wr) -> c_int {
+    record(Call::PostSrqRecv { srq: srq as usize, wr: wr as usize, bad: bad as usize });
+    0
+}
+
+/// The recording libibverbs.
+pub(crate) fn verbs_fns() -> VerbsFns {
+    VerbsFns {
+        get_device_list,
+        free_device_list,
+        get_device_name,
+        open_device,
+        close_device,
+        query_device,
+        query_port,
+        query_gid,
+        alloc_pd,
+        dealloc_pd,
+        reg_mr,
+        reg_mr_iova2,
+        reg_dmabuf_mr: Some(reg_dmabuf_mr),
+        dereg_mr,
+        create_cq,
+        destroy_cq,
+        create_qp,
+        destroy_qp,
+        modify_qp,
+    }
+}
+
+/// The recording libefa.
+pub(crate) fn efa_fns() -> EfaFns {
+    EfaFns { query_device: efa_query_device, create_driver_qp: efa_create_driver_qp, create_qp_ex: efa_create_qp_ex }
+}
