@@ -44,5 +44,7 @@ pub(crate) fn builtin_providers() -> Vec<Box<dyn Provider>> {
     v.extend(rfabric_shm::providers());
     #[cfg(feature = "rudp")]
     v.extend(rfabric_rudp::providers());
+    #[cfg(feature = "efa")]
+    v.extend(rfabric_rudp::efa::providers());
     v
 }

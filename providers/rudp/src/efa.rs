@@ -1,0 +1,122 @@
+//! The `efa` provider entry: domains for EFA hardware, found through
+//! rdma-core loaded at run time (`rfabric-ibverbs`). Where libibverbs is
+//! absent, or present with no EFA device (every machine this project has
+//! run on), it offers nothing and says why once at `FI_LOG_LEVEL=info`;
+//! `fi_getinfo` for other providers is unaffected.
+//!
+//! The EFA device under the engine (SRD queue pairs, address handles) is
+//! not part of this build: where EFA devices are found, that is logged
+//! and nothing is offered, rather than offering domains that cannot move
+//! data. `rudp` carries the same protocol over UDP on such hosts.
+
+#![forbid(unsafe_code)]
+
+use rfabric_core::abi::*;
+use rfabric_core::error::Result;
+use rfabric_core::info::{FabricAttr, Info};
+use rfabric_core::provider::{Fabric, Provider};
+use rfabric_ibverbs::{LibNames, Verbs};
+use std::sync::OnceLock;
+
+pub const NAME: &str = "efa";
+
+/// What a probe of the machine found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Probe {
+    /// libibverbs could not be loaded.
+    NoLibrary(String),
+    /// libibverbs loaded; no device is an EFA device (names of the others).
+    NoDevice(Vec<String>),
+    /// EFA devices, by name.
+    Devices(Vec<String>),
+    /// The device list could not be read.
+    Error(String),
+}
+
+/// Probes with the given library names (the product uses the defaults).
+pub fn probe_with(names: Option<&LibNames>) -> Probe {
+    let v = match names {
+        Some(n) => Verbs::load_from(n),
+        None => Verbs::load(),
+    };
+    let verbs = match v {
+        Ok(v) => v,
+        Err(e) => return Probe::NoLibrary(e.to_string()),
+    };
+    match verbs.devices() {
+        Ok(devs) => {
+            let (efa, other): (Vec<_>, Vec<_>) = devs.into_iter().partition(|d| d.is_efa());
+            if efa.is_empty() {
+                Probe::NoDevice(other.into_iter().map(|d| d.name).collect())
+            } else {
+                Probe::Devices(efa.into_iter().map(|d| d.name).collect())
+            }
+        }
+        Err(e) => Probe::Error(e.to_string()),
+    }
+}
+
+/// The line `fi_getinfo` logs for a probe result.
+pub fn describe(p: &Probe) -> String {
+    match p {
+        Probe::NoLibrary(why) => format!("no EFA domains: rdma-core's libibverbs is not available ({why})"),
+        Probe::NoDevice(others) if others.is_empty() => "no EFA domains: libibverbs found no RDMA device".to_string(),
+        Probe::NoDevice(others) => format!("no EFA domains: no EFA device among {}", others.join(", ")),
+        Probe::Devices(d) => format!("EFA devices {} found; this build has no EFA device path (use rudp on this host)", d.join(", ")),
+        Probe::Error(e) => format!("no EFA domains: the device list could not be read ({e})"),
+    }
+}
+
+static PROBE: OnceLock<Probe> = OnceLock::new();
+
+pub struct EfaProvider;
+
+impl Provider for EfaProvider {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+    fn version(&self) -> u32 {
+        crate::provider::VERSION
+    }
+    fn offers(&self) -> Vec<Info> {
+        let p = PROBE.get_or_init(|| {
+            let p = probe_with(None);
+            rfabric_core::fi_info!(NAME, FI_LOG_CORE, "{}", describe(&p));
+            p
+        });
+        let _ = p;
+        Vec::new()
+    }
+    fn fabric(&self, _attr: &FabricAttr) -> Result<Box<dyn Fabric>> {
+        Err(rfabric_core::error::ENODATA)
+    }
+}
+
+pub fn providers() -> Vec<Box<dyn Provider>> {
+    vec![Box::new(EfaProvider)]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_library_is_a_clean_no_library_probe() {
+        let names = LibNames { verbs: "libibverbs-not-here.so.1".into(), efa: Some("libefa-not-here.so.1".into()) };
+        let p = probe_with(Some(&names));
+        assert!(matches!(&p, Probe::NoLibrary(why) if why.contains("libibverbs-not-here.so.1")), "{p:?}");
+        assert!(describe(&p).starts_with("no EFA domains"));
+        assert!(EfaProvider.fabric(&FabricAttr::default()).is_err());
+    }
+
+    #[test]
+    fn this_machine_has_no_efa_device() {
+        // Debian's libibverbs1 is installed by the suite; the kernel has no
+        // RDMA devices here. With the library absent the probe says so.
+        match probe_with(None) {
+            Probe::NoDevice(_) | Probe::NoLibrary(_) => {}
+            other => panic!("unexpected on a machine without EFA: {other:?}"),
+        }
+        assert!(EfaProvider.offers().is_empty());
+    }
+}
