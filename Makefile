@@ -138,7 +138,7 @@ check-install: install
 # with cargo fuzz cmin; FUZZ_CMIN_ARGS=-set_cover_merge=1 uses libFuzzer's
 # set-cover merge instead (fewer files, sometimes a few edges fewer).
 FUZZ_SECONDS ?= 60
-FUZZ_TARGETS ?= getinfo_hints tostr_types shm_ring shm_entries shm_protocol shm_addr
+FUZZ_TARGETS ?= getinfo_hints tostr_types shm_ring shm_entries shm_protocol shm_addr rudp_packets
 FUZZ_SHM_TARGETS ?= shm_ring shm_entries shm_protocol shm_addr
 FUZZ_RUNS ?= 10000000
 FUZZ_CMIN_ARGS ?=

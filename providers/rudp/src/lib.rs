@@ -8,6 +8,7 @@
 pub mod device;
 pub mod efa;
 pub mod engine;
+pub mod fuzzing;
 pub mod objects;
 pub mod provider;
 pub mod settings;
