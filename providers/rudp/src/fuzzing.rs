@@ -14,7 +14,6 @@
 
 #![doc(hidden)]
 
-use crate::device::Device;
 use crate::engine::{Engine, EngineConfig};
 use crate::udp::{UdpConfig, UdpDevice};
 use crate::wire::{DevHdr, DevKind, ProtoHdr, DEV_HDR};

@@ -31,8 +31,10 @@ const INITIAL_CWND: usize = 128;
 const RECV_BATCH: usize = 64;
 /// Acknowledge at once after this many unacknowledged arrivals.
 const ACK_EVERY: u32 = 32;
-const MIN_RTO: Duration = Duration::from_millis(4);
-const MAX_RTO: Duration = Duration::from_secs(1);
+const MIN_RTO: Duration = Duration::from_millis(2);
+const MAX_RTO: Duration = Duration::from_millis(250);
+/// Doublings of the retransmission timeout, at most.
+const MAX_BACKOFF: u32 = 6;
 const TIMER_SCAN: Duration = Duration::from_millis(1);
 
 /// Settings of one device.
@@ -85,7 +87,14 @@ struct Peer {
     srtt: Option<Duration>,
     rttvar: Duration,
     rx_next: u32,
+    /// The highest `high` the peer reported (what it has seen of ours).
+    last_high: u32,
+    /// One past the highest sequence received.
+    rx_high: u32,
     rx_bits: [u64; RX_WORDS],
+    /// In loss recovery until the cumulative ack passes this sequence (the
+    /// window is halved once per episode).
+    recover: Option<u32>,
     ack_owed: u32,
     busy: bool,
 }
@@ -104,7 +113,10 @@ impl Peer {
             srtt: None,
             rttvar: Duration::ZERO,
             rx_next: 0,
+            last_high: 0,
+            rx_high: 0,
             rx_bits: [0; RX_WORDS],
+            recover: None,
             ack_owed: 0,
             busy: false,
         }
@@ -128,9 +140,9 @@ impl Peer {
             self.rx_next = self.rx_next.wrapping_add(1);
         }
     }
-    fn sack(&self) -> u32 {
-        let mut s = 0u32;
-        for i in 0..32 {
+    fn sack(&self) -> u64 {
+        let mut s = 0u64;
+        for i in 0..64 {
             if self.bit(self.rx_next.wrapping_add(1 + i)) {
                 s |= 1 << i;
             }
@@ -240,6 +252,7 @@ impl UdpDevice {
             seq: 0,
             ack: p.rx_next,
             sack: p.sack(),
+            high: p.rx_high,
         };
         if kind == DevKind::Ack || kind == DevKind::HelloAck {
             p.ack_owed = 0;
@@ -254,9 +267,9 @@ impl UdpDevice {
         if !hold {
             p.advance();
         }
-        let (ack, sack, remote, addr) = (p.rx_next, p.sack(), p.remote_conn, p.addr);
+        let (ack, sack, high, remote, addr) = (p.rx_next, p.sack(), p.rx_high, p.remote_conn, p.addr);
         let pkt = &mut p.unacked[i];
-        let h = DevHdr { kind: DevKind::Data as u8, flags: 0, src_conn: conn, dst_conn: remote, seq: pkt.seq, ack, sack };
+        let h = DevHdr { kind: DevKind::Data as u8, flags: 0, src_conn: conn, dst_conn: remote, seq: pkt.seq, ack, sack, high };
         h.encode(&mut pkt.buf[..DEV_HDR]);
         if pkt.tries > 0 {
             stats.retransmitted += 1;
@@ -306,8 +319,11 @@ impl UdpDevice {
         self.pool.extend(bufs);
     }
 
-    fn on_ack(&mut self, id: PeerId, ack: u32, sack: u32, now: Instant, batch: &mut RxBatch) {
+    fn on_ack(&mut self, id: PeerId, ack: u32, sack: u64, high: u32, now: Instant, batch: &mut RxBatch) {
         let p = &mut self.peers[id as usize];
+        if seq_lt(p.last_high, high) && !seq_lt(p.next_seq, high) {
+            p.last_high = high;
+        }
         while let Some(front) = p.unacked.front() {
             if !seq_lt(front.seq, ack) {
                 break;
@@ -335,13 +351,14 @@ impl UdpDevice {
             }
             self.pool.push(t.buf);
         }
-        if sack == 0 {
-            return;
-        }
         let p = &mut self.peers[id as usize];
+        if let Some(r) = p.recover {
+            if !seq_lt(ack, r) {
+                p.recover = None;
+            }
+        }
         let Some(base) = p.unacked.front().map(|t| t.seq) else { return };
-        let mut highest = None;
-        for i in 0..32u32 {
+        for i in 0..64u32 {
             if sack & (1 << i) == 0 {
                 continue;
             }
@@ -354,23 +371,32 @@ impl UdpDevice {
                         batch.acked.push(t.token);
                     }
                 }
-                highest = Some(k);
             }
         }
-        // Fast retransmit: a packet with three later ones acknowledged, sent
-        // once, is taken as lost.
-        if let Some(h) = highest {
-            let mut lost_any = false;
-            for k in 0..h.saturating_sub(2) {
-                let t = &p.unacked[k];
-                if !t.sacked && t.tries == 1 && now.saturating_duration_since(t.last) >= p.srtt.unwrap_or(MIN_RTO) {
-                    Self::transmit(&self.sock, self.conn, self.hold, p, k, now, &mut self.stats);
-                    lost_any = true;
-                }
+        // Loss detection: a packet inside the selective-ack range that is
+        // still missing while a later one arrived is taken as lost once it
+        // has been out a quarter of a round trip (reordering allowance); a
+        // packet sent again waits a whole round trip before the next try.
+        let srtt = p.srtt.unwrap_or(MIN_RTO);
+        let reorder = (srtt / 4).max(Duration::from_micros(50));
+        let to_high = high.wrapping_sub(base) as i32;
+        let to_sack_end = ack.wrapping_add(65).wrapping_sub(base) as i32;
+        let span = to_high.min(to_sack_end).max(0) as usize;
+        let mut lost_any = false;
+        for k in 0..span.min(p.unacked.len()) {
+            let t = &p.unacked[k];
+            if t.sacked {
+                continue;
             }
-            if lost_any {
-                p.cwnd = (p.cwnd / 2).max(MIN_CWND);
+            let wait = if t.tries > 1 { srtt.max(MIN_RTO) } else { reorder };
+            if now.saturating_duration_since(t.last) >= wait {
+                Self::transmit(&self.sock, self.conn, self.hold, p, k, now, &mut self.stats);
+                lost_any = true;
             }
+        }
+        if lost_any && p.recover.is_none() {
+            p.cwnd = (p.cwnd / 2).max(MIN_CWND);
+            p.recover = Some(p.next_seq);
         }
     }
 
@@ -393,9 +419,18 @@ impl UdpDevice {
                     let rto = self.peers[idx].rto();
                     let timeout = self.cfg.peer_timeout;
                     let p = &mut self.peers[idx];
+                    // The timer sends again the oldest packet, and those the
+                    // peer cannot have acknowledged yet (beyond the highest it
+                    // reported); packets in between most likely arrived and
+                    // are taken care of by the selective acks once the hole
+                    // is filled.
+                    let high_k = p.unacked.front().map_or(0, |f| p.last_high.wrapping_sub(f.seq) as usize);
                     let mut dead = false;
-                    let mut backed_off = false;
+                    let mut fired = false;
                     for k in 0..p.unacked.len() {
+                        if k != 0 && k < high_k {
+                            continue;
+                        }
                         let t = &p.unacked[k];
                         if t.sacked {
                             continue;
@@ -405,14 +440,15 @@ impl UdpDevice {
                             dead = true;
                             break;
                         }
-                        let wait = (rto * (1 << (t.tries - 1).min(8))).min(MAX_RTO);
+                        let wait = (rto * (1 << (t.tries - 1).min(MAX_BACKOFF))).min(MAX_RTO);
                         if now.saturating_duration_since(t.last) >= wait {
                             Self::transmit(&self.sock, self.conn, self.hold, p, k, now, &mut self.stats);
-                            backed_off = true;
+                            fired = true;
                         }
                     }
-                    if backed_off {
+                    if fired && p.recover.is_none() {
                         p.cwnd = (p.cwnd / 2).max(MIN_CWND);
+                        p.recover = Some(p.next_seq);
                     }
                     if dead {
                         self.lose(id, batch);
@@ -603,7 +639,7 @@ impl Device for UdpDevice {
                 self.stats.bad_conn += 1;
                 continue;
             }
-            self.on_ack(id, h.ack, h.sack, now, batch);
+            self.on_ack(id, h.ack, h.sack, h.high, now, batch);
             if kind == DevKind::Ack {
                 continue;
             }
@@ -634,6 +670,9 @@ impl Device for UdpDevice {
             let p = &mut self.peers[it.peer as usize];
             p.set_bit(it.seq, true);
             p.ack_owed += 1;
+            if !seq_lt(it.seq, p.rx_high) {
+                p.rx_high = it.seq.wrapping_add(1);
+            }
             self.mark_busy(it.peer);
         }
         self.hold = !batch.items.is_empty();

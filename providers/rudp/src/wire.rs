@@ -13,7 +13,7 @@ pub const MAGIC: u8 = 0xa7;
 /// Wire version; a datagram of another version is dropped.
 pub const VERSION: u8 = 1;
 
-pub const DEV_HDR: usize = 24;
+pub const DEV_HDR: usize = 32;
 pub const PROTO_HDR: usize = 64;
 /// Both headers of a data packet.
 pub const HDRS: usize = DEV_HDR + PROTO_HDR;
@@ -58,7 +58,10 @@ pub struct DevHdr {
     /// Every `Data` sequence below this one arrived (cumulative ack).
     pub ack: u32,
     /// Bit i: sequence `ack + 1 + i` arrived too (selective ack).
-    pub sack: u32,
+    pub sack: u64,
+    /// One past the highest sequence that arrived: the sender takes what is
+    /// missing below it, in the selective-ack range, as lost.
+    pub high: u32,
 }
 
 impl DevHdr {
@@ -71,7 +74,8 @@ impl DevHdr {
         out[8..12].copy_from_slice(&self.dst_conn.to_le_bytes());
         out[12..16].copy_from_slice(&self.seq.to_le_bytes());
         out[16..20].copy_from_slice(&self.ack.to_le_bytes());
-        out[20..24].copy_from_slice(&self.sack.to_le_bytes());
+        out[20..28].copy_from_slice(&self.sack.to_le_bytes());
+        out[28..32].copy_from_slice(&self.high.to_le_bytes());
     }
     /// Parses the device header of a datagram, with its kind.
     pub fn decode(b: &[u8]) -> Option<(DevKind, DevHdr)> {
@@ -80,7 +84,8 @@ impl DevHdr {
         }
         let kind = DevKind::from_u8(b[2])?;
         let u = |i: usize| u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
-        let h = DevHdr { kind: b[2], flags: b[3], src_conn: u(4), dst_conn: u(8), seq: u(12), ack: u(16), sack: u(20) };
+        let sack = u64::from(u(20)) | (u64::from(u(24)) << 32);
+        let h = DevHdr { kind: b[2], flags: b[3], src_conn: u(4), dst_conn: u(8), seq: u(12), ack: u(16), sack, high: u(28) };
         if h.src_conn == 0 {
             return None;
         }
