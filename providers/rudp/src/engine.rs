@@ -725,6 +725,9 @@ impl<D: Device> Engine<D> {
     /// Cancels the posted receive with this context.
     pub fn cancel(&mut self, ctx: usize) -> Result<()> {
         let p = self.matcher.cancel(ctx).ok_or(Error(FI_ENOENT))?;
+        if let Some(k) = &self.out.recv {
+            k.c.adderr(1);
+        }
         if let Some(cq) = &self.out.rx_cq {
             let kind = if p.spec.tagged { FI_TAGGED } else { FI_MSG };
             cq.push_err(ErrCompletion {
@@ -937,6 +940,9 @@ impl<D: Device> Engine<D> {
             }
             let m = self.rx.remove(s).expect("slot");
             if let RxState::Matched { ctx, .. } = m.state {
+                if let Some(k) = &self.out.recv {
+                    k.c.adderr(1);
+                }
                 if let Some(cq) = &self.out.rx_cq {
                     cq.push_err(ErrCompletion {
                         base: Completion { op_context: ctx, flags: FI_RECV | if m.tagged { FI_TAGGED } else { FI_MSG }, tag: m.tag, ..Completion::default() },
