@@ -429,7 +429,7 @@ impl<D: Device> Engine<D> {
         let (iov, niov) = copy_iov(op.iov)?;
         let inject = op.no_completion || op.flags & FI_INJECT != 0;
         let long = len > self.cfg.medium_max.min(MEDIUM_CAP);
-        if inject && (long || len > self.cfg.medium_max) {
+        if inject && (long || len > self.cfg.medium_max || len > crate::provider::INJECT_SIZE) {
             return Err(Error(FI_EMSGSIZE));
         }
         let mut o = Self::blank_op(if long { TxKind::Long } else { TxKind::Msg }, peer, op.context);
@@ -1441,6 +1441,9 @@ impl<D: Device> Engine<D> {
         o.len = len;
         o.wait_resp = true;
         let inject = write && (op.no_completion || op.flags & FI_INJECT != 0);
+        if inject && len > crate::provider::INJECT_SIZE {
+            return Err(Error(FI_EMSGSIZE));
+        }
         if inject {
             let mut buf = Vec::with_capacity(len);
             let mut parts: [&[u8]; IOV_MAX] = [&[]; IOV_MAX];
