@@ -37,8 +37,9 @@ pub const IOV_MAX: usize = 4;
 /// Largest message sent as packets without a clear-to-send, whatever the
 /// setting says: a receiver buffers at most this much per unexpected one.
 pub const MEDIUM_CAP: usize = 1 << 20;
-/// Bytes of operands one atomic carries, at most (fits the smallest
-/// datagram the device allows, compare operands included).
+/// Bytes of operands one atomic carries, at most (`fi_atomicvalid`'s
+/// count times the type size); compare operands come on top, and the
+/// smallest datagram the device allows fits both.
 pub const ATOMIC_MAX_BYTES: usize = 256;
 /// Messages a peer may run ahead of the next one in order.
 const REORDER_WINDOW: u32 = 1 << 14;
@@ -1497,7 +1498,7 @@ impl<D: Device> Engine<D> {
         let count = op.rma[0].len;
         let bytes = count.checked_mul(size).ok_or(EINVAL)?;
         let need = if op.kind == AtomicKind::Compare { 2 * bytes } else { bytes };
-        if need > ATOMIC_MAX_BYTES.max(bytes) || need > self.max_payload() {
+        if bytes > ATOMIC_MAX_BYTES || need > self.max_payload() {
             return Err(EINVAL);
         }
         let mut owned = Vec::with_capacity(need);
