@@ -30,7 +30,7 @@ use rfabric_core::objects::wait::Locked;
 use rfabric_core::provider::{AtomicOp, Iov, RmaOp, RxOp, TxOp};
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// Local buffers of one operation, at most (`iov_limit`).
 pub const IOV_MAX: usize = 4;
@@ -43,6 +43,9 @@ pub const MEDIUM_CAP: usize = 1 << 20;
 pub const ATOMIC_MAX_BYTES: usize = 256;
 /// Messages a peer may run ahead of the next one in order.
 const REORDER_WINDOW: u32 = 1 << 14;
+/// How often peers that operations wait on are sent a `Nop` (see
+/// `probe_awaited`).
+const PROBE_EVERY: Duration = Duration::from_millis(200);
 /// Bytes held in reorder windows and unexpected messages, at most; beyond
 /// it packets are refused (and sent again by the peer).
 const RX_BUFFER_CAP: usize = 512 << 20;
@@ -313,6 +316,7 @@ pub struct Engine<D: Device> {
     pub refused: u64,
     /// Packets that failed protocol checks, dropped.
     pub bad_packets: u64,
+    last_probe: Instant,
 }
 
 impl<D: Device> Engine<D> {
@@ -335,6 +339,7 @@ impl<D: Device> Engine<D> {
             min_multi_recv: 0,
             refused: 0,
             bad_packets: 0,
+            last_probe: Instant::now(),
             cfg,
         })
     }
@@ -874,7 +879,40 @@ impl<D: Device> Engine<D> {
         }
         self.dev.flush(now, false);
         work += self.run_pending();
+        if now.saturating_duration_since(self.last_probe) >= PROBE_EVERY {
+            self.last_probe = now;
+            self.probe_awaited();
+        }
         work
+    }
+
+    /// Sends a `Nop` to each peer that an operation waits on for an answer
+    /// (a clear-to-send, a receipt, an RMA or atomic response, the rest of
+    /// a matched message). The device gives a peer up only when packets to
+    /// it stay unacknowledged: without these, a peer that died after
+    /// acknowledging everything it was sent would leave those operations
+    /// waiting for ever.
+    fn probe_awaited(&mut self) {
+        let mut peers: Vec<PeerId> = Vec::new();
+        for o in self.tx.v.iter().flatten() {
+            if o.wait_cts || o.wait_receipt || o.wait_resp {
+                peers.push(o.peer);
+            }
+        }
+        for m in self.rx.v.iter().flatten() {
+            if matches!(m.state, RxState::Matched { .. }) && m.got < m.want {
+                peers.push(m.peer);
+            }
+        }
+        peers.sort_unstable();
+        peers.dedup();
+        let mut hb = [0u8; PROTO_HDR];
+        ProtoHdr { pkt: Pkt::Nop as u8, ..ProtoHdr::default() }.encode(&mut hb);
+        for p in peers {
+            // A full window refuses it: packets to that peer are in flight
+            // then, and they time out as well.
+            let _ = self.dev.send(p, &hb, &[], 0);
+        }
     }
 
     fn run_pending(&mut self) -> usize {
@@ -991,6 +1029,7 @@ impl<D: Device> Engine<D> {
                 true
             }
             Pkt::ReadReq => self.on_read_req(p, &h),
+            Pkt::Nop => true,
         }
     }
 
