@@ -30,18 +30,22 @@ use rfabric_core::objects::wait::Locked;
 use rfabric_core::provider::{AtomicOp, Iov, RmaOp, RxOp, TxOp};
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// Local buffers of one operation, at most (`iov_limit`).
 pub const IOV_MAX: usize = 4;
 /// Largest message sent as packets without a clear-to-send, whatever the
 /// setting says: a receiver buffers at most this much per unexpected one.
 pub const MEDIUM_CAP: usize = 1 << 20;
-/// Bytes of operands one atomic carries, at most (fits the smallest
-/// datagram the device allows, compare operands included).
+/// Bytes of operands one atomic carries, at most (`fi_atomicvalid`'s
+/// count times the type size); compare operands come on top, and the
+/// smallest datagram the device allows fits both.
 pub const ATOMIC_MAX_BYTES: usize = 256;
 /// Messages a peer may run ahead of the next one in order.
 const REORDER_WINDOW: u32 = 1 << 14;
+/// How often peers that operations wait on are sent a `Nop` (see
+/// `probe_awaited`).
+const PROBE_EVERY: Duration = Duration::from_millis(200);
 /// Bytes held in reorder windows and unexpected messages, at most; beyond
 /// it packets are refused (and sent again by the peer).
 const RX_BUFFER_CAP: usize = 512 << 20;
@@ -312,6 +316,7 @@ pub struct Engine<D: Device> {
     pub refused: u64,
     /// Packets that failed protocol checks, dropped.
     pub bad_packets: u64,
+    last_probe: Instant,
 }
 
 impl<D: Device> Engine<D> {
@@ -334,6 +339,7 @@ impl<D: Device> Engine<D> {
             min_multi_recv: 0,
             refused: 0,
             bad_packets: 0,
+            last_probe: Instant::now(),
             cfg,
         })
     }
@@ -429,7 +435,7 @@ impl<D: Device> Engine<D> {
         let (iov, niov) = copy_iov(op.iov)?;
         let inject = op.no_completion || op.flags & FI_INJECT != 0;
         let long = len > self.cfg.medium_max.min(MEDIUM_CAP);
-        if inject && (long || len > self.cfg.medium_max) {
+        if inject && (long || len > self.cfg.medium_max || len > crate::provider::INJECT_SIZE) {
             return Err(Error(FI_EMSGSIZE));
         }
         let mut o = Self::blank_op(if long { TxKind::Long } else { TxKind::Msg }, peer, op.context);
@@ -725,6 +731,9 @@ impl<D: Device> Engine<D> {
     /// Cancels the posted receive with this context.
     pub fn cancel(&mut self, ctx: usize) -> Result<()> {
         let p = self.matcher.cancel(ctx).ok_or(Error(FI_ENOENT))?;
+        if let Some(k) = &self.out.recv {
+            k.c.adderr(1);
+        }
         if let Some(cq) = &self.out.rx_cq {
             let kind = if p.spec.tagged { FI_TAGGED } else { FI_MSG };
             cq.push_err(ErrCompletion {
@@ -870,7 +879,40 @@ impl<D: Device> Engine<D> {
         }
         self.dev.flush(now, false);
         work += self.run_pending();
+        if now.saturating_duration_since(self.last_probe) >= PROBE_EVERY {
+            self.last_probe = now;
+            self.probe_awaited();
+        }
         work
+    }
+
+    /// Sends a `Nop` to each peer that an operation waits on for an answer
+    /// (a clear-to-send, a receipt, an RMA or atomic response, the rest of
+    /// a matched message). The device gives a peer up only when packets to
+    /// it stay unacknowledged: without these, a peer that died after
+    /// acknowledging everything it was sent would leave those operations
+    /// waiting for ever.
+    fn probe_awaited(&mut self) {
+        let mut peers: Vec<PeerId> = Vec::new();
+        for o in self.tx.v.iter().flatten() {
+            if o.wait_cts || o.wait_receipt || o.wait_resp {
+                peers.push(o.peer);
+            }
+        }
+        for m in self.rx.v.iter().flatten() {
+            if matches!(m.state, RxState::Matched { .. }) && m.got < m.want {
+                peers.push(m.peer);
+            }
+        }
+        peers.sort_unstable();
+        peers.dedup();
+        let mut hb = [0u8; PROTO_HDR];
+        ProtoHdr { pkt: Pkt::Nop as u8, ..ProtoHdr::default() }.encode(&mut hb);
+        for p in peers {
+            // A full window refuses it: packets to that peer are in flight
+            // then, and they time out as well.
+            let _ = self.dev.send(p, &hb, &[], 0);
+        }
     }
 
     fn run_pending(&mut self) -> usize {
@@ -937,6 +979,9 @@ impl<D: Device> Engine<D> {
             }
             let m = self.rx.remove(s).expect("slot");
             if let RxState::Matched { ctx, .. } = m.state {
+                if let Some(k) = &self.out.recv {
+                    k.c.adderr(1);
+                }
                 if let Some(cq) = &self.out.rx_cq {
                     cq.push_err(ErrCompletion {
                         base: Completion { op_context: ctx, flags: FI_RECV | if m.tagged { FI_TAGGED } else { FI_MSG }, tag: m.tag, ..Completion::default() },
@@ -984,6 +1029,7 @@ impl<D: Device> Engine<D> {
                 true
             }
             Pkt::ReadReq => self.on_read_req(p, &h),
+            Pkt::Nop => true,
         }
     }
 
@@ -1435,6 +1481,9 @@ impl<D: Device> Engine<D> {
         o.len = len;
         o.wait_resp = true;
         let inject = write && (op.no_completion || op.flags & FI_INJECT != 0);
+        if inject && len > crate::provider::INJECT_SIZE {
+            return Err(Error(FI_EMSGSIZE));
+        }
         if inject {
             let mut buf = Vec::with_capacity(len);
             let mut parts: [&[u8]; IOV_MAX] = [&[]; IOV_MAX];
@@ -1488,7 +1537,7 @@ impl<D: Device> Engine<D> {
         let count = op.rma[0].len;
         let bytes = count.checked_mul(size).ok_or(EINVAL)?;
         let need = if op.kind == AtomicKind::Compare { 2 * bytes } else { bytes };
-        if need > ATOMIC_MAX_BYTES.max(bytes) || need > self.max_payload() {
+        if bytes > ATOMIC_MAX_BYTES || need > self.max_payload() {
             return Err(EINVAL);
         }
         let mut owned = Vec::with_capacity(need);

@@ -122,6 +122,10 @@ pub enum Pkt {
     Atomic = 10,
     /// Atomic result (or the refusal).
     AtomicResp = 11,
+    /// Nothing: a probe, acknowledged like every packet. A peer that some
+    /// operation waits on gets one now and then, so that its death shows
+    /// as packets unacknowledged even when all it was sent is acknowledged.
+    Nop = 12,
 }
 
 impl Pkt {
@@ -138,6 +142,7 @@ impl Pkt {
             9 => Pkt::ReadResp,
             10 => Pkt::Atomic,
             11 => Pkt::AtomicResp,
+            12 => Pkt::Nop,
             _ => return None,
         })
     }
