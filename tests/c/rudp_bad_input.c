@@ -400,7 +400,7 @@ static void nobody(struct res *A)
 
 enum { HELLO = 3, HELLO_ACK = 4, DATA = 1, ACK = 2 };
 #define MAGIC 0xa7
-#define DEV_HDR 24
+#define DEV_HDR 32
 #define PROTO_HDR 64
 
 static void le32(uint8_t *p, uint32_t v)
@@ -417,8 +417,8 @@ static uint32_t rd32(const uint8_t *p)
 {
 	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
-/* The device header: magic, version, kind, flags, src_conn, dst_conn, seq,
- * ack, sack. */
+/* The device header (32 bytes): magic, version, kind, flags, src_conn,
+ * dst_conn, seq, ack, sack (64 bits), highest sequence seen. */
 static void dev_hdr(uint8_t *b, uint8_t kind, uint32_t src, uint32_t dst, uint32_t seq)
 {
 	memset(b, 0, DEV_HDR);
