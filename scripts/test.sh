@@ -40,6 +40,10 @@ add shm-peer-errors 'tests/c/shm_peer_errors.sh "$lib"'
 add shm-peer-death 'tests/c/shm_peer_death.sh "$lib"'
 add shm-truncate 'tests/c/shm_truncate.sh "$lib"'
 add shm-settings 'tests/c/shm_settings.sh "$lib"'
+add rudp-features 'tests/c/rudp_features.sh "$lib"'
+add rudp-bad-input 'tests/c/rudp_bad_input.sh "$lib"'
+add rudp-peer-death 'tests/c/rudp_peer_death.sh "$lib"'
+add rudp-stream-loss 'tests/net/rudp_loss.sh "$lib" 20000'
 add log-params 'tests/c/log_params.sh "$lib"'
 add sanitizers 'env CFLAGS_EXTRA="-fsanitize=address,undefined -fno-sanitize-recover=all" tests/c/log_params.sh "$lib"'
 add dl-providers 'tests/dl/run.sh "$lib"'
@@ -48,11 +52,14 @@ add dl-shm-debian 'need_dl && tests/dl/rfshm.sh debian build/dl'
 add mpich-bindings 'tests/clients/mpich_bindings.sh "$lib" "$mpich_lib"'
 add mpich-4ranks 'env MPI_TIMEOUT=300 tests/mpi/run_mpich.sh "$lib"'
 add dl-shm-mpich 'need_dl && env MPI_TIMEOUT=300 tests/mpi/run_mpich.sh --dl build/dl'
+add rudp-mpich-4ranks 'env OURS_PROV=rudp CONTROL_PROV=tcp FI_RUDP_IFACE=lo MPI_TIMEOUT=300 tests/mpi/run_mpich.sh "$lib"'
 add mpich-soak 'tests/mpi/run_soak.sh --control "$lib" 40'
 add install-pkgconfig 'make -s check-install'
 add demo-no-peers 'make -s install >/dev/null && tests/tools/demo_no_peers.sh prefix'
 add fi-info 'tests/tools/fi_info_diff.sh "$lib"'
 add fi-pingpong 'tests/clients/fi_pingpong.sh "$lib"'
+add rudp-fi-pingpong 'env PROV=rudp tests/clients/fi_pingpong.sh "$lib"'
+add rudp-dl-debian 'need_dl && tests/dl/rfrudp_debian.sh build/dl'
 add testing-doc 'check_testing_doc'
 
 if [ "${1:-}" = --list ]; then
@@ -70,8 +77,8 @@ step() { echo; echo "=== $*"; }
 
 # ---------- install ----------
 step "install test dependencies"
-pkgs="libfabric-bin libfabric-dev libfabric1 ucx-utils libibverbs1 ibverbs-providers rdma-core
-      valgrind pkg-config gcc g++ make python3-venv binutils iproute2"
+pkgs="libfabric-bin libfabric-dev libfabric1 ucx-utils libibverbs1 ibverbs-providers rdma-core libibverbs-dev
+      valgrind pkg-config gcc g++ make python3-venv binutils iproute2 nftables"
 missing=""
 for p in $pkgs; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
 if [ -n "$missing" ]; then

@@ -1,15 +1,17 @@
 #!/bin/sh
 # Run the distribution's fi_pingpong (built against upstream libfabric)
-# unchanged on our library: an RDM pair over the shm provider, message
-# sends of every size (-S all), with data verification (-c). The pair finds
-# each other through a TCP socket on loopback, on a random control port.
+# unchanged on our library: an RDM pair over the shm provider (or, with
+# PROV=rudp, over rudp on loopback), message sends of every size (-S all),
+# with data verification (-c). The pair finds each other through a TCP
+# socket on loopback, on a random control port.
 #
-# Usage: tests/clients/fi_pingpong.sh LIBDIR
+# Usage: [PROV=rudp] tests/clients/fi_pingpong.sh LIBDIR
 # Prints one line per case and "N passed, N failed"; exits non-zero on a
 # failure. Skips (exit 0) when fi_pingpong is not installed.
 # RF_CHECK=valgrind runs both sides under valgrind memcheck
 # (tests/c/check_mode.sh): a memory error or a definite leak fails the case.
 set -u
+prov=${PROV:-shm}
 lib=$(cd "${1:?usage: fi_pingpong.sh LIBDIR}" && pwd)
 . "$(dirname "$0")/../c/check_mode.sh"
 # A short pause after the server listens (longer under valgrind).
@@ -25,7 +27,7 @@ pass=0; fail=0
 run() {
 	name=$1; envset=$2; want_rows=$3; shift 3
 	port=$((20000 + $(od -An -N2 -tu2 /dev/urandom | tr -d ' ') % 20000))
-	(export "$envset" LD_LIBRARY_PATH="$lib"; rf_run 60 "$pp" -p shm -e rdm -B "$port" "$@") >"$tmp/srv" 2>&1 &
+	(export "$envset" LD_LIBRARY_PATH="$lib"; rf_run 60 "$pp" -p "$prov" -e rdm -B "$port" "$@") >"$tmp/srv" 2>&1 &
 	spid=$!
 	# The client connects once: wait until the server listens (a fixed
 	# pause was too short on a loaded machine), at most 20 s.
@@ -35,7 +37,7 @@ run() {
 		sleep 0.1
 	done
 	sleep $delay
-	(export "$envset" LD_LIBRARY_PATH="$lib"; rf_run 60 "$pp" -p shm -e rdm -P "$port" "$@" 127.0.0.1) >"$tmp/cli" 2>&1
+	(export "$envset" LD_LIBRARY_PATH="$lib"; rf_run 60 "$pp" -p "$prov" -e rdm -P "$port" "$@" 127.0.0.1) >"$tmp/cli" 2>&1
 	crc=$?
 	wait "$spid"; src=$?
 	rows_c=$(grep -cE '^[0-9.]+[kmg]? +[0-9.]+[kmg]? +=[0-9.]+[kmg]? ' "$tmp/cli")
@@ -49,6 +51,20 @@ run() {
 		fail=$((fail + 1))
 	fi
 }
+
+if [ "$prov" = rudp ]; then
+	# -S all: 0 bytes to 6 MiB: one packet, medium (several packets) and
+	# RTS/CTS messages; on loopback (FI_RUDP_IFACE=lo), then with the
+	# datagram size of an Ethernet path.
+	export FI_RUDP_IFACE=lo
+	run "rudp: all sizes, data check" FI_LOG_LEVEL=warn 40 -S all -c
+	run "rudp: tagged, all sizes, data check" FI_LOG_LEVEL=warn 40 -m tagged -S all -c
+	run "rudp: all sizes, 1472-byte datagrams, data check" FI_RUDP_MTU=1472 40 -S all -c
+	run "rudp: 64 bytes, 1000 iterations, data check" FI_LOG_LEVEL=warn 1 -S 64 -I 1000 -c
+	echo "$pass passed, $fail failed"
+	[ $fail -eq 0 ]
+	exit
+fi
 
 # -S all: 0 bytes to 6 MiB (46 sizes), eager and rendezvous paths.
 run "all sizes, data check" FI_LOG_LEVEL=warn 40 -S all -c

@@ -24,6 +24,10 @@
 #        tests/mpi/run_mpich.sh --dl DLDIR
 #   MPICH_VENV   the venv holding the wheel (default: .venv in the repo root)
 #   MPI_TIMEOUT  seconds allowed per run (default 300)
+#   OURS_PROV    the provider of the runs on ours (default shm; rudp runs the
+#                network provider over loopback)
+#   CONTROL_PROV the provider of the control run on the wheel's libfabric
+#                (default shm; tcp beside OURS_PROV=rudp)
 # Prints "N passed, N failed" over both runs; exits non-zero on a failure.
 set -u
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -130,13 +134,13 @@ run() {
 	fi
 }
 
-run control "$wheel_fab"
+run control "$wheel_fab" "" "${CONTROL_PROV:-shm}"
 if [ -n "$dl" ]; then
 	second=dl
 	run dl "$wheel_fab" "" rfshm "$dl"
 else
 	second=ours
-	run ours "$lib/libfabric.so.1" "$lib"
+	run ours "$lib/libfabric.so.1" "$lib" "${OURS_PROV:-shm}"
 fi
 eval "count_second=\${count_$second:-}"
 if [ -n "${count_control:-}" ] && [ -n "$count_second" ]; then
@@ -148,7 +152,7 @@ fi
 # matching rules log each refusal at info level).
 if [ -z "$dl" ] && [ -z "${count_ours:-}" ]; then
 	echo "--- ours: fi_getinfo refusals seen by one rank (FI_LOG_LEVEL=info)"
-	LD_LIBRARY_PATH=$lib FI_LOG_LEVEL=info MPIR_CVAR_CH4_NETMOD=ofi MPIR_CVAR_NOLOCAL=1 FI_PROVIDER=shm \
+	LD_LIBRARY_PATH=$lib FI_LOG_LEVEL=info MPIR_CVAR_CH4_NETMOD=ofi MPIR_CVAR_NOLOCAL=1 FI_PROVIDER=${OURS_PROV:-shm} \
 		timeout -k 5 30 "$venv/bin/mpiexec" -n 1 "$prog" >"$tmp/diag" 2>&1
 	grep -E '<(info|warn)>.*(requested|unsupported|cannot|refus|fail)|OFI call' "$tmp/diag" | sed 's/^libfabric:[0-9]*:[0-9]*::/  /' | sort -u | head -n 20
 fi
@@ -159,7 +163,8 @@ fi
 for name in control $second; do
 	log=$logs/mpich-$name-trunc.log
 	(
-		[ $name = ours ] && export LD_LIBRARY_PATH=$lib
+		[ $name = control ] && export PROV=${CONTROL_PROV:-shm}
+		[ $name = ours ] && export LD_LIBRARY_PATH=$lib PROV=${OURS_PROV:-shm}
 		[ $name = dl ] && export FI_PROVIDER_PATH=$dl PROV=rfshm
 		export FI_LOG_LEVEL=warn limit=60
 		mpirun "$log" --only-truncation
@@ -190,7 +195,7 @@ if "$venv/bin/mpicc" -O2 -Wall -Wextra -Werror -o "$mcs" "$root/tests/mpi/mcs_lo
 		timeout "$limit" sh -c 'while :; do :; done' & busy="$busy $!"
 	done
 	log=$logs/mpich-mcs-lock.log
-	LD_LIBRARY_PATH=$lib MPIR_CVAR_CH4_NETMOD=ofi MPIR_CVAR_NOLOCAL=1 FI_PROVIDER=shm FI_LOG_LEVEL=warn \
+	LD_LIBRARY_PATH=$lib MPIR_CVAR_CH4_NETMOD=ofi MPIR_CVAR_NOLOCAL=1 FI_PROVIDER=${OURS_PROV:-shm} FI_LOG_LEVEL=warn \
 		timeout -k 10 "$limit" "$venv/bin/mpiexec" -n 3 "$mcs" "${MCS_ITERS:-500}" >"$log" 2>&1
 	rc=$?
 	kill $busy 2>/dev/null; wait $busy 2>/dev/null
