@@ -6,6 +6,7 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 
 pub mod device;
+mod dgram;
 pub mod efa;
 pub mod engine;
 pub mod fuzzing;

@@ -74,10 +74,15 @@ impl RudpDomain {
 impl Domain for RudpDomain {
     fn endpoint(&self, info: &Info) -> Result<Box<dyn Endpoint>> {
         let ep_type = info.ep_type();
+        let bind = info.src_addr.as_deref().and_then(crate::sockaddr::from_bytes_any).or(self.bind).ok_or(EINVAL)?;
+        if ep_type == FI_EP_DGRAM {
+            let max = self.settings.max_datagram(crate::provider::mtu_for(&bind.ip()), bind.is_ipv6());
+            let rx = info.rx_attr.as_ref().map_or(1024, |r| r.size.max(1));
+            return Ok(Box::new(Checked::new(crate::dgram::DgramEp::open(bind, max, rx)?, self.local.clone())));
+        }
         if ep_type != FI_EP_RDM && ep_type != FI_EP_UNSPEC {
             return Err(EINVAL);
         }
-        let bind = info.src_addr.as_deref().and_then(crate::sockaddr::from_bytes_any).or(self.bind).ok_or(EINVAL)?;
         let ep = RudpEp::open(info, bind, &self.settings, self.mr.clone(), self.auto_progress)?;
         Ok(Box::new(Checked::new(ep, self.local.clone())))
     }
@@ -130,6 +135,14 @@ impl RudpAv {
     }
     fn addr(&self, fi_addr: u64) -> Option<Vec<u8>> {
         self.av.read().unwrap_or_else(|e| e.into_inner()).addr(fi_addr).map(|b| b.to_vec())
+    }
+    /// The socket address of `fi_addr`.
+    pub(crate) fn sockaddr(&self, fi_addr: u64) -> Option<SocketAddr> {
+        crate::sockaddr::from_bytes(&self.addr(fi_addr)?)
+    }
+    /// What a completion reports as the source of a datagram from `from`.
+    pub(crate) fn source_of(&self, from: &SocketAddr) -> u64 {
+        self.fi_addr_of(&crate::sockaddr::to_bytes(from))
     }
 }
 

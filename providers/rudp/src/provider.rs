@@ -144,6 +144,30 @@ fn offer(ifa: &IfAddr, progress: fi_progress) -> Info {
     }
 }
 
+/// `FI_EP_DGRAM`: a message is one datagram of the interface's size.
+fn dgram_offer(ifa: &IfAddr) -> Info {
+    let mut o = offer(ifa, FI_PROGRESS_MANUAL);
+    let max = crate::settings::Settings::read().max_datagram(ifa.mtu, ifa.addr.is_ipv6());
+    let caps = FI_MSG | FI_SEND | FI_RECV | FI_SOURCE | FI_LOCAL_COMM | FI_REMOTE_COMM;
+    o.caps = caps;
+    if let Some(t) = o.tx_attr.as_mut() {
+        t.caps = FI_MSG | FI_SEND;
+        t.msg_order = FI_ORDER_NONE;
+        t.inject_size = max;
+        t.rma_iov_limit = 0;
+    }
+    if let Some(r) = o.rx_attr.as_mut() {
+        r.caps = FI_MSG | FI_RECV | FI_SOURCE;
+        r.msg_order = FI_ORDER_NONE;
+    }
+    if let Some(e) = o.ep_attr.as_mut() {
+        e.ep_type = FI_EP_DGRAM;
+        e.max_msg_size = max;
+        e.mem_tag_format = 0;
+    }
+    o
+}
+
 impl Provider for RudpProvider {
     fn name(&self) -> &'static str {
         NAME
@@ -153,9 +177,13 @@ impl Provider for RudpProvider {
     }
     fn offers(&self) -> Vec<Info> {
         let mut v = Vec::new();
-        for ifa in chosen_interfaces() {
-            v.push(offer(&ifa, FI_PROGRESS_MANUAL));
-            v.push(offer(&ifa, FI_PROGRESS_AUTO));
+        let ifs = chosen_interfaces();
+        for ifa in &ifs {
+            v.push(offer(ifa, FI_PROGRESS_MANUAL));
+            v.push(offer(ifa, FI_PROGRESS_AUTO));
+        }
+        for ifa in &ifs {
+            v.push(dgram_offer(ifa));
         }
         v
     }
