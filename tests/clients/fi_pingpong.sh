@@ -61,6 +61,8 @@ if [ "$prov" = rudp ]; then
 	run "rudp: tagged, all sizes, data check" FI_LOG_LEVEL=warn 40 -m tagged -S all -c
 	run "rudp: all sizes, 1472-byte datagrams, data check" FI_RUDP_MTU=1472 40 -S all -c
 	run "rudp: 64 bytes, 1000 iterations, data check" FI_LOG_LEVEL=warn 1 -S 64 -I 1000 -c
+	# The later -e wins: FI_EP_DGRAM, sizes up to the datagram size.
+	run "rudp: dgram, all sizes that fit a datagram, data check" FI_LOG_LEVEL=warn 30 -e dgram -S all -c
 	echo "$pass passed, $fail failed"
 	[ $fail -eq 0 ]
 	exit
