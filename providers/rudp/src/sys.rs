@@ -94,6 +94,59 @@ pub fn interfaces() -> Vec<IfAddr> {
     out
 }
 
+/// Datagrams `recvmmsg` takes in one call, at most.
+pub const RECV_MANY: usize = 64;
+
+/// Source addresses of the datagrams one `recv_many` received.
+pub struct RecvAddrs([libc::sockaddr_storage; RECV_MANY]);
+
+impl Default for RecvAddrs {
+    fn default() -> Self {
+        // SAFETY: sockaddr_storage is plain data; all zeroes is a valid value.
+        RecvAddrs(unsafe { std::mem::zeroed() })
+    }
+}
+
+/// Receives up to `lens.len()` (at most `RECV_MANY`) datagrams with one
+/// `recvmmsg`, datagram i into `data[i * slot..(i + 1) * slot]`; their
+/// lengths go to `lens` and their sources to `from`. Returns how many
+/// (0 when none is waiting).
+pub fn recv_many(sock: &UdpSocket, data: &mut [u8], slot: usize, lens: &mut [usize], from: &mut [Option<std::net::SocketAddr>], addrs: &mut RecvAddrs) -> usize {
+    let n = lens.len().min(from.len()).min(RECV_MANY).min(data.len() / slot.max(1));
+    if n == 0 {
+        return 0;
+    }
+    // SAFETY: plain C structs; zeroes are valid (null pointers, lengths 0).
+    let mut iovs: [libc::iovec; RECV_MANY] = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    let mut hdrs: [libc::mmsghdr; RECV_MANY] = unsafe { std::mem::zeroed() };
+    let base = data.as_mut_ptr();
+    for i in 0..n {
+        // SAFETY: i * slot + slot <= data.len() (n bounded above), so the
+        // pointer stays inside `data`.
+        iovs[i] = libc::iovec { iov_base: unsafe { base.add(i * slot) }.cast(), iov_len: slot };
+        hdrs[i].msg_hdr.msg_iov = &mut iovs[i];
+        hdrs[i].msg_hdr.msg_iovlen = 1;
+        hdrs[i].msg_hdr.msg_name = (&mut addrs.0[i] as *mut libc::sockaddr_storage).cast();
+        hdrs[i].msg_hdr.msg_namelen = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+    }
+    // SAFETY: n headers, each naming one iovec into `data` and one address
+    // slot, all live and exclusively borrowed for the call.
+    let r = unsafe { libc::recvmmsg(sock.as_raw_fd(), hdrs.as_mut_ptr(), n as libc::c_uint, libc::MSG_DONTWAIT, std::ptr::null_mut()) };
+    if r <= 0 {
+        return 0;
+    }
+    let got = r as usize;
+    for i in 0..got {
+        lens[i] = (hdrs[i].msg_len as usize).min(slot);
+        let len = (hdrs[i].msg_hdr.msg_namelen as usize).min(std::mem::size_of::<libc::sockaddr_storage>());
+        // SAFETY: the kernel wrote `len` bytes of address into the slot.
+        let raw = unsafe { std::slice::from_raw_parts((&addrs.0[i] as *const libc::sockaddr_storage).cast::<u8>(), len) };
+        from[i] = crate::sockaddr::from_bytes(raw);
+    }
+    got
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

@@ -172,6 +172,8 @@ pub struct UdpDevice {
     /// Between `recv` and `flush`: the engine may still reject packets of
     /// the batch, so `rx_next` must not move over them yet.
     hold: bool,
+    /// Source addresses for `recvmmsg`.
+    addrs: crate::sys::RecvAddrs,
 }
 
 /// A connection id: random, never 0.
@@ -215,6 +217,7 @@ impl UdpDevice {
             stats: Stats::default(),
             ctl: vec![0u8; DEV_HDR],
             hold: false,
+            addrs: crate::sys::RecvAddrs::default(),
         })
     }
 
@@ -603,15 +606,16 @@ impl Device for UdpDevice {
         if batch.data.len() < dg * RECV_BATCH {
             batch.data.resize(dg * RECV_BATCH, 0);
         }
-        let mut slot = 0;
+        let mut lens = [0usize; RECV_BATCH];
+        let mut froms: [Option<SocketAddr>; RECV_BATCH] = [None; RECV_BATCH];
+        let got = crate::sys::recv_many(&self.sock, &mut batch.data, dg, &mut lens, &mut froms, &mut self.addrs);
         let mut n = 0;
-        while n < RECV_BATCH {
-            let off = slot * dg;
-            let (len, from) = match self.sock.recv_from(&mut batch.data[off..off + dg]) {
-                Ok(v) => v,
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                Err(_) => break,
+        for k in 0..got {
+            let off = k * dg;
+            let len = lens[k];
+            let Some(from) = froms[k] else {
+                self.stats.malformed += 1;
+                continue;
             };
             n += 1;
             self.stats.received += 1;
@@ -663,7 +667,6 @@ impl Device for UdpDevice {
                 continue;
             }
             batch.items.push(RxItem { peer: id, seq: h.seq, start: off + DEV_HDR, len: len - DEV_HDR });
-            slot += 1;
         }
         for k in 0..batch.items.len() {
             let it = batch.items[k];
