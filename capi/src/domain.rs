@@ -216,7 +216,12 @@ unsafe extern "C" fn domain_cntr_open(d: *mut fid_domain, a: *mut fi_cntr_attr, 
 /// `FI_MR_DMABUF` through `fi_mr_regattr`): the others (persistent or device
 /// memory, single use, authorization keys, undefined bits) are
 /// `-FI_EBADFLAGS`, as fi_mr(3) says for flags a provider does not support.
-const MR_FLAGS: u64 = FI_RMA_EVENT;
+/// Bit 60 is upstream libfabric's internal "do not cache this registration",
+/// which its utility providers (ofi_rxd, ofi_rxm) pass to the core provider
+/// under them: a DL provider of ours under an upstream libfabric gets it. We
+/// keep no registration cache, so it asks for what already happens.
+const HOST_MR_NOCACHE: u64 = 1 << 60;
+const MR_FLAGS: u64 = FI_RMA_EVENT | HOST_MR_NOCACHE;
 
 #[allow(clippy::too_many_arguments)]
 unsafe extern "C" fn mr_reg(f: *mut fid, buf: *const c_void, len: usize, access: u64, offset: u64, key: u64, flags: u64, mr: *mut *mut fid_mr, ctx: *mut c_void) -> c_int {

@@ -1,7 +1,10 @@
 #!/bin/sh
 # Our rudp built as a DL provider (librfrudp-fi.so) loaded by Debian's own
 # libfabric (upstream 1.17) from FI_PROVIDER_PATH: Debian's fi_info lists
-# rfrudp, and Debian's fi_pingpong passes -S all -c over it on loopback.
+# rfrudp, and Debian's fi_pingpong passes -S all -c over it on loopback:
+# rudp's own RDM endpoints (upstream's ofi_rxd, which layers RDM over any
+# FI_EP_DGRAM provider and so over rudp's, is excluded: it lists first),
+# then upstream's ofi_rxd over rudp's FI_EP_DGRAM endpoints.
 # Usage: tests/dl/rfrudp_debian.sh DLDIR
 set -u
 dl=$(cd "${1:?usage: rfrudp_debian.sh DLDIR}" && pwd)
@@ -17,17 +20,26 @@ else
 	echo "FAIL Debian's fi_info -p rfrudp:"; head -5 "$tmp/info"; fail=$((fail + 1))
 fi
 port=$((20000 + $(od -An -N2 -tu2 /dev/urandom | tr -d ' ') % 20000))
-timeout 120 fi_pingpong -p rfrudp -e rdm -B "$port" -S all -c >"$tmp/srv" 2>&1 &
-spid=$!
-for _ in $(seq 200); do ss -Hltn "sport = :$port" 2>/dev/null | grep -q . && break; sleep 0.1; done
-timeout 120 fi_pingpong -p rfrudp -e rdm -P "$port" -S all -c 127.0.0.1 >"$tmp/cli" 2>&1
-crc=$?; wait $spid; src=$?
-rows=$(grep -cE '^[0-9.]+[kmg]? +[0-9.]+[kmg]? +=' "$tmp/cli")
-# The library each side loaded must be Debian's, the provider ours.
-if [ $crc -eq 0 ] && [ $src -eq 0 ] && [ "$rows" -ge 40 ]; then
-	echo "PASS Debian's fi_pingpong -p rfrudp -S all -c on Debian's libfabric ($rows sizes)"; pass=$((pass + 1))
+# pingpong NAME PROVIDER_FILTER MINROWS: a pair with FI_PROVIDER set so.
+pingpong() {
+	port=$((20000 + $(od -An -N2 -tu2 /dev/urandom | tr -d ' ') % 20000))
+	FI_PROVIDER=$2 timeout 120 fi_pingpong -p rfrudp -e rdm -B "$port" -S all -c >"$tmp/srv" 2>&1 &
+	spid=$!
+	for _ in $(seq 200); do ss -Hltn "sport = :$port" 2>/dev/null | grep -q . && break; sleep 0.1; done
+	FI_PROVIDER=$2 timeout 120 fi_pingpong -p rfrudp -e rdm -P "$port" -S all -c 127.0.0.1 >"$tmp/cli" 2>&1
+	crc=$?; wait $spid; src=$?
+	rows=$(grep -cE '^[0-9.]+[kmg]? +[0-9.]+[kmg]? +=' "$tmp/cli")
+	if [ $crc -eq 0 ] && [ $src -eq 0 ] && [ "$rows" -ge "$3" ]; then
+		echo "PASS $1: Debian's fi_pingpong -S all -c on Debian's libfabric ($rows sizes)"; pass=$((pass + 1))
+	else
+		echo "FAIL $1 (client rc $crc, server rc $src, $rows sizes)"; tail -3 "$tmp/cli" "$tmp/srv"; fail=$((fail + 1))
+	fi
+}
+pingpong "rfrudp RDM" '^ofi_rxd' 40
+if FI_PROVIDER=rfrudp,ofi_rxd fi_info -p rfrudp 2>/dev/null | grep -q 'provider: rfrudp;ofi_rxd'; then
+	pingpong "upstream ofi_rxd over rfrudp's FI_EP_DGRAM" 'rfrudp,ofi_rxd' 20
 else
-	echo "FAIL fi_pingpong rfrudp (client rc $crc, server rc $src, $rows sizes)"; tail -3 "$tmp/cli" "$tmp/srv"; fail=$((fail + 1))
+	echo "FAIL Debian's libfabric lists no rfrudp;ofi_rxd"; fail=$((fail + 1))
 fi
 LD_DEBUG=libs fi_info -p rfrudp 2>&1 | grep -q "calling init: $dl/librfrudp-fi.so" \
 	&& { echo "PASS the DL provider was initialised from $dl"; pass=$((pass + 1)); } \

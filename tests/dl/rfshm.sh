@@ -139,8 +139,10 @@ ours)
 	else
 		bad "no built-in provider: fi_info rc=$rc: $out"
 	fi
-	if [ "$(providers "$nob" | tr '\n' ' ')" = "rfshm " ]; then
-		ok "no built-in provider, FI_PROVIDER_PATH: fi_info -l lists rfshm alone"
+	# DLDIR holds every DL provider built (make dl): those and nothing else.
+	want=$(ls "$dl" | sed -n 's/^lib\(.*\)-fi\.so$/\1/p' | sort | tr '\n' ' ')
+	if [ "$(providers "$nob" | sort | tr '\n' ' ')" = "$want" ]; then
+		ok "no built-in provider, FI_PROVIDER_PATH: fi_info -l lists the DL providers alone ($want)"
 	else
 		bad "no built-in provider: fi_info -l: $(providers "$nob" | tr '\n' ' ')"
 	fi
