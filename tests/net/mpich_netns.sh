@@ -126,7 +126,7 @@ grep -aq "^libfabric provider: $prov\( \|$\)" "$log" \
 	|| why="$why; no 'libfabric provider: $prov' in MPICH's debug summary"
 # libfabric initialised by the ranks (the LD_DEBUG record of each process
 # that loaded the program)
-inits=$(grep -l "initialize program: $prog\$" "$tmp"/ld.* 2>/dev/null | xargs -r cat | sed -n 's/.*calling init: \(.*libfabric\.so\.1\)$/\1/p' | xargs -r readlink -f | sort | uniq -c)
+inits=$(grep -l "initialize program: $prog\$" "$tmp"/ld.* 2>/dev/null | xargs -r cat | sed -n 's/.*calling init: \(.*libfabric\.so[.0-9]*\)$/\1/p' | xargs -r readlink -f | sort | uniq -c)
 echo "ranks initialised: $(echo $inits)"
 ninit=$(echo "$inits" | awk -v w="$want" '$2 == w {n += $1} END {print n + 0}')
 nother=$(echo "$inits" | awk -v w="$want" 'NF == 2 && $2 != w' | wc -l)
