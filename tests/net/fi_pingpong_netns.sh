@@ -128,13 +128,13 @@ wait "$spid"; src=$?; spid=""
 secs=$(($(date +%s) - t0))
 
 # which libfabric.so.1 (and DL providers) each side initialised
-loaded() { cat "$tmp/ld.$1".* 2>/dev/null | sed -n 's/.*calling init: \(.*\(libfabric\.so\.1\|-fi\.so\)\)$/\1/p' | sort -u; }
+loaded() { cat "$tmp/ld.$1".* 2>/dev/null | sed -n 's/.*calling init: \(.*\(libfabric\.so[.0-9]*\|-fi\.so\)\)$/\1/p' | sort -u; }
 bad=""
 for side in cli srv; do
 	l=$(loaded $side)
 	name=$([ $side = cli ] && echo client || echo server)
 	echo "$name initialised: $(echo $l)"
-	got=$(echo "$l" | grep 'libfabric\.so\.1$')
+	got=$(echo "$l" | grep 'libfabric\.so[.0-9]*$')
 	if [ -z "$got" ]; then
 		bad="$bad; the $name's loader record shows no libfabric.so.1"
 	elif [ "$(echo "$got" | wc -l)" -ne 1 ] || [ "$(readlink -f "$got")" != "$want" ]; then

@@ -25,6 +25,9 @@
 #   delay (ms, the window a reordered or duplicated datagram is held in),
 #   seed; e.g. 'reorder=10,dup=5,drop=0,delay=2'.
 #
+# Host names: /etc/netns/{rfa,rfb,rfr}/hosts (mounted over /etc/hosts by
+# `ip netns exec`) name rfa and rfb (IPv4), rfa6 and rfb6 (IPv6); tests/net/onhost runs a command with
+# the namespace name as host name.
 # IPv6 addresses are added with nodad (usable at once). Nothing is routed
 # outside these namespaces: no interface of the calling namespace is
 # touched, and the hosts have no route but their own subnets (and, with the
@@ -36,6 +39,7 @@ A=rfa B=rfb R=rfr
 run=${RFNET_RUN:-/run/rfnet}
 here=$(cd "$(dirname "$0")" && pwd)
 relay_port=7777
+mark="written by tests/net/netns.sh"
 
 die() { echo "netns.sh: $*" >&2; exit 1; }
 nsexists() { [ -e "/var/run/netns/$1" ]; }
@@ -63,8 +67,36 @@ down() {
 	for ns in $A $B $R; do
 		nsexists $ns && ip netns del $ns
 	done
+	# the hosts files netns.sh wrote (they carry its mark), nothing else
+	for ns in $A $B $R; do
+		if grep -qs "^# $mark" "/etc/netns/$ns/hosts"; then
+			rm -f "/etc/netns/$ns/hosts"
+			rmdir "/etc/netns/$ns" 2>/dev/null
+		fi
+	done
+	rmdir /etc/netns 2>/dev/null
 	rm -f "$run/state" "$run/relay.stats"
 	return 0
+}
+
+# /etc/netns/NS/hosts: `ip netns exec` mounts it over /etc/hosts in NS, so
+# the host names rfa and rfb resolve there (tests/net/onhost sets them)
+hosts_files() {
+	local mode=$1 ns
+	for ns in $A $B $R; do
+		nsexists $ns || continue
+		[ -e "/etc/netns/$ns/hosts" ] && ! grep -qs "^# $mark" "/etc/netns/$ns/hosts" && continue
+		mkdir -p "/etc/netns/$ns"
+		{
+			echo "# $mark ($mode)"
+			echo "127.0.0.1 localhost"
+			echo "::1 localhost ip6-localhost ip6-loopback"
+			for h in $A $B; do
+				echo "$(addr_of "$mode" $h 4) $h"
+				echo "$(addr_of "$mode" $h 6) ${h}6"
+			done
+		} >"/etc/netns/$ns/hosts"
+	done
 }
 
 # addresses per mode: addr_of MODE HOST FAMILY
@@ -223,6 +255,7 @@ up() {
 	[ "$mode" = direct ] && spec=-
 	want="$mode $mtu $spec"
 	if [ "$(state)" = "$want" ] && healthy "$mode"; then
+		hosts_files "$mode"
 		echo "netns: already up ($want)"
 		return 0
 	fi
@@ -235,6 +268,7 @@ up() {
 	else
 		up_direct "$mtu" || { down; die "up failed"; }
 	fi
+	hosts_files "$mode"
 	echo "$want" >"$run/state"
 	# each end reaches the other (IPv4 and IPv6, UDP and TCP)
 	for f in 4 6; do
