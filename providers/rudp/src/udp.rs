@@ -36,6 +36,8 @@ const MAX_RTO: Duration = Duration::from_millis(250);
 /// Doublings of the retransmission timeout, at most.
 const MAX_BACKOFF: u32 = 6;
 const TIMER_SCAN: Duration = Duration::from_millis(1);
+/// Selective-ack bits an acknowledgement alone carries beyond its header.
+const EXT_SACK_BITS: u32 = 2048;
 
 /// Settings of one device.
 #[derive(Clone, Debug)]
@@ -174,6 +176,8 @@ pub struct UdpDevice {
     hold: bool,
     /// Source addresses for `recvmmsg`.
     addrs: crate::sys::RecvAddrs,
+    /// The extended selective ack of the acknowledgement being read.
+    ext_sack: Vec<u8>,
 }
 
 /// A connection id: random, never 0.
@@ -218,6 +222,7 @@ impl UdpDevice {
             ctl: vec![0u8; DEV_HDR],
             hold: false,
             addrs: crate::sys::RecvAddrs::default(),
+            ext_sack: Vec::new(),
         })
     }
 
@@ -260,7 +265,26 @@ impl UdpDevice {
         if kind == DevKind::Ack || kind == DevKind::HelloAck {
             p.ack_owed = 0;
         }
+        self.ctl.clear();
+        self.ctl.resize(DEV_HDR, 0);
         h.encode(&mut self.ctl);
+        if kind == DevKind::Ack {
+            // Beyond the header's 64 bits, an acknowledgement alone carries
+            // the arrivals up to the highest sequence seen (at most
+            // EXT_SACK_BITS more), so the sender finds every hole at once.
+            let from = p.rx_next.wrapping_add(65);
+            let bits = (p.rx_high.wrapping_sub(from) as i32).clamp(0, EXT_SACK_BITS as i32) as u32;
+            for byte in 0..bits.div_ceil(8) {
+                let mut v = 0u8;
+                for b in 0..8 {
+                    let i = byte * 8 + b;
+                    if i < bits && p.bit(from.wrapping_add(i)) {
+                        v |= 1 << b;
+                    }
+                }
+                self.ctl.push(v);
+            }
+        }
         let _ = self.sock.send_to(&self.ctl, p.addr);
         self.stats.sent += 1;
     }
@@ -322,7 +346,8 @@ impl UdpDevice {
         self.pool.extend(bufs);
     }
 
-    fn on_ack(&mut self, id: PeerId, ack: u32, sack: u64, high: u32, now: Instant, batch: &mut RxBatch) {
+    #[allow(clippy::too_many_arguments)]
+    fn on_ack(&mut self, id: PeerId, ack: u32, sack: u64, ext: &[u8], high: u32, now: Instant, batch: &mut RxBatch) {
         let p = &mut self.peers[id as usize];
         if seq_lt(p.last_high, high) && !seq_lt(p.next_seq, high) {
             p.last_high = high;
@@ -376,6 +401,23 @@ impl UdpDevice {
                 }
             }
         }
+        for (j, byte) in ext.iter().enumerate() {
+            for b in 0..8 {
+                if byte & (1 << b) == 0 {
+                    continue;
+                }
+                let seq = ack.wrapping_add(65 + (j * 8 + b) as u32);
+                let k = seq.wrapping_sub(base) as usize;
+                if let Some(t) = p.unacked.get_mut(k) {
+                    if !t.sacked {
+                        t.sacked = true;
+                        if t.token != 0 {
+                            batch.acked.push(t.token);
+                        }
+                    }
+                }
+            }
+        }
         // Loss detection: a packet inside the selective-ack range that is
         // still missing while a later one arrived is taken as lost once it
         // has been out a quarter of a round trip (reordering allowance); a
@@ -383,7 +425,7 @@ impl UdpDevice {
         let srtt = p.srtt.unwrap_or(MIN_RTO);
         let reorder = (srtt / 4).max(Duration::from_micros(50));
         let to_high = high.wrapping_sub(base) as i32;
-        let to_sack_end = ack.wrapping_add(65).wrapping_sub(base) as i32;
+        let to_sack_end = ack.wrapping_add(65 + 8 * ext.len() as u32).wrapping_sub(base) as i32;
         let span = to_high.min(to_sack_end).max(0) as usize;
         let mut lost_any = false;
         for k in 0..span.min(p.unacked.len()) {
@@ -643,7 +685,13 @@ impl Device for UdpDevice {
                 self.stats.bad_conn += 1;
                 continue;
             }
-            self.on_ack(id, h.ack, h.sack, h.high, now, batch);
+            let mut ext = std::mem::take(&mut self.ext_sack);
+            ext.clear();
+            if kind == DevKind::Ack {
+                ext.extend_from_slice(&batch.data[off + DEV_HDR..off + len]);
+            }
+            self.on_ack(id, h.ack, h.sack, &ext, h.high, now, batch);
+            self.ext_sack = ext;
             if kind == DevKind::Ack {
                 continue;
             }
