@@ -458,6 +458,22 @@ impl<R, U> Matcher<R, U> {
         }
     }
 
+    /// Visits every queued unexpected message, oldest first, with leave to
+    /// change it: a provider whose address vector gained the sender after
+    /// the message arrived sets its source here, so directed receives match.
+    pub fn for_each_unexpected(&mut self, mut f: impl FnMut(&mut Unexp<U>)) {
+        for q in 0..2 {
+            let mut i = self.unexpected[q].head;
+            while i != NIL {
+                let n = &mut self.unexp.nodes[i as usize];
+                if let Some(v) = n.val.as_mut() {
+                    f(v);
+                }
+                i = n.next;
+            }
+        }
+    }
+
     /// Number of queued receives / unexpected messages of one kind.
     pub fn posted_len(&self, tagged: bool) -> usize {
         count(&self.recv, &self.posted[tagged as usize])
@@ -480,6 +496,20 @@ fn count<T>(s: &Slab<T>, l: &List) -> usize {
 mod tests {
     use super::*;
     const ANY: u64 = c::FI_ADDR_UNSPEC;
+
+    #[test]
+    fn a_source_set_after_arrival_lets_a_directed_receive_match() {
+        let mut m: Matcher<u8, u8> = Matcher::new(4, 4, true, true, 0).unwrap();
+        m.push_unexpected(Unexp::new(true, c::FI_ADDR_NOTAVAIL, 7, 1, 1)).unwrap();
+        let spec = RecvSpec::tagged(1, 0, 8, 3, 7, 0, 0);
+        assert!(m.take_unexpected(&spec).is_none(), "the sender is not known yet");
+        m.for_each_unexpected(|u| {
+            if u.src == c::FI_ADDR_NOTAVAIL {
+                u.src = 3;
+            }
+        });
+        assert_eq!(m.take_unexpected(&spec).map(|u| u.payload), Some(1));
+    }
     type M = Matcher<u32, &'static str>;
 
     fn m(directed: bool) -> M {

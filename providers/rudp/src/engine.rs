@@ -312,6 +312,10 @@ pub struct Engine<D: Device> {
     av: Option<Arc<dyn AddrMap>>,
     held_bytes: usize,
     min_multi_recv: usize,
+    /// Unexpected messages whose sender was not in the AV when they arrived,
+    /// and the AV generation they were last looked up in.
+    unknown_sources: usize,
+    sources_gen: u64,
     /// Packets refused for lack of room (receiver-not-ready), for tests.
     pub refused: u64,
     /// Packets that failed protocol checks, dropped.
@@ -337,6 +341,8 @@ impl<D: Device> Engine<D> {
             av: None,
             held_bytes: 0,
             min_multi_recv: 0,
+            unknown_sources: 0,
+            sources_gen: 0,
             refused: 0,
             bad_packets: 0,
             last_probe: Instant::now(),
@@ -639,6 +645,7 @@ impl<D: Device> Engine<D> {
     /// # Safety
     /// The buffers of `op` stay writable until the receive completes.
     pub unsafe fn recv(&mut self, op: &RxOp<'_>) -> Result<()> {
+        self.refresh_sources();
         let (iov, niov) = copy_iov(op.iov)?;
         let len = iov_len(&iov[..niov]);
         let base = if niov > 0 { iov[0].base } else { 0 };
@@ -668,6 +675,48 @@ impl<D: Device> Engine<D> {
             return Ok(());
         }
         self.matcher.post(spec, Posted { iov, niov })
+    }
+
+    /// Unexpected messages from senders the AV did not hold when they
+    /// arrived get their source once the AV holds them (MPI inserts its
+    /// peers' addresses while the first messages may already be arriving):
+    /// a directed receive must find them.
+    fn refresh_sources(&mut self) {
+        if self.unknown_sources == 0 {
+            return;
+        }
+        let Some(av) = self.av.clone() else { return };
+        let g = av.generation();
+        if g == self.sources_gen {
+            return;
+        }
+        self.sources_gen = g;
+        let mut slots = Vec::new();
+        self.matcher.for_each_unexpected(|u| {
+            if u.src == FI_ADDR_NOTAVAIL {
+                slots.push(u.payload);
+            }
+        });
+        let mut found = std::collections::HashMap::new();
+        for slot in slots {
+            let Some(peer) = self.rx.get_mut(slot).map(|m| m.peer) else { continue };
+            let src = self.src_of(peer);
+            if src != FI_ADDR_NOTAVAIL {
+                found.insert(slot, src);
+                if let Some(m) = self.rx.get_mut(slot) {
+                    m.src = src;
+                }
+            }
+        }
+        let mut left = 0;
+        self.matcher.for_each_unexpected(|u| {
+            if let Some(&src) = found.get(&u.payload) {
+                u.src = src;
+            } else if u.src == FI_ADDR_NOTAVAIL {
+                left += 1;
+            }
+        });
+        self.unknown_sources = left;
     }
 
     fn search(&mut self, spec: &RecvSpec, flags: u64, posted: Posted, kind: u64) -> Result<()> {
@@ -1176,6 +1225,9 @@ impl<D: Device> Engine<D> {
                 self.held_bytes += buf.capacity();
                 let (tag, data, hflags) = (msg.tag, msg.data, msg.hflags);
                 let Some(slot) = self.rx.insert(RxMsg { state: RxState::Unexpected(buf), ..msg }) else { return false };
+                if src == FI_ADDR_NOTAVAIL {
+                    self.unknown_sources += 1;
+                }
                 let mut u = Unexp::new(tagged, src, tag, total, slot);
                 u.data = data;
                 u.flags = if hflags & F_CQ_DATA != 0 { FI_REMOTE_CQ_DATA } else { 0 };
@@ -1604,6 +1656,27 @@ impl<D: Device> Engine<D> {
 
     pub fn min_multi_recv(&self) -> usize {
         self.min_multi_recv
+    }
+
+    /// The engine's state, for `FI_LOG_LEVEL=debug`.
+    pub fn describe(&self) -> String {
+        let mut out = format!(
+            "tx ops {} pending {} ctl_backlog {} rx slots {} posted {}/{} unexpected {}/{} held {} stalled {:?}",
+            self.tx.len(),
+            self.pending.len(),
+            self.ctl_backlog.len(),
+            self.rx.len(),
+            self.matcher.posted_len(false),
+            self.matcher.posted_len(true),
+            self.matcher.unexpected_len(false),
+            self.matcher.unexpected_len(true),
+            self.held_bytes,
+            self.stalled
+        );
+        for (i, st) in self.peers.iter().enumerate() {
+            out += &format!("\n  peer {i}: tx_msg {} next_msg {} early {:?} active {}", st.tx_msg, st.next_msg, st.early.keys().collect::<Vec<_>>(), st.active.len());
+        }
+        out
     }
 
     /// Operations still in flight (sends, RMA, responses).

@@ -256,9 +256,14 @@ impl EpShared {
     /// still go out, so peers see their sends complete and do not give up on
     /// a live endpoint.
     fn keep(self: Arc<Self>) {
+        let mut last_dump = Instant::now();
         while !self.stop.load(Ordering::Acquire) {
             std::thread::sleep(KEEPER_PERIOD);
             let Ok(mut st) = self.st.try_lock() else { continue };
+            if last_dump.elapsed() >= Duration::from_secs(2) && rfabric_core::log::enabled(PROV, rfabric_core::log::FI_LOG_DEBUG, FI_LOG_EP_DATA) {
+                last_dump = Instant::now();
+                rfabric_core::fi_dbg!(PROV, FI_LOG_EP_DATA, "endpoint {}: {}{}", st.engine.dev.local_addr(), st.engine.describe(), st.engine.dev.describe());
+            }
             if st.enabled && st.last_progress.elapsed() >= KEEPER_PERIOD {
                 st.last_progress = Instant::now();
                 st.engine.progress();

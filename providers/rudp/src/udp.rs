@@ -573,6 +573,33 @@ impl UdpDevice {
     }
 }
 
+impl UdpDevice {
+    /// One line per peer, for `FI_LOG_LEVEL=debug`.
+    pub fn describe(&self) -> String {
+        let mut out = String::new();
+        for (i, p) in self.peers.iter().enumerate() {
+            let st = match p.state {
+                State::Connecting { tries, .. } => format!("connecting({tries})"),
+                State::Up => "up".to_string(),
+                State::Lost => "lost".to_string(),
+            };
+            out += &format!(
+                "\n  peer {i} {} {st} conn {:#x}: next_seq {} unacked {} backlog {} cwnd {} rx_next {} rx_high {} ack_owed {}",
+                p.addr,
+                p.remote_conn,
+                p.next_seq,
+                p.unacked.len(),
+                p.backlog.len(),
+                p.cwnd,
+                p.rx_next,
+                p.rx_high,
+                p.ack_owed
+            );
+        }
+        out
+    }
+}
+
 impl Device for UdpDevice {
     fn max_packet(&self) -> usize {
         self.cfg.max_datagram - DEV_HDR
