@@ -91,6 +91,9 @@ struct Peer {
     rx_next: u32,
     /// The highest `high` the peer reported (what it has seen of ours).
     last_high: u32,
+    /// When a datagram of the peer last passed the checks: a peer is lost
+    /// only when it is silent, not when it refuses packets for lack of room.
+    last_heard: Instant,
     /// One past the highest sequence received.
     rx_high: u32,
     rx_bits: [u64; RX_WORDS],
@@ -116,6 +119,7 @@ impl Peer {
             rttvar: Duration::ZERO,
             rx_next: 0,
             last_high: 0,
+            last_heard: Instant::now(),
             rx_high: 0,
             rx_bits: [0; RX_WORDS],
             recover: None,
@@ -262,7 +266,9 @@ impl UdpDevice {
             sack: p.sack(),
             high: p.rx_high,
         };
-        if kind == DevKind::Ack || kind == DevKind::HelloAck {
+        // An acknowledgement sent while a batch is held does not yet cover
+        // that batch: what it owes stays owed.
+        if (kind == DevKind::Ack || kind == DevKind::HelloAck) && !self.hold {
             p.ack_owed = 0;
         }
         self.ctl.clear();
@@ -307,7 +313,9 @@ impl UdpDevice {
         // the timer sends it again.
         let _ = sock.send_to(&pkt.buf, addr);
         stats.sent += 1;
-        p.ack_owed = 0;
+        if !hold {
+            p.ack_owed = 0;
+        }
     }
 
     /// Moves packets from the backlog into the window while it has room.
@@ -480,7 +488,7 @@ impl UdpDevice {
                         if t.sacked {
                             continue;
                         }
-                        if now.saturating_duration_since(t.first) >= timeout {
+                        if now.saturating_duration_since(t.first) >= timeout && now.saturating_duration_since(p.last_heard) >= timeout {
                             rfabric_core::fi_info!(PROV, FI_LOG_EP_DATA, "packet {} to {} unacknowledged for {:?}", t.seq, p.addr, timeout);
                             dead = true;
                             break;
@@ -717,6 +725,7 @@ impl Device for UdpDevice {
             if kind == DevKind::Ack {
                 ext.extend_from_slice(&batch.data[off + DEV_HDR..off + len]);
             }
+            self.peers[id as usize].last_heard = now;
             self.on_ack(id, h.ack, h.sack, &ext, h.high, now, batch);
             self.ext_sack = ext;
             if kind == DevKind::Ack {
@@ -765,7 +774,8 @@ impl Device for UdpDevice {
         let p = &mut self.peers[id as usize];
         if p.bit(seq) {
             p.set_bit(seq, false);
-            p.ack_owed = p.ack_owed.saturating_sub(1);
+            // Still acknowledge what came before: the sender hears that we
+            // are alive (a refusal is not a death) and sends this one again.
             self.stats.rejected += 1;
         }
     }
