@@ -5,8 +5,7 @@
 #   1. direct link, 5% of incoming UDP dropped on both hosts (nftables);
 #   2. through the UDP relay: 10% reordered, 5% duplicated, 5% dropped;
 #   3. IPv6, direct link, 5% loss (N/10 messages).
-# Usage: tests/net/rudp_loss.sh LIBDIR [N]   (N: default 100000; the relay
-# case runs N/4: the relay is a Python process)
+# Usage: tests/net/rudp_loss.sh LIBDIR [N]   (N: default 100000)
 # Needs root (namespaces, nftables). Leaves nothing behind it made.
 set -u
 lib=$(cd "${1:?usage: rudp_loss.sh LIBDIR [N]}" && pwd)
@@ -56,7 +55,7 @@ case_run "direct IPv6, 5% UDP loss each way, $((n / 10)) messages" "$((n / 10))"
 "$net/loss.sh" rfa off; "$net/loss.sh" rfb off
 "$net/netns.sh" down >/dev/null
 "$net/netns.sh" up --relay 'reorder=10,dup=5,drop=5,delay=2' >/dev/null || { echo "FAIL: netns.sh up --relay"; exit 1; }
-case_run "relay: 10% reordered, 5% duplicated, 5% dropped, $((n / 4)) messages" "$((n / 4))" 4
+case_run "relay: 10% reordered, 5% duplicated, 5% dropped, $n messages" "$n" 4
 "$net/netns.sh" status 2>/dev/null | grep -i -E 'relay|forward|reorder|dup' | head -3 | sed 's/^/  /'
 echo "rudp_loss: $pass passed, $fail failed"
 [ $fail -eq 0 ]
