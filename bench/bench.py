@@ -100,10 +100,12 @@ def stream_count(size):
 
 # ---------------------------------------------------------------- processes
 
-def tcp_sockets():
+def tcp_sockets(pid=None):
     """(local port, state) of every TCP socket, IPv4 and IPv6, from
-    /proc/net/tcp*; state "0A" is LISTEN."""
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+    /proc/net/tcp* (of the network namespace of process `pid` when given);
+    state "0A" is LISTEN."""
+    base = "/proc/net" if pid is None else "/proc/%d/net" % pid
+    for table in (base + "/tcp", base + "/tcp6"):
         try:
             with open(table) as f:
                 next(f)
@@ -164,16 +166,19 @@ def port_clash(err):
     return err is not None and ("Address already in use" in err or "ret=-98" in err)
 
 
-def run_pair_on_port(ports, commands, env):
+def run_pair_on_port(ports, commands, env, **where):
     """run_pair on a fresh port; `commands(port)` gives (server, client).
     A server that could not bind is tried again on another port, and any
-    other failure once more."""
+    other failure once more (but not a client that ran out of time: a hang
+    costs one timeout, not two). `where`: run_pair's keyword arguments."""
     failures = 0
     for _ in range(PORT_RETRIES + CASE_TRIES):
         port = ports.take()
         server, client = commands(port)
-        ok, out, err = run_pair(server, client, env, port)
+        ok, out, err = run_pair(server, client, env, port, **where)
         if ok:
+            break
+        if err.startswith("client timed out"):
             break
         if not port_clash(err):
             failures += 1
@@ -182,20 +187,31 @@ def run_pair_on_port(ports, commands, env):
     return ok, out, err
 
 
-def listening(port):
-    """True once some socket listens on TCP port `port` (IPv4 or IPv6)."""
-    return any(p == port and state == "0A" for p, state in tcp_sockets())
+def listening(port, pid=None):
+    """True once some socket listens on TCP port `port` (IPv4 or IPv6), in
+    the network namespace of process `pid` when given."""
+    return any(p == port and state == "0A" for p, state in tcp_sockets(pid))
 
 
-def run_pair(server_cmd, client_cmd, env, port):
+def netns_prefix(ns):
+    """The command prefix that runs a program in network namespace `ns`
+    (none for None: the caller's namespace)."""
+    return ["ip", "netns", "exec", ns] if ns else []
+
+
+def run_pair(server_cmd, client_cmd, env, port, timeout=RUN_TIMEOUT, server_ns=None, client_ns=None):
     """Start the server on core 0, wait for its port, run the client on
-    core 1. Returns (ok, client_stdout, error_text)."""
+    core 1; each in its network namespace when given (`ip netns exec`
+    execs the program, so the server's pid tells where it listens). The
+    client is killed after `timeout` seconds, the server 10 s after the
+    client is done (at once when the client timed out). Returns (ok,
+    client_stdout, error_text)."""
     full_env = dict(os.environ)
     full_env.update(env)
-    srv = subprocess.Popen(["taskset", "-c", SERVER_CORE] + server_cmd, env=full_env,
-                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    srv = subprocess.Popen(netns_prefix(server_ns) + ["taskset", "-c", SERVER_CORE] + server_cmd,
+                           env=full_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     deadline = time.time() + 10
-    while not listening(port):
+    while not listening(port, srv.pid if server_ns else None):
         if srv.poll() is not None or time.time() > deadline:
             out = srv.communicate()[0] if srv.poll() is not None else ""
             if srv.poll() is None:
@@ -203,18 +219,25 @@ def run_pair(server_cmd, client_cmd, env, port):
                 out = srv.communicate()[0]
             return False, "", "server did not start: " + last_lines(out)
         time.sleep(0.01)
+    timed_out = False
     try:
-        cli = subprocess.run(["taskset", "-c", CLIENT_CORE] + client_cmd, env=full_env,
-                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                             timeout=RUN_TIMEOUT)
+        cli = subprocess.run(netns_prefix(client_ns) + ["taskset", "-c", CLIENT_CORE] + client_cmd,
+                             env=full_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                             text=True, timeout=timeout)
         cli_out, cli_rc = cli.stdout, cli.returncode
     except subprocess.TimeoutExpired as e:
-        cli_out, cli_rc = (e.stdout or "") if isinstance(e.stdout, str) else "", 124
+        out = e.stdout or ""
+        cli_out, cli_rc, timed_out = out if isinstance(out, str) else out.decode(errors="replace"), 124, True
     try:
-        srv_out = srv.communicate(timeout=10)[0]
+        srv_out = srv.communicate(timeout=1 if timed_out else 10)[0]
     except subprocess.TimeoutExpired:
         srv.kill()
         srv_out = srv.communicate()[0]
+    if timed_out:
+        detail = last_lines(cli_out) or last_lines(srv_out)
+        return False, cli_out, "client timed out after %g s (killed), server %s%s" % (
+            timeout, "killed" if srv.returncode in (-9, 137) else "exit %s" % srv.returncode,
+            ": " + detail if detail else "")
     if cli_rc != 0 or srv.returncode != 0:
         what = "client exit %d, server exit %s" % (cli_rc, srv.returncode)
         detail = last_lines(cli_out) or last_lines(srv_out)
@@ -579,8 +602,10 @@ def tick_label(v):
     return ("%.3f" % v).rstrip("0")
 
 
-def panel(x0, y0, w, h, title, ylabel, sizes, series):
-    """One log-log panel; series: {name: [(size, value or None)]}."""
+def panel(x0, y0, w, h, title, ylabel, sizes, series, colors=None, dashed=()):
+    """One log-log panel; series: {name: [(size, value or None)]}, drawn in
+    colors[name] (default COLORS), dashed for the names in `dashed`."""
+    colors = colors or COLORS
     parts = []
     vals = [v for pts in series.values() for _, v in pts if v is not None and v > 0]
     pl, pr, pt, pb = 62, 12, 28, 44
@@ -630,9 +655,10 @@ def panel(x0, y0, w, h, title, ylabel, sizes, series):
             continue
         path = " ".join("%s%.1f,%.1f" % ("M" if i == 0 else "L", px(s), py(v))
                         for i, (s, v) in enumerate(good))
-        parts.append('<path d="%s" fill="none" stroke="%s" stroke-width="2"/>' % (path, COLORS[k]))
+        parts.append('<path d="%s" fill="none" stroke="%s" stroke-width="2"%s/>'
+                     % (path, colors[k], ' stroke-dasharray="6,3"' if k in dashed else ""))
         for s, v in good:
-            parts.append('<circle cx="%.1f" cy="%.1f" r="2.5" fill="%s"/>' % (px(s), py(v), COLORS[k]))
+            parts.append('<circle cx="%.1f" cy="%.1f" r="2.5" fill="%s"/>' % (px(s), py(v), colors[k]))
     return parts
 
 
