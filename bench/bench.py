@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Side-by-side benchmark of the shm provider: ours, Debian's libfabric, UCX.
+"""Side-by-side benchmark of the shm provider (ours, Debian's libfabric, UCX) and of rudp.
 
 Run from the repository root (``make bench`` does that). Python standard
 library only. Installs nothing: our library is always measured; each peer
@@ -24,8 +24,16 @@ Measurements, each process pinned to its own core with taskset (0 and 1):
              wheel's own libfabric (needs the wheel in .venv; see that file).
              --no-mpi leaves it out, --mpi-only runs it alone.
 
+  network    bench/net.py: our rudp provider against Debian's tcp;ofi_rxm and
+             udp;ofi_rxd and UCX over TCP on loopback; against tcp;ofi_rxm
+             between two network namespaces without and with 1% loss; MPI
+             (the MPICH wheel) between the namespaces. See that file.
+             --no-net leaves it out, --net-only runs it alone,
+             --net-parts lo,veth,mpi chooses its parts.
+
 Outputs: a Markdown table on stdout and in bench/results/<date>.md, the same
-numbers in bench/results/<date>.csv, and the plot docs/perf-shm.svg.
+numbers in bench/results/<date>.csv, and the plot docs/perf-shm.svg; for the
+network: bench/results/<date>.net.{md,csv} and docs/perf-net.svg.
 
 When our library cannot run a case, its cell reads "n/a" and the error is
 listed under the table; the peers are still measured.
@@ -779,6 +787,12 @@ def main():
     ap.add_argument("--no-write", action="store_true", help="print only; write no result files or plot")
     ap.add_argument("--no-mpi", action="store_true", help="leave out the MPI runs with more ranks than cores")
     ap.add_argument("--mpi-only", action="store_true", help="only the MPI runs with more ranks than cores")
+    ap.add_argument("--net-only", action="store_true",
+                    help="only the network tables (rudp against tcp;ofi_rxm, udp;ofi_rxd, UCX tcp)")
+    ap.add_argument("--no-net", action="store_true", help="leave out the network tables")
+    ap.add_argument("--net-parts", default="lo,veth,mpi",
+                    help="which network parts: lo (loopback), veth (namespaces, no loss and 1%% loss), "
+                    "mpi (MPICH between the namespaces); comma-separated (lo,veth,mpi)")
     args = ap.parse_args()
 
     repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -795,7 +809,9 @@ def main():
     if args.reps < 1:
         print("--reps must be at least 1", file=sys.stderr)
         return 1
+    import net
     sizes = quick_sizes() if args.quick else all_sizes()
+    net_sizes = net.quick_sizes() if args.quick else net.all_sizes()
     if args.sizes:
         try:
             sizes = sorted({int(x) for x in args.sizes.split(",")})
@@ -805,6 +821,11 @@ def main():
         if not sizes or sizes[0] < 1:
             print("sizes must be positive", file=sys.stderr)
             return 1
+        net_sizes = sizes
+    net_parts = [p for p in args.net_parts.split(",") if p]
+    if any(p not in ("lo", "veth", "mpi") for p in net_parts):
+        print("bad --net-parts %r (lo, veth, mpi)" % args.net_parts, file=sys.stderr)
+        return 1
     reps = 1 if args.quick else args.reps
 
     def log(s):
@@ -816,6 +837,8 @@ def main():
     ours_err = args.ours_error
     if not ours_err and not os.path.exists(os.path.join(ours_lib, "libfabric.so.1")):
         ours_err = "no %s/libfabric.so.1 (run make build)" % args.ours_libdir
+    if args.net_only:
+        return net_section(repo, ours_lib, ours_err, net_sizes, reps, net_parts, args, log)
     if args.mpi_only:
         text = oversub_section(repo, ours_lib, ours_err, reps, args, log) or ""
         text = "Run %s on %s; ours at %s; command: `%s`\n\n%s" % (
@@ -878,6 +901,37 @@ def main():
         write_svg(os.path.join("docs", "perf-shm.svg"), rows,
                   "%s; %s; %s" % (date, meta["cpu"], meta["reps"]))
         print("\nwrote %s.md, %s.csv, docs/perf-shm.svg" % (base, base))
+    if not args.no_net:
+        print()
+        return net_section(repo, ours_lib, ours_err, net_sizes, reps, net_parts, args, log)
+    return 0
+
+
+def net_section(repo, ours_lib, ours_err, sizes, reps, parts, args, log):
+    """The network tables (bench/net.py): printed, and written to
+    bench/results/<date>.net.{md,csv} and docs/perf-net.svg."""
+    import net
+    t0 = time.time()
+    date = datetime.datetime.now().strftime("%Y-%m-%d")
+    head = "Run %s on %s; ours at %s (%s); command: `%s`; %s at the start\n\n" % (
+        datetime.datetime.now().strftime("%Y-%m-%d %H:%M"), cpu_summary(), git_rev(repo), ours_lib,
+        " ".join(["python3", "bench/bench.py"] + sys.argv[1:]), net.uptime())
+    body, sections, (lo, veth) = net.run(repo, ours_lib, ours_err, sizes, reps, parts, log, args.quick)
+    text = head + body + "\nAll network parts: %.0f s.\n" % (time.time() - t0)
+    sys.stdout.write(text)
+    if not args.no_write:
+        os.makedirs(os.path.join("bench", "results"), exist_ok=True)
+        base = os.path.join("bench", "results", date + ".net")
+        with open(base + ".md", "w") as f:
+            f.write("# Network benchmark, %s\n\n" % date + text)
+        net.write_csv(base + ".csv", sections)
+        wrote = "%s.md, %s.csv" % (base, base)
+        if lo or veth:
+            os.makedirs("docs", exist_ok=True)
+            net.write_svg(os.path.join("docs", "perf-net.svg"), lo, veth,
+                          "%s; %s; %d run%s per case, medians" % (date, cpu_summary(), reps, "s" if reps > 1 else ""))
+            wrote += ", docs/perf-net.svg"
+        print("\nwrote " + wrote)
     return 0
 
 
