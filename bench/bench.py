@@ -790,6 +790,7 @@ def main():
     ap.add_argument("--net-only", action="store_true",
                     help="only the network tables (rudp against tcp;ofi_rxm, udp;ofi_rxd, UCX tcp)")
     ap.add_argument("--no-net", action="store_true", help="leave out the network tables")
+    ap.add_argument("--net-reps", type=int, default=3, help="runs per network case; the median is reported (3)")
     ap.add_argument("--net-parts", default="lo,veth,mpi",
                     help="which network parts: lo (loopback), veth (namespaces, no loss and 1%% loss), "
                     "mpi (MPICH between the namespaces); comma-separated (lo,veth,mpi)")
@@ -827,6 +828,10 @@ def main():
         print("bad --net-parts %r (lo, veth, mpi)" % args.net_parts, file=sys.stderr)
         return 1
     reps = 1 if args.quick else args.reps
+    net_reps = 1 if args.quick else args.net_reps
+    if net_reps < 1:
+        print("--net-reps must be at least 1", file=sys.stderr)
+        return 1
 
     def log(s):
         sys.stderr.write(s)
@@ -838,7 +843,7 @@ def main():
     if not ours_err and not os.path.exists(os.path.join(ours_lib, "libfabric.so.1")):
         ours_err = "no %s/libfabric.so.1 (run make build)" % args.ours_libdir
     if args.net_only:
-        return net_section(repo, ours_lib, ours_err, net_sizes, reps, net_parts, args, log)
+        return net_section(repo, ours_lib, ours_err, net_sizes, net_reps, net_parts, args, log)
     if args.mpi_only:
         text = oversub_section(repo, ours_lib, ours_err, reps, args, log) or ""
         text = "Run %s on %s; ours at %s; command: `%s`\n\n%s" % (
@@ -903,7 +908,7 @@ def main():
         print("\nwrote %s.md, %s.csv, docs/perf-shm.svg" % (base, base))
     if not args.no_net:
         print()
-        return net_section(repo, ours_lib, ours_err, net_sizes, reps, net_parts, args, log)
+        return net_section(repo, ours_lib, ours_err, net_sizes, net_reps, net_parts, args, log)
     return 0
 
 
