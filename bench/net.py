@@ -410,7 +410,7 @@ def write_svg(path, lo, veth, note):
     each."""
     w = 980
     blocks = [(t, b) for t, b in (("loopback", lo), ("veth, no loss and 1% loss", veth)) if b]
-    h = 380 * len(blocks) + 60
+    h = 380 * len(blocks) + 80
     parts = ['<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" '
              'font-family="sans-serif" viewBox="0 0 %d %d">' % (w, h, w, h),
              '<rect width="100%" height="100%" fill="white"/>']
@@ -425,13 +425,11 @@ def write_svg(path, lo, veth, note):
         parts += bench.panel(w // 2, y, w // 2, 370, "%s: streaming, window %d" % (title, NET_WINDOW),
                              "GB/s", sizes, bw, COLORS, dashed)
         keys += [k for k in med if k not in keys]
-    x = 70
-    for k in keys:
+    for i, k in enumerate(keys):  # three to a row
+        x, ly = 70 + (i % 3) * 300, h - 62 + (i // 3) * 20
         parts.append('<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="%s" stroke-width="3"%s/>'
-                     % (x, h - 36, x + 24, h - 36, COLORS[k],
-                        ' stroke-dasharray="6,3"' if k.endswith("_loss") else ""))
-        parts.append('<text x="%d" y="%d" font-size="12">%s</text>' % (x + 30, h - 32, bench.svg_escape(LABELS[k])))
-        x += 150
+                     % (x, ly, x + 24, ly, COLORS[k], ' stroke-dasharray="6,3"' if k.endswith("_loss") else ""))
+        parts.append('<text x="%d" y="%d" font-size="12">%s</text>' % (x + 30, ly + 4, bench.svg_escape(LABELS[k])))
     parts.append('<text x="70" y="%d" font-size="10" fill="#555">%s</text>' % (h - 10, bench.svg_escape(note)))
     parts.append("</svg>")
     with open(path, "w") as f:
