@@ -10,7 +10,7 @@
 #   make check-asan-rust, check-tsan-rust   the Rust tests under ASan / TSan (nightly, -Zbuild-std)
 #   make soak                  the MPICH soak on 4 ranks for SOAK_SECONDS (default 600); see docs/TESTING.md
 #   make clean
-#   make bench                 shm latency/bandwidth: ours vs Debian libfabric vs UCX (docs/PERFORMANCE.md)
+#   make bench                 shm and network (rudp) latency/bandwidth: ours vs Debian libfabric vs UCX (docs/PERFORMANCE.md)
 #   make check-ompi            the Open MPI 5 wheel on rudp through LD_PRELOAD: one host, then two namespaces (OMPI_REPS)
 
 PREFIX ?= $(CURDIR)/prefix
@@ -211,8 +211,8 @@ clean:
 demo: install
 	scripts/demo.sh $(PREFIX)
 
-# Side-by-side shm benchmark (a few minutes; not part of make check).
-# BENCH_ARGS: e.g. --quick, --reps 9, --sizes 8,65536
+# Side-by-side shm and network benchmark (half an hour; not part of make check).
+# BENCH_ARGS: e.g. --quick, --reps 9, --sizes 8,65536, --net-only, --no-net
 .PHONY: bench
 bench:
 	MAKE="$(MAKE)" bench/run.sh $(BENCH_ARGS)

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Side-by-side benchmark of the shm provider: ours, Debian's libfabric, UCX.
+"""Side-by-side benchmark of the shm provider (ours, Debian's libfabric, UCX) and of rudp.
 
 Run from the repository root (``make bench`` does that). Python standard
 library only. Installs nothing: our library is always measured; each peer
@@ -24,8 +24,16 @@ Measurements, each process pinned to its own core with taskset (0 and 1):
              wheel's own libfabric (needs the wheel in .venv; see that file).
              --no-mpi leaves it out, --mpi-only runs it alone.
 
+  network    bench/net.py: our rudp provider against Debian's tcp;ofi_rxm and
+             udp;ofi_rxd and UCX over TCP on loopback; against tcp;ofi_rxm
+             between two network namespaces without and with 1% loss; MPI
+             (the MPICH wheel) between the namespaces. See that file.
+             --no-net leaves it out, --net-only runs it alone,
+             --net-parts lo,veth,mpi chooses its parts.
+
 Outputs: a Markdown table on stdout and in bench/results/<date>.md, the same
-numbers in bench/results/<date>.csv, and the plot docs/perf-shm.svg.
+numbers in bench/results/<date>.csv, and the plot docs/perf-shm.svg; for the
+network: bench/results/<date>.net.{md,csv} and docs/perf-net.svg.
 
 When our library cannot run a case, its cell reads "n/a" and the error is
 listed under the table; the peers are still measured.
@@ -100,10 +108,12 @@ def stream_count(size):
 
 # ---------------------------------------------------------------- processes
 
-def tcp_sockets():
+def tcp_sockets(pid=None):
     """(local port, state) of every TCP socket, IPv4 and IPv6, from
-    /proc/net/tcp*; state "0A" is LISTEN."""
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+    /proc/net/tcp* (of the network namespace of process `pid` when given);
+    state "0A" is LISTEN."""
+    base = "/proc/net" if pid is None else "/proc/%d/net" % pid
+    for table in (base + "/tcp", base + "/tcp6"):
         try:
             with open(table) as f:
                 next(f)
@@ -164,16 +174,19 @@ def port_clash(err):
     return err is not None and ("Address already in use" in err or "ret=-98" in err)
 
 
-def run_pair_on_port(ports, commands, env):
+def run_pair_on_port(ports, commands, env, **where):
     """run_pair on a fresh port; `commands(port)` gives (server, client).
     A server that could not bind is tried again on another port, and any
-    other failure once more."""
+    other failure once more (but not a client that ran out of time: a hang
+    costs one timeout, not two). `where`: run_pair's keyword arguments."""
     failures = 0
     for _ in range(PORT_RETRIES + CASE_TRIES):
         port = ports.take()
         server, client = commands(port)
-        ok, out, err = run_pair(server, client, env, port)
+        ok, out, err = run_pair(server, client, env, port, **where)
         if ok:
+            break
+        if err.startswith("client timed out"):
             break
         if not port_clash(err):
             failures += 1
@@ -182,20 +195,31 @@ def run_pair_on_port(ports, commands, env):
     return ok, out, err
 
 
-def listening(port):
-    """True once some socket listens on TCP port `port` (IPv4 or IPv6)."""
-    return any(p == port and state == "0A" for p, state in tcp_sockets())
+def listening(port, pid=None):
+    """True once some socket listens on TCP port `port` (IPv4 or IPv6), in
+    the network namespace of process `pid` when given."""
+    return any(p == port and state == "0A" for p, state in tcp_sockets(pid))
 
 
-def run_pair(server_cmd, client_cmd, env, port):
+def netns_prefix(ns):
+    """The command prefix that runs a program in network namespace `ns`
+    (none for None: the caller's namespace)."""
+    return ["ip", "netns", "exec", ns] if ns else []
+
+
+def run_pair(server_cmd, client_cmd, env, port, timeout=RUN_TIMEOUT, server_ns=None, client_ns=None):
     """Start the server on core 0, wait for its port, run the client on
-    core 1. Returns (ok, client_stdout, error_text)."""
+    core 1; each in its network namespace when given (`ip netns exec`
+    execs the program, so the server's pid tells where it listens). The
+    client is killed after `timeout` seconds, the server 10 s after the
+    client is done (at once when the client timed out). Returns (ok,
+    client_stdout, error_text)."""
     full_env = dict(os.environ)
     full_env.update(env)
-    srv = subprocess.Popen(["taskset", "-c", SERVER_CORE] + server_cmd, env=full_env,
-                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    srv = subprocess.Popen(netns_prefix(server_ns) + ["taskset", "-c", SERVER_CORE] + server_cmd,
+                           env=full_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     deadline = time.time() + 10
-    while not listening(port):
+    while not listening(port, srv.pid if server_ns else None):
         if srv.poll() is not None or time.time() > deadline:
             out = srv.communicate()[0] if srv.poll() is not None else ""
             if srv.poll() is None:
@@ -203,18 +227,25 @@ def run_pair(server_cmd, client_cmd, env, port):
                 out = srv.communicate()[0]
             return False, "", "server did not start: " + last_lines(out)
         time.sleep(0.01)
+    timed_out = False
     try:
-        cli = subprocess.run(["taskset", "-c", CLIENT_CORE] + client_cmd, env=full_env,
-                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                             timeout=RUN_TIMEOUT)
+        cli = subprocess.run(netns_prefix(client_ns) + ["taskset", "-c", CLIENT_CORE] + client_cmd,
+                             env=full_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                             text=True, timeout=timeout)
         cli_out, cli_rc = cli.stdout, cli.returncode
     except subprocess.TimeoutExpired as e:
-        cli_out, cli_rc = (e.stdout or "") if isinstance(e.stdout, str) else "", 124
+        out = e.stdout or ""
+        cli_out, cli_rc, timed_out = out if isinstance(out, str) else out.decode(errors="replace"), 124, True
     try:
-        srv_out = srv.communicate(timeout=10)[0]
+        srv_out = srv.communicate(timeout=1 if timed_out else 10)[0]
     except subprocess.TimeoutExpired:
         srv.kill()
         srv_out = srv.communicate()[0]
+    if timed_out:
+        detail = last_lines(cli_out) or last_lines(srv_out)
+        return False, cli_out, "client timed out after %g s (killed), server %s%s" % (
+            timeout, "killed" if srv.returncode in (-9, 137) else "exit %s" % srv.returncode,
+            ": " + detail if detail else "")
     if cli_rc != 0 or srv.returncode != 0:
         what = "client exit %d, server exit %s" % (cli_rc, srv.returncode)
         detail = last_lines(cli_out) or last_lines(srv_out)
@@ -579,8 +610,10 @@ def tick_label(v):
     return ("%.3f" % v).rstrip("0")
 
 
-def panel(x0, y0, w, h, title, ylabel, sizes, series):
-    """One log-log panel; series: {name: [(size, value or None)]}."""
+def panel(x0, y0, w, h, title, ylabel, sizes, series, colors=None, dashed=()):
+    """One log-log panel; series: {name: [(size, value or None)]}, drawn in
+    colors[name] (default COLORS), dashed for the names in `dashed`."""
+    colors = colors or COLORS
     parts = []
     vals = [v for pts in series.values() for _, v in pts if v is not None and v > 0]
     pl, pr, pt, pb = 62, 12, 28, 44
@@ -630,9 +663,10 @@ def panel(x0, y0, w, h, title, ylabel, sizes, series):
             continue
         path = " ".join("%s%.1f,%.1f" % ("M" if i == 0 else "L", px(s), py(v))
                         for i, (s, v) in enumerate(good))
-        parts.append('<path d="%s" fill="none" stroke="%s" stroke-width="2"/>' % (path, COLORS[k]))
+        parts.append('<path d="%s" fill="none" stroke="%s" stroke-width="2"%s/>'
+                     % (path, colors[k], ' stroke-dasharray="6,3"' if k in dashed else ""))
         for s, v in good:
-            parts.append('<circle cx="%.1f" cy="%.1f" r="2.5" fill="%s"/>' % (px(s), py(v), COLORS[k]))
+            parts.append('<circle cx="%.1f" cy="%.1f" r="2.5" fill="%s"/>' % (px(s), py(v), colors[k]))
     return parts
 
 
@@ -753,6 +787,13 @@ def main():
     ap.add_argument("--no-write", action="store_true", help="print only; write no result files or plot")
     ap.add_argument("--no-mpi", action="store_true", help="leave out the MPI runs with more ranks than cores")
     ap.add_argument("--mpi-only", action="store_true", help="only the MPI runs with more ranks than cores")
+    ap.add_argument("--net-only", action="store_true",
+                    help="only the network tables (rudp against tcp;ofi_rxm, udp;ofi_rxd, UCX tcp)")
+    ap.add_argument("--no-net", action="store_true", help="leave out the network tables")
+    ap.add_argument("--net-reps", type=int, default=3, help="runs per network case; the median is reported (3)")
+    ap.add_argument("--net-parts", default="lo,veth,mpi",
+                    help="which network parts: lo (loopback), veth (namespaces, no loss and 1%% loss), "
+                    "mpi (MPICH between the namespaces); comma-separated (lo,veth,mpi)")
     args = ap.parse_args()
 
     repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -769,7 +810,9 @@ def main():
     if args.reps < 1:
         print("--reps must be at least 1", file=sys.stderr)
         return 1
+    import net
     sizes = quick_sizes() if args.quick else all_sizes()
+    net_sizes = net.quick_sizes() if args.quick else net.all_sizes()
     if args.sizes:
         try:
             sizes = sorted({int(x) for x in args.sizes.split(",")})
@@ -779,7 +822,16 @@ def main():
         if not sizes or sizes[0] < 1:
             print("sizes must be positive", file=sys.stderr)
             return 1
+        net_sizes = sizes
+    net_parts = [p for p in args.net_parts.split(",") if p]
+    if any(p not in ("lo", "veth", "mpi") for p in net_parts):
+        print("bad --net-parts %r (lo, veth, mpi)" % args.net_parts, file=sys.stderr)
+        return 1
     reps = 1 if args.quick else args.reps
+    net_reps = 1 if args.quick else args.net_reps
+    if net_reps < 1:
+        print("--net-reps must be at least 1", file=sys.stderr)
+        return 1
 
     def log(s):
         sys.stderr.write(s)
@@ -790,6 +842,8 @@ def main():
     ours_err = args.ours_error
     if not ours_err and not os.path.exists(os.path.join(ours_lib, "libfabric.so.1")):
         ours_err = "no %s/libfabric.so.1 (run make build)" % args.ours_libdir
+    if args.net_only:
+        return net_section(repo, ours_lib, ours_err, net_sizes, net_reps, net_parts, args, log)
     if args.mpi_only:
         text = oversub_section(repo, ours_lib, ours_err, reps, args, log) or ""
         text = "Run %s on %s; ours at %s; command: `%s`\n\n%s" % (
@@ -852,6 +906,37 @@ def main():
         write_svg(os.path.join("docs", "perf-shm.svg"), rows,
                   "%s; %s; %s" % (date, meta["cpu"], meta["reps"]))
         print("\nwrote %s.md, %s.csv, docs/perf-shm.svg" % (base, base))
+    if not args.no_net:
+        print()
+        return net_section(repo, ours_lib, ours_err, net_sizes, net_reps, net_parts, args, log)
+    return 0
+
+
+def net_section(repo, ours_lib, ours_err, sizes, reps, parts, args, log):
+    """The network tables (bench/net.py): printed, and written to
+    bench/results/<date>.net.{md,csv} and docs/perf-net.svg."""
+    import net
+    t0 = time.time()
+    date = datetime.datetime.now().strftime("%Y-%m-%d")
+    head = "Run %s on %s; ours at %s (%s); command: `%s`; %s at the start\n\n" % (
+        datetime.datetime.now().strftime("%Y-%m-%d %H:%M"), cpu_summary(), git_rev(repo), ours_lib,
+        " ".join(["python3", "bench/bench.py"] + sys.argv[1:]), net.uptime())
+    body, sections, (lo, veth) = net.run(repo, ours_lib, ours_err, sizes, reps, parts, log, args.quick)
+    text = head + body + "\nAll network parts: %.0f s.\n" % (time.time() - t0)
+    sys.stdout.write(text)
+    if not args.no_write:
+        os.makedirs(os.path.join("bench", "results"), exist_ok=True)
+        base = os.path.join("bench", "results", date + ".net")
+        with open(base + ".md", "w") as f:
+            f.write("# Network benchmark, %s\n\n" % date + text)
+        net.write_csv(base + ".csv", sections)
+        wrote = "%s.md, %s.csv" % (base, base)
+        if lo or veth:
+            os.makedirs("docs", exist_ok=True)
+            net.write_svg(os.path.join("docs", "perf-net.svg"), lo, veth,
+                          "%s; %s; %d run%s per case, medians" % (date, cpu_summary(), reps, "s" if reps > 1 else ""))
+            wrote += ", docs/perf-net.svg"
+        print("\nwrote " + wrote)
     return 0
 
 

@@ -2,8 +2,12 @@
  * fi_stream: streaming bandwidth and message rate over an RDM endpoint.
  *
  * Two processes: the receiver (no address argument) listens on a TCP port
- * on loopback; the sender connects to it. The TCP socket carries only the
- * two endpoint names; everything else goes through libfabric.
+ * on loopback, or on the address -s names; the sender connects to it. The
+ * TCP socket carries only the two endpoint names; everything else goes
+ * through libfabric. The provider (-p) is any RDM provider, e.g. shm,
+ * rudp, "tcp;ofi_rxm" or "udp;ofi_rxd"; which interface a network
+ * provider uses is its own setting (FI_RUDP_IFACE, FI_TCP_IFACE, ...), and
+ * each side sends the other the name fi_getname gives it.
  *
  * For each message size, one round is:
  *   receiver: posts WINDOW receives, then sends a small "go" message;
@@ -25,7 +29,7 @@
  * libfabric.so.1 chosen with LD_LIBRARY_PATH.
  *
  * Usage: fi_stream [-l] [-p prov] [-w window] [-n max_msgs] [-b bytes_per_round]
- *                  [-S size[,size...]] [-P port] [receiver_ip]
+ *                  [-S size[,size...]] [-P port] [-s listen_ip] [receiver_ip]
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -123,8 +127,9 @@ static void read_all(int fd, void *p, size_t n)
 	}
 }
 
-/* TCP rendezvous on loopback: returns a connected socket. */
-static int oob_connect(const char *dst, int port)
+/* TCP rendezvous: the sender connects to dst, the receiver listens on src
+ * (default loopback). Returns a connected socket. */
+static int oob_connect(const char *dst, const char *src, int port)
 {
 	struct sockaddr_in sa;
 	int one = 1, fd;
@@ -154,6 +159,10 @@ static int oob_connect(const char *dst, int port)
 			die("socket");
 		setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
 		sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+		if (src && inet_pton(AF_INET, src, &sa.sin_addr) != 1) {
+			fprintf(stderr, "bad address %s\n", src);
+			exit(2);
+		}
 		if (bind(lfd, (struct sockaddr *)&sa, sizeof(sa)) || listen(lfd, 1))
 			die("bind/listen");
 		fd = accept(lfd, NULL, NULL);
@@ -455,13 +464,13 @@ static int parse_sizes(const char *arg, size_t *sizes)
 
 int main(int argc, char **argv)
 {
-	const char *prov = "shm", *dst = NULL;
+	const char *prov = "shm", *dst = NULL, *src = NULL;
 	size_t sizes[MAX_SIZES], max_size = 0;
 	int nsizes = 0, port = 47800, opt, fd, latency = 0;
 
 	for (size_t s = 8; s <= (4u << 20) && nsizes < MAX_SIZES; s <<= 1)
 		sizes[nsizes++] = s;
-	while ((opt = getopt(argc, argv, "lp:w:n:b:S:P:h")) != -1) {
+	while ((opt = getopt(argc, argv, "lp:w:n:b:S:P:s:h")) != -1) {
 		switch (opt) {
 		case 'l': latency = 1; break;
 		case 'p': prov = optarg; break;
@@ -476,10 +485,12 @@ int main(int argc, char **argv)
 			}
 			break;
 		case 'P': port = atoi(optarg); break;
+		case 's': src = optarg; break;
 		default:
 			fprintf(stderr,
 				"usage: %s [-l] [-p prov] [-w window] [-n max_msgs] "
-				"[-b bytes_per_round] [-S size,...] [-P port] [receiver_ip]\n",
+				"[-b bytes_per_round] [-S size,...] [-P port] [-s listen_ip] "
+				"[receiver_ip]\n",
 				argv[0]);
 			return opt == 'h' ? 0 : 1;
 		}
@@ -496,7 +507,7 @@ int main(int argc, char **argv)
 			max_size = sizes[i];
 
 	setup(prov, max_size);
-	fd = oob_connect(dst, port);
+	fd = oob_connect(dst, src, port);
 	exchange_names(fd);
 
 	if (latency) {

@@ -1,5 +1,5 @@
 #!/bin/sh
-# Benchmark of the shm provider against Debian's libfabric and UCX.
+# Benchmark of the shm and rudp providers against Debian's libfabric and UCX.
 # Builds our library (make build) unless RFABRIC_BENCH_NOBUILD=1, then runs
 # bench/bench.py with the given arguments (see bench/bench.py --help).
 # When the build fails, the peers are still measured and our column reads n/a.

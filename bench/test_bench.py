@@ -235,3 +235,184 @@ class Oversub(unittest.TestCase):
         import mpi_oversub
         text = mpi_oversub.markdown({4: {"ours": [], "wheel": [({"total": 1.0}, 1.0, 1.0, 1.0)]}}, [], 1, 1)
         self.assertIn("| total | n/a | 1.000 | n/a |", text)
+
+
+class Net(unittest.TestCase):
+    """bench/net.py: the network tables' parsers, case commands, loss
+    bookkeeping, measuring loop (with a fake case runner) and reports."""
+
+    def setUp(self):
+        import net
+        self.net = net
+
+    def test_parse_counters(self):
+        c = self.net.parse_counters("udp_seen 324807 udp_drop 3263 tcp_seen 3 tcp_drop 0 \n")
+        self.assertEqual(c, {"udp_seen": 324807, "udp_drop": 3263, "tcp_seen": 3, "tcp_drop": 0})
+        self.assertEqual(self.net.parse_counters("no loss rules\n"), {})
+        line = self.net.counters_line({"udp_seen": 1000, "udp_drop": 10, "tcp_seen": 0, "tcp_drop": 0})
+        self.assertIn("UDP packets 10 of 1000 (1.00%)", line)
+        self.assertIn("TCP segments with payload 0 of 0 (0.00%)", line)
+
+    def test_parse_mpi(self):
+        out = ("pingpong 8 2000 57.020\npingpong 65536 256 480.354\n[proxy] noise\n"
+               "allreduce 8 2000 68.625\nallreduce x 1 2\n")
+        self.assertEqual(self.net.parse_mpi(out), {("pingpong", 8): 57.02, ("pingpong", 65536): 480.354,
+                                                   ("allreduce", 8): 68.625})
+
+    def test_series_env_and_commands(self):
+        net = self.net
+        ours = net.make_series("ours_loss", net.VETH, "/lib/ours")
+        self.assertEqual((ours.provider, ours.loss), ("rudp", 1))
+        self.assertEqual(ours.env(), {"LD_LIBRARY_PATH": "/lib/ours", "FI_RUDP_IFACE": "rfbn0"})
+        rxm = net.make_series("rxm", net.LOOPBACK, "/lib/ours")
+        self.assertEqual(rxm.env()["FI_TCP_IFACE"], "lo")
+        self.assertEqual(net.make_series("rxd", net.LOOPBACK, "x").env()["FI_UDP_IFACE"], "lo")
+        self.assertEqual(net.make_series("ucx", net.LOOPBACK, "x").env(),
+                         {"UCX_TLS": "tcp,self", "UCX_NET_DEVICES": "lo"})
+        srv, cli = net.stream_cmds("fi_stream", ours, 65536, 4000)
+        self.assertEqual(srv[-2:], ["-s", "10.78.0.2"])
+        self.assertEqual(cli[-1], "10.78.0.2")
+        srv, cli = net.stream_cmds("fi_stream", rxm, 8, 4000)
+        self.assertNotIn("-s", srv)
+        self.assertEqual(cli[-1], "127.0.0.1")
+        self.assertIn("tcp;ofi_rxm", cli)
+        srv, cli = net.pingpong_cmds(rxm, 1 << 20, 4000)
+        self.assertEqual(cli[-3:], ["-P", "4000", "127.0.0.1"])
+        self.assertEqual(cli[cli.index("-I") + 1], str(net.pp_iters(1 << 20)))
+        line = net.repro(ours, *net.stream_cmds("fi_stream", ours, 8, 23500))
+        self.assertTrue(line.startswith("bench/netns.sh up && bench/netns.sh loss 1 && ip netns exec rfbn-b env "))
+        self.assertIn("ip netns exec rfbn-a env FI_RUDP_IFACE=rfbn0 LD_LIBRARY_PATH=/lib/ours timeout 120 taskset -c 1", line)
+        self.assertIn("'tcp;ofi_rxm'", net.repro(rxm, *net.pingpong_cmds(rxm, 8, 23500)))
+
+    def test_iterations(self):
+        net = self.net
+        self.assertEqual(net.pp_iters(8), 2000)
+        self.assertEqual(net.pp_iters(65536), 128)
+        self.assertEqual(net.pp_iters(4 << 20), 20)
+        self.assertEqual(net.stream_count(8), 20000)
+        self.assertEqual(net.stream_count(4 << 20), 2 * net.NET_WINDOW)
+
+    def test_loss_set_only_on_change_and_counted(self):
+        calls = []
+
+        class R:
+            def __init__(self, out):
+                self.returncode, self.stdout = 0, out
+
+        def run(cmd, **kw):
+            calls.append(cmd[1:])
+            return R("udp_seen 100 udp_drop 1 tcp_seen 50 tcp_drop 2" if cmd[1] == "counters" else "")
+
+        loss = self.net.Loss(run)
+        for pct in (0, 0, 1, 1, 0, 1, 0):
+            loss.set(pct)
+        self.assertEqual(calls, [["loss", "off"], ["loss", "1"], ["counters"], ["loss", "off"],
+                                 ["loss", "1"], ["counters"], ["loss", "off"]])
+        self.assertEqual(loss.totals, {"udp_seen": 200, "udp_drop": 2, "tcp_seen": 100, "tcp_drop": 4})
+
+    def test_measure_failures_and_give_up(self):
+        net = self.net
+        series = [net.make_series(k, net.VETH, "ours") for k in ("ours", "rxm", "ours_loss")]
+        seen = []
+
+        def case(se, kind, size, ports, binary):
+            seen.append((se.key, kind, size))
+            if se.key == "ours" and kind == "streaming" and size == 16:
+                return None, ("client timed out after 90 s (killed)", "repeat-me")
+            if se.key == "ours_loss" and kind == "latency":
+                return None, ("exit 1", "again")
+            return (2.0 if kind == "latency" else (1.0, 3.0)), None
+
+        class FakeLoss:
+            def __init__(self):
+                self.states = []
+
+            def set(self, pct):
+                self.states.append(pct)
+
+        saved = net.GIVE_UP_AFTER
+        net.GIVE_UP_AFTER = 2
+        fl = FakeLoss()
+        try:
+            lat, st, fails = net.measure(series, [8, 16, 32], 2, "fi_stream", lambda _: None, fl, case)
+        finally:
+            net.GIVE_UP_AFTER = saved
+        self.assertEqual(lat["ours"], {8: [2.0, 2.0], 16: [2.0, 2.0], 32: [2.0, 2.0]})
+        self.assertEqual(st["ours"], {8: [(1.0, 3.0)] * 2, 16: [], 32: [(1.0, 3.0)] * 2})
+        # ours streaming 16 B failed in run 1 and is not tried in run 2
+        self.assertEqual(seen.count(("ours", "streaming", 16)), 1)
+        # ours_loss latency failed at 8 and 16 B: given up before 32 B
+        self.assertNotIn(("ours_loss", "latency", 32), seen)
+        self.assertEqual(lat["ours_loss"], {8: [], 16: [], 32: []})
+        self.assertEqual(st["ours_loss"][32], [(1.0, 3.0)] * 2)
+        self.assertEqual([f[:4] for f in fails], [("ours_loss", "latency", 8, 1), ("ours_loss", "latency", 16, 1),
+                                                  ("ours", "streaming", 16, 1)])
+        self.assertEqual(fails[2][4:], ("client timed out after 90 s (killed)", "repeat-me"))
+        self.assertIn(1, fl.states)
+        self.assertEqual(fl.states[-1], 0)
+
+    def test_tables_ratios_targets(self):
+        net = self.net
+        sizes = [8, 65536]
+        lat = {"ours": {8: [1.0, 3.0, 2.0], 65536: [10.0]}, "rxm": {8: [4.0], 65536: [5.0]},
+               "rxd": {8: [8.0], 65536: []}, "ucx": {8: [], 65536: []}}
+        stream = {"ours": {8: [(0.1, 12.0)], 65536: [(2.0, 0.03)]}, "rxm": {8: [(0.2, 25.0)], 65536: [(1.0, 0.015)]},
+                  "rxd": {8: [], 65536: [(4.0, 0.06)]}, "ucx": {8: [], 65536: []}}
+        med = net.medians(sizes, lat, stream)
+        self.assertEqual(med["ours"][8], (2.0, 0.1, 12.0))
+        groups = [("ours", ["rxm", "rxd", "ucx"])]
+        text = "\n".join(net.lat_table(sizes, med, groups))
+        self.assertIn("| size | ours | tcp;rxm | udp;rxd | UCX tcp | ours÷best |", text)
+        self.assertIn("| 8 B | 2.00 | 4.00 | 8.00 | n/a | 0.50 |", text)
+        self.assertIn("| 64 KiB | 10.0 | 5.00 | n/a | n/a | 2.0 |", text)
+        text = "\n".join(net.stream_table(sizes, med, groups))
+        self.assertIn("| 64 KiB | 2.00 | 1.00 | 4.00 | n/a | 0.50 | 0.0300 | 0.0150 | 0.0600 | n/a | 0.50 |", text)
+        t = net.targets(sizes, med, "ours", ["rxm", "rxd", "ucx"])
+        self.assertIn("latency ≤ 1.0× at every size: not met (missed at: 64 KiB)", t)
+        self.assertIn("streaming ≥ 1.0× from 64 KiB: not met (missed at: 64 KiB)", t)
+        two = net.lat_table(sizes, {"ours": med["ours"], "rxm": med["rxm"]}, [("ours", ["rxm"])])
+        self.assertIn("| size | ours | tcp;rxm | ours÷tcp;rxm |", two[0])
+        md = "\n".join(net.failures_md([("ours", "streaming", 131072, 2, "client exit 2", "cmd x")]))
+        self.assertIn("- ours streaming 128 KiB (run 2): client exit 2  \n  repeat: `cmd x`", md)
+
+    def test_mpi_markdown(self):
+        res = {"ours": {("pingpong", 8): [40.0, 50.0, 60.0], ("allreduce", 8): [10.0]},
+               "wheel": {("pingpong", 8): [100.0], ("allreduce", 8): [5.0]}}
+        text = self.net.mpi_markdown(res, [("ours", 2, "exit 1: boom", "env X=1 mpiexec")], [8], [8], 3)
+        self.assertIn("| 8 B | 50.0 | 100 | 0.50 |", text)
+        self.assertIn("| 8 B | 10.0 | 5.00 | 2.0 |", text)
+        self.assertIn("- ours run 2: exit 1: boom  \n  repeat: `env X=1 mpiexec`", text)
+
+    def test_csv_and_svg(self):
+        net = self.net
+        sizes = [8, 16]
+        med = {"ours": {8: (1.0, 0.5, 2.0), 16: (None, None, None)}, "rxm": {8: (2.0, 1.0, 1.0), 16: (3.0, 1.0, 1.0)}}
+        with tempfile.TemporaryDirectory() as d:
+            net.write_csv(os.path.join(d, "n.csv"), [("veth", sizes, med, [("ours", ["rxm"])])])
+            with open(os.path.join(d, "n.csv")) as f:
+                lines = f.read().splitlines()
+            self.assertEqual(lines[0], "table,series,size,lat_us,gbs,mmsgs")
+            self.assertIn("veth,ours,8,1,0.5,2", lines)
+            self.assertIn("veth,ours,16,,,", lines)
+            self.assertIn("veth,ratio:ours/rxm,8,0.5,0.5,2", lines)
+            net.write_svg(os.path.join(d, "n.svg"), (sizes, med), None, "note")
+            with open(os.path.join(d, "n.svg")) as f:
+                svg = f.read()
+            self.assertTrue(svg.startswith("<svg") and svg.rstrip().endswith("</svg>"))
+            self.assertIn("loopback: one-way latency", svg)
+            self.assertNotIn("veth", svg)
+
+
+class Namespaces(unittest.TestCase):
+    def test_netns_prefix(self):
+        self.assertEqual(bench.netns_prefix(None), [])
+        self.assertEqual(bench.netns_prefix("rfbn-a"), ["ip", "netns", "exec", "rfbn-a"])
+
+    def test_tcp_sockets_of_a_process(self):
+        import socket
+        with socket.socket() as a:
+            a.bind(("127.0.0.1", 0))
+            a.listen(1)
+            port = a.getsockname()[1]
+            self.assertTrue(bench.listening(port, os.getpid()))
+            self.assertTrue(bench.listening(port))

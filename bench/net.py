@@ -1,0 +1,692 @@
+"""Network benchmark: our rudp provider against Debian's libfabric (tcp;ofi_rxm,
+udp;ofi_rxd) and UCX over TCP, on loopback and between two network
+namespaces, without and with 1% loss; and MPI between the namespaces.
+
+Run by bench.py (`python3 bench/bench.py --net-only`, and `make bench` after
+the shm tables). Three tables and an MPI section:
+
+  loopback   every series on 127.0.0.1, server pinned to core 0, client to
+             core 1 (as the shm table):
+               ours     rudp from our libfabric.so.1, FI_RUDP_IFACE=lo
+               tcp;rxm  Debian's libfabric1, provider "tcp;ofi_rxm", FI_TCP_IFACE=lo
+               udp;rxd  Debian's libfabric1, provider "udp;ofi_rxd", FI_UDP_IFACE=lo
+               UCX tcp  ucx_perftest, UCX_TLS=tcp,self UCX_NET_DEVICES=lo
+             ours and both Debian series run the same two programs (Debian's
+             fi_pingpong -e rdm, and bench/fi_stream built against upstream's
+             headers); only LD_LIBRARY_PATH and the provider name change.
+  veth       the same programs between namespaces rfbn-a (client, 10.78.0.1)
+             and rfbn-b (server, 10.78.0.2) joined by a veth pair rfbn0
+             (bench/netns.sh: MTU 1500, tso/gso/gro off); ours
+             (FI_RUDP_IFACE=rfbn0) against tcp;ofi_rxm (FI_TCP_IFACE=rfbn0),
+             each without loss and with 1% of the packets arriving in rfbn-b
+             dropped (netns.sh loss 1: UDP packets and TCP segments with
+             payload alike; see that file). The four columns alternate size
+             by size, so loss and no loss see the same machine.
+  MPI        bench/mpi_net.c under the MPICH wheel (.venv), 2 ranks, one in
+             each namespace (rank 0 in rfbn-a on core 0, rank 1 in rfbn-b on
+             core 1), launched by hydra through bench/nsexec;
+             MPIR_CVAR_CH4_NETMOD=ofi MPIR_CVAR_NOLOCAL=1; ours
+             (LD_LIBRARY_PATH=ours, FI_PROVIDER=rudp) against the wheel's
+             own libfabric with FI_PROVIDER=tcp; no loss. MPI_Send/MPI_Recv
+             ping-pong one-way time, and MPI_Allreduce (MPI_SUM of doubles)
+             time per call.
+
+Latency is one-way (half the mean round trip), the mean over a run; the
+tables show the median of runs. Streaming keeps NET_WINDOW sends in flight
+(the receiver NET_WINDOW receives posted), one pair of processes per size.
+
+A case that fails (or runs past its timeout) is left out of that run and
+listed with its error and a command that repeats it; a (series, size) that
+failed is not run again in later runs, and a series with GIVE_UP_AFTER
+failed sizes is given up. The veth tables and MPI need root, ip, ethtool
+and nft (nftables); without them they say so and the loopback table runs.
+"""
+
+import os
+import shlex
+import signal
+import subprocess
+import time
+
+import bench
+
+NET_WINDOW = 16
+LAT_TIMEOUT = 60
+STREAM_TIMEOUT = 90
+LOSS_TIMEOUT = 120
+MPI_TIMEOUT = 300
+GIVE_UP_AFTER = 5
+LOSS_PCT = 1
+
+LO_KEYS = ("ours", "rxm", "rxd", "ucx")
+VETH_KEYS = ("ours", "rxm", "ours_loss", "rxm_loss")
+SHORT = {"ours": "ours", "rxm": "tcp;rxm", "rxd": "udp;rxd", "ucx": "UCX tcp",
+         "ours_loss": "ours 1% loss", "rxm_loss": "tcp;rxm 1% loss"}
+LABELS = {"ours": "ours (rfabric rudp)", "rxm": "Debian 1.17 tcp;ofi_rxm",
+          "rxd": "Debian 1.17 udp;ofi_rxd", "ucx": "UCX 1.13 tcp",
+          "ours_loss": "ours, 1% loss", "rxm_loss": "tcp;ofi_rxm, 1% loss"}
+COLORS = {"ours": "#d62728", "rxm": "#1f77b4", "rxd": "#ff7f0e", "ucx": "#2ca02c",
+          "ours_loss": "#d62728", "rxm_loss": "#1f77b4"}
+MPI_PP_SIZES = [8, 64, 1024, 8192, 65536, 262144, 1 << 20, 4 << 20]
+MPI_AR_SIZES = [8, 1024, 65536, 1 << 20]
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+NETNS = os.path.join(HERE, "netns.sh")
+NSEXEC = os.path.join(HERE, "nsexec")
+
+
+def all_sizes():
+    return [1 << k for k in range(3, 23)]  # 8 B .. 4 MiB
+
+
+def quick_sizes():
+    return [8, 4096, 65536, 1 << 20]
+
+
+# Iterations: fewer than the shm table's (a network round trip costs 10 to
+# 100 times more, udp;ofi_rxd moves tens of MB/s, and a drop costs TCP a
+# retransmission timeout), so that the whole network part stays within
+# half an hour on a 2-core machine.
+def pp_iters(size):
+    return max(20, min(2000, (8 << 20) // size))
+
+
+def stream_count(size):
+    """fi_stream's count for -w NET_WINDOW -n 20000 -b 32 MiB."""
+    return max(2 * NET_WINDOW, min(20000, (32 << 20) // size))
+
+
+class Path:
+    """Where a case runs: namespaces of server and client (None: the
+    caller's), the address the client dials, the interface to use."""
+
+    def __init__(self, name, server_ns, client_ns, addr, iface):
+        self.name, self.server_ns, self.client_ns = name, server_ns, client_ns
+        self.addr, self.iface = addr, iface
+
+
+LOOPBACK = Path("loopback", None, None, "127.0.0.1", "lo")
+VETH = Path("veth", "rfbn-b", "rfbn-a", "10.78.0.2", "rfbn0")
+
+
+class Series:
+    """One column: a provider of a library (or UCX) on a path, with loss."""
+
+    def __init__(self, key, path, provider, libdir, loss=0):
+        self.key, self.path, self.provider, self.libdir, self.loss = key, path, provider, libdir, loss
+
+    def env(self):
+        i = self.path.iface
+        if self.provider is None:
+            return {"UCX_TLS": "tcp,self", "UCX_NET_DEVICES": i}
+        env = {"LD_LIBRARY_PATH": self.libdir}
+        env.update({"rudp": {"FI_RUDP_IFACE": i}, "tcp;ofi_rxm": {"FI_TCP_IFACE": i},
+                    "udp;ofi_rxd": {"FI_UDP_IFACE": i}}[self.provider])
+        return env
+
+
+def make_series(key, path, ours_lib):
+    base = key.replace("_loss", "")
+    loss = LOSS_PCT if key.endswith("_loss") else 0
+    if base == "ours":
+        return Series(key, path, "rudp", ours_lib, loss)
+    if base == "rxm":
+        return Series(key, path, "tcp;ofi_rxm", bench.DEBIAN_LIBDIR, loss)
+    if base == "rxd":
+        return Series(key, path, "udp;ofi_rxd", bench.DEBIAN_LIBDIR, loss)
+    return Series(key, path, None, None, loss)
+
+
+# ---------------------------------------------------------------- commands
+
+def pingpong_cmds(series, size, port):
+    base = ["fi_pingpong", "-p", series.provider, "-e", "rdm", "-S", str(size), "-I", str(pp_iters(size))]
+    return base + ["-B", str(port)], base + ["-P", str(port), series.path.addr]
+
+
+def stream_cmds(binary, series, size, port):
+    base = [binary, "-p", series.provider, "-w", str(NET_WINDOW), "-n", "20000",
+            "-b", str(32 << 20), "-S", str(size), "-P", str(port)]
+    server = base + (["-s", series.path.addr] if series.path.server_ns else [])
+    return server, base + [series.path.addr]
+
+
+def ucx_cmds(series, test, size, port):
+    n = pp_iters(size) if test == "tag_lat" else stream_count(size)
+    args = ["-t", test, "-s", str(size), "-n", str(n), "-w", str(max(10, n // 10)), "-f", "-v"]
+    if test == "tag_bw":
+        args += ["-O", str(NET_WINDOW)]
+    return ["ucx_perftest", "-p", str(port)], ["ucx_perftest", series.path.addr, "-p", str(port)] + args
+
+
+def repro(series, server, client):
+    """A shell line that runs one case by hand (port 23500)."""
+    env = " ".join("%s=%s" % (k, shlex.quote(v)) for k, v in sorted(series.env().items()))
+
+    def side(ns, core, cmd):
+        return " ".join(bench.netns_prefix(ns) + ["env", env, "timeout", "120", "taskset", "-c", core]
+                        + [shlex.quote(c) for c in cmd])
+
+    line = "%s & sleep 1; %s; wait" % (side(series.path.server_ns, bench.SERVER_CORE, server),
+                                       side(series.path.client_ns, bench.CLIENT_CORE, client))
+    if series.loss:
+        line = "bench/netns.sh up && bench/netns.sh loss %d && %s; bench/netns.sh loss off" % (series.loss, line)
+    elif series.path.server_ns:
+        line = "bench/netns.sh up && bench/netns.sh loss off && " + line
+    return line
+
+
+def timeout_for(series, kind):
+    if series.loss:
+        return LOSS_TIMEOUT
+    return LAT_TIMEOUT if kind == "latency" else STREAM_TIMEOUT
+
+
+def run_case(series, kind, size, ports, binary):
+    """One case: (value, None) or (None, (error, repro line)). value: µs
+    for latency, (GB/s, Mmsg/s) for streaming."""
+    if series.provider is None:
+        test = "tag_lat" if kind == "latency" else "tag_bw"
+
+        def cmds(port):
+            return ucx_cmds(series, test, size, port)
+    elif kind == "latency":
+        def cmds(port):
+            return pingpong_cmds(series, size, port)
+    else:
+        def cmds(port):
+            return stream_cmds(binary, series, size, port)
+    where = {"timeout": timeout_for(series, kind), "server_ns": series.path.server_ns,
+             "client_ns": series.path.client_ns}
+    ok, out, err = bench.run_pair_on_port(ports, cmds, series.env(), **where)
+    line = repro(series, *cmds(23500))
+    if not ok:
+        return None, (err, line)
+    try:
+        if series.provider is None:
+            r = bench.parse_ucx(out)
+            if kind == "latency":
+                return r["overall_lat"], None
+            return (r["overall_bw"] * (1 << 20) / 1e9, r["overall_mr"] / 1e6), None
+        if kind == "latency":
+            return bench.parse_pingpong(out, size), None
+        rows = bench.parse_stream(out)
+        if size not in rows:
+            return None, ("no result row for %d bytes: %s" % (size, bench.last_lines(out)), line)
+        return rows[size], None
+    except ValueError as e:
+        return None, (str(e), line)
+
+
+# ---------------------------------------------------------------- loss
+
+def parse_counters(text):
+    """netns.sh counters: 'udp_seen N udp_drop N tcp_seen N tcp_drop N'."""
+    words = text.split()
+    out = {}
+    for i in range(0, len(words) - 1, 2):
+        try:
+            out[words[i]] = int(words[i + 1])
+        except ValueError:
+            pass
+    return out
+
+
+class Loss:
+    """The loss rule in rfbn-b: set only when it changes; the counters of
+    each period with loss on are added up."""
+
+    def __init__(self, run=subprocess.run):
+        self.pct = None
+        self.run = run
+        self.totals = {}
+
+    def set(self, pct):
+        if pct == self.pct:
+            return
+        if self.pct:
+            self.collect()
+        r = self.run([NETNS, "loss", str(pct) if pct else "off"], stdout=subprocess.PIPE,
+                     stderr=subprocess.STDOUT, text=True)
+        if r.returncode != 0:
+            raise RuntimeError("netns.sh loss %s: %s" % (pct, bench.last_lines(r.stdout)))
+        self.pct = pct
+
+    def collect(self):
+        r = self.run([NETNS, "counters"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        for k, v in parse_counters(r.stdout).items():
+            self.totals[k] = self.totals.get(k, 0) + v
+
+
+def counters_line(totals):
+    def rate(seen, drop):
+        s, d = totals.get(seen, 0), totals.get(drop, 0)
+        return "%d of %d (%.2f%%)" % (d, s, 100.0 * d / s if s else 0)
+    return ("Dropped in rfbn-b while loss was on: UDP packets %s; TCP segments with payload %s."
+            % (rate("udp_seen", "udp_drop"), rate("tcp_seen", "tcp_drop")))
+
+
+# ---------------------------------------------------------------- measuring
+
+def measure(series_list, sizes, reps, binary, log, loss=None, run_case=run_case):
+    """Every (series, size) case for latency and streaming, `reps` times;
+    the series alternate size by size. Returns lat {key: {size: [µs]}},
+    stream {key: {size: [(GB/s, Mmsg/s)]}} and failures, a list of
+    (key, kind, size, rep, error, repro)."""
+    ports = bench.Ports()
+    keys = [s.key for s in series_list]
+    lat = {k: {s: [] for s in sizes} for k in keys}
+    stream = {k: {s: [] for s in sizes} for k in keys}
+    failures = []
+    failed = set()  # (key, kind, size)
+
+    def given_up(key, kind):
+        return len([f for f in failed if f[0] == key and f[1] == kind]) >= GIVE_UP_AFTER
+
+    for rep in range(reps):
+        for kind, store in (("latency", lat), ("streaming", stream)):
+            log("  run %d/%d %s " % (rep + 1, reps, kind))
+            for size in sizes:
+                for se in series_list:
+                    if (se.key, kind, size) in failed or given_up(se.key, kind):
+                        continue
+                    if loss is not None:
+                        loss.set(se.loss)
+                    v, err = run_case(se, kind, size, ports, binary)
+                    if err:
+                        failed.add((se.key, kind, size))
+                        failures.append((se.key, kind, size, rep + 1) + tuple(err))
+                    else:
+                        store[se.key][size].append(v)
+                log(".")
+            log("\n")
+    if loss is not None:
+        loss.set(0)
+    return lat, stream, failures
+
+
+def medians(sizes, lat, stream):
+    """{key: {size: (lat, GB/s, Mmsg/s)}} of medians (None: no run)."""
+    out = {}
+    for k in lat:
+        out[k] = {}
+        for s in sizes:
+            pairs = stream[k].get(s, [])
+            out[k][s] = (bench.median_or_none(lat[k].get(s, [])),
+                         bench.median_or_none([p[0] for p in pairs]),
+                         bench.median_or_none([p[1] for p in pairs]))
+    return out
+
+
+# ---------------------------------------------------------------- reporting
+
+def md_table(head, rows):
+    out = ["| " + " | ".join(head) + " |", "|" + "---:|" * len(head)]
+    out += ["| " + " | ".join(r) + " |" for r in rows]
+    return out
+
+
+def lat_table(sizes, med, groups):
+    """groups: [(ours key, [peer keys])]; one ratio column per group."""
+    head = ["size"]
+    for ours, peers in groups:
+        head += [SHORT[ours]] + [SHORT[p] for p in peers] + ["ours÷best" if len(peers) > 1 else "ours÷%s" % SHORT[peers[0]]]
+    rows = []
+    for s in sizes:
+        cells = [bench.human(s)]
+        for ours, peers in groups:
+            cells += [bench.fmt(med[k][s][0]) for k in [ours] + peers]
+            cells.append(bench.fmt(bench.ratio(med[ours][s][0], [med[p][s][0] for p in peers], True), 2))
+        rows.append(cells)
+    return md_table(head, rows)
+
+
+def stream_table(sizes, med, groups):
+    head = ["size"]
+    for idx, unit in ((1, "GB/s"), (2, "Mmsg/s")):
+        for ours, peers in groups:
+            head += ["%s %s" % (SHORT[k], unit) for k in [ours] + peers]
+            head.append("ours÷best" if len(peers) > 1 else "ours÷%s" % SHORT[peers[0]])
+    rows = []
+    for s in sizes:
+        cells = [bench.human(s)]
+        for idx in (1, 2):
+            for ours, peers in groups:
+                cells += [bench.fmt(med[k][s][idx]) for k in [ours] + peers]
+                cells.append(bench.fmt(bench.ratio(med[ours][s][idx], [med[p][s][idx] for p in peers], False), 2))
+        rows.append(cells)
+    return md_table(head, rows)
+
+
+def failures_md(failures):
+    if not failures:
+        return []
+    out = ["", "Failed cases (left out of the medians; a failed (series, size) is not run again in "
+           "later runs):", ""]
+    for key, kind, size, rep, err, line in failures:
+        out.append("- %s %s %s (run %d): %s  \n  repeat: `%s`" % (SHORT[key], kind, bench.human(size), rep, err, line))
+    return out
+
+
+def targets(sizes, med, ours, peers, from_size=65536):
+    """Which targets hold: latency ≤ 1.0× the best peer at every size,
+    streaming GB/s ≥ 1.0× from 64 KiB. One line."""
+    lat_bad = [s for s in sizes
+               if (r := bench.ratio(med[ours][s][0], [med[p][s][0] for p in peers], True)) is None or r > 1.0]
+    bw_bad = [s for s in sizes if s >= from_size and
+              ((r := bench.ratio(med[ours][s][1], [med[p][s][1] for p in peers], False)) is None or r < 1.0)]
+
+    def sz(lst):
+        return ", ".join(bench.human(s) for s in lst) if lst else "none"
+    return ("Targets (%s against %s): latency ≤ 1.0× at every size: %s (missed at: %s); streaming ≥ 1.0× "
+            "from %s: %s (missed at: %s)." % (
+                SHORT[ours], " / ".join(SHORT[p] for p in peers), "met" if not lat_bad else "not met",
+                sz(lat_bad), bench.human(from_size), "met" if not bw_bad else "not met", sz(bw_bad)))
+
+
+def write_csv(path, sections):
+    """Long format: table, series, size, lat_us, gbs, mmsgs. Ratio rows
+    have series 'ratio:<ours>/<best of peers>'. sections: [(table, sizes,
+    med, groups)]."""
+    import csv
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["table", "series", "size", "lat_us", "gbs", "mmsgs"])
+
+        def num(v):
+            return "" if v is None else "%.6g" % v
+        for table, sizes, med, groups in sections:
+            for s in sizes:
+                for k in med:
+                    w.writerow([table, k, s] + [num(v) for v in med[k][s]])
+                for ours, peers in groups:
+                    r = [bench.ratio(med[ours][s][0], [med[p][s][0] for p in peers], True)]
+                    r += [bench.ratio(med[ours][s][i], [med[p][s][i] for p in peers], False) for i in (1, 2)]
+                    w.writerow([table, "ratio:%s/%s" % (ours, "|".join(peers)), s] + [num(v) for v in r])
+
+
+def write_svg(path, lo, veth, note):
+    """lo, veth: (sizes, med) or None. Latency and bandwidth panels for
+    each."""
+    w = 980
+    blocks = [(t, b) for t, b in (("loopback", lo), ("veth, no loss and 1% loss", veth)) if b]
+    h = 380 * len(blocks) + 80
+    parts = ['<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" '
+             'font-family="sans-serif" viewBox="0 0 %d %d">' % (w, h, w, h),
+             '<rect width="100%" height="100%" fill="white"/>']
+    keys = []
+    for i, (title, (sizes, med)) in enumerate(blocks):
+        y = i * 380
+        lat = {k: [(s, med[k][s][0]) for s in sizes] for k in med}
+        bw = {k: [(s, med[k][s][1]) for s in sizes] for k in med}
+        dashed = [k for k in med if k.endswith("_loss")]
+        parts += bench.panel(0, y, w // 2, 370, "%s: one-way latency (lower is better)" % title, "µs",
+                             sizes, lat, COLORS, dashed)
+        parts += bench.panel(w // 2, y, w // 2, 370, "%s: streaming, window %d" % (title, NET_WINDOW),
+                             "GB/s", sizes, bw, COLORS, dashed)
+        keys += [k for k in med if k not in keys]
+    for i, k in enumerate(keys):  # three to a row
+        x, ly = 70 + (i % 3) * 300, h - 62 + (i // 3) * 20
+        parts.append('<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="%s" stroke-width="3"%s/>'
+                     % (x, ly, x + 24, ly, COLORS[k], ' stroke-dasharray="6,3"' if k.endswith("_loss") else ""))
+        parts.append('<text x="%d" y="%d" font-size="12">%s</text>' % (x + 30, ly + 4, bench.svg_escape(LABELS[k])))
+    parts.append('<text x="70" y="%d" font-size="10" fill="#555">%s</text>' % (h - 10, bench.svg_escape(note)))
+    parts.append("</svg>")
+    with open(path, "w") as f:
+        f.write("\n".join(parts) + "\n")
+
+
+# ---------------------------------------------------------------- MPI
+
+def parse_mpi(out):
+    """{("pingpong"|"allreduce", size): µs} from mpi_net's lines."""
+    res = {}
+    for line in out.splitlines():
+        f = line.split()
+        if len(f) == 4 and f[0] in ("pingpong", "allreduce"):
+            try:
+                res[(f[0], int(f[1]))] = float(f[3])
+            except ValueError:
+                pass
+    return res
+
+
+def mpi_command(repo, exe, pp, ar):
+    venv = os.environ.get("MPICH_VENV", os.path.join(repo, ".venv"))
+    return (bench.netns_prefix(VETH.client_ns) +
+            [os.path.join(venv, "bin", "mpiexec"), "-launcher", "ssh", "-launcher-exec", NSEXEC,
+             "-iface", VETH.iface, "-hosts", "10.78.0.1,10.78.0.2", "-ppn", "1", "-n", "2",
+             "sh", "-c", 'exec taskset -c "$PMI_RANK" "$0" "$@"', exe,
+             ",".join(map(str, pp)), ",".join(map(str, ar))])
+
+
+def mpi_env(lib, ours_lib):
+    env = {"MPIR_CVAR_CH4_NETMOD": "ofi", "MPIR_CVAR_NOLOCAL": "1"}
+    if lib == "ours":
+        env.update({"LD_LIBRARY_PATH": ours_lib, "FI_PROVIDER": "rudp", "FI_RUDP_IFACE": VETH.iface})
+    else:
+        env.update({"FI_PROVIDER": "tcp", "FI_TCP_IFACE": VETH.iface})
+    return env
+
+
+def run_mpi_once(cmd, env, timeout=MPI_TIMEOUT):
+    """(stdout, None) or (None, error). The whole process group is killed
+    on timeout (mpiexec, its proxies and ranks)."""
+    full = dict(os.environ)
+    full.pop("LD_LIBRARY_PATH", None)
+    full.update(env)
+    p = subprocess.Popen(cmd, env=full, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                         start_new_session=True)
+    try:
+        out = p.communicate(timeout=timeout)[0]
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        out = p.communicate()[0]
+        return None, "timed out after %d s (killed): %s" % (timeout, bench.last_lines(out, 3))
+    if p.returncode != 0:
+        return None, "exit %d: %s" % (p.returncode, bench.last_lines(out, 3))
+    return out, None
+
+
+def measure_mpi(repo, ours_lib, reps, log, quick=False):
+    """{"ours"|"wheel": {(kind, size): [µs]}}, failures [(lib, rep, error,
+    repro)], and the sizes."""
+    import mpi_oversub
+    outdir = os.path.join(repo, "build", "bench")
+    os.makedirs(outdir, exist_ok=True)
+    exe = os.path.join(outdir, "mpi_net")
+    cc = os.path.join(mpi_oversub.venv_dir(repo), "bin", "mpicc")
+    r = subprocess.run([cc, "-O2", "-Wall", "-Wextra", "-Werror", "-o", exe,
+                        os.path.join(repo, "bench", "mpi_net.c")], capture_output=True, text=True)
+    if r.returncode != 0:
+        raise RuntimeError("mpicc failed: " + r.stderr.strip()[-400:])
+    pp = [8, 65536, 1 << 20] if quick else MPI_PP_SIZES
+    ar = [8, 65536] if quick else MPI_AR_SIZES
+    cmd = mpi_command(repo, exe, pp, ar)
+    res = {"ours": {}, "wheel": {}}
+    failures = []
+    for rep in range(reps):
+        for lib in (("ours", "wheel") if rep % 2 == 0 else ("wheel", "ours")):
+            log("  mpi %s run %d/%d\n" % (lib, rep + 1, reps))
+            env = mpi_env(lib, ours_lib)
+            out, err = run_mpi_once(cmd, env)
+            got = parse_mpi(out or "")
+            if err is None:
+                missing = [k for k in [("pingpong", s) for s in pp] + [("allreduce", s) for s in ar]
+                           if k not in got]
+                if missing:
+                    err = "no result for %s %s" % (missing[0][0], bench.human(missing[0][1]))
+            for k, v in got.items():
+                res[lib].setdefault(k, []).append(v)
+            if err:
+                line = "bench/netns.sh up && bench/netns.sh loss off && env %s %s" % (
+                    " ".join("%s=%s" % kv for kv in sorted(env.items())), " ".join(shlex.quote(c) for c in cmd))
+                failures.append((lib, rep + 1, err, line))
+    return res, failures, pp, ar
+
+
+def mpi_markdown(res, failures, pp, ar, reps):
+    out = ["MPI between the namespaces (bench/mpi_net.c, MPICH wheel, 2 ranks: one in rfbn-a on core 0, "
+           "one in rfbn-b on core 1; MPIR_CVAR_CH4_NETMOD=ofi MPIR_CVAR_NOLOCAL=1; ours: FI_PROVIDER=rudp "
+           "on our libfabric.so.1; wheel: its own libfabric, FI_PROVIDER=tcp (tcp;ofi_rxm); no loss; "
+           "median of %d run%s, alternating; µs, lower is better)" % (reps, "s" if reps > 1 else ""), ""]
+    for kind, sizes, what in (("pingpong", pp, "MPI_Send/MPI_Recv ping-pong, one-way µs"),
+                              ("allreduce", ar, "MPI_Allreduce (MPI_SUM, doubles), µs per call")):
+        out += [what, ""]
+        rows = []
+        for s in sizes:
+            o = bench.median_or_none(res["ours"].get((kind, s), []))
+            w = bench.median_or_none(res["wheel"].get((kind, s), []))
+            rows.append([bench.human(s), bench.fmt(o), bench.fmt(w), bench.fmt(bench.ratio(o, [w], True), 2)])
+        out += md_table(["size", "ours rudp", "wheel tcp", "ours÷wheel"], rows) + [""]
+    if failures:
+        out += ["Failed MPI runs (left out of the medians):", ""]
+        out += ["- %s run %d: %s  \n  repeat: `%s`" % f for f in failures]
+        out.append("")
+    return "\n".join(out)
+
+
+# ---------------------------------------------------------------- main
+
+def uptime():
+    try:
+        with open("/proc/loadavg") as f:
+            return "load average %s" % " ".join(f.read().split()[:3])
+    except OSError:
+        return "load average unknown"
+
+
+def veth_missing():
+    """Why the namespaces cannot be used here, or None."""
+    import shutil
+    if os.geteuid() != 0:
+        return "root (ip netns, nft)"
+    for tool, pkg in (("ip", "iproute2"), ("nft", "nftables"), ("ethtool", "ethtool")):
+        if not shutil.which(tool):
+            return "%s (apt-get install %s)" % (tool, pkg)
+    return None
+
+
+def netns(*args):
+    r = subprocess.run([NETNS] + list(args), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if r.returncode != 0:
+        raise RuntimeError("netns.sh %s: %s" % (" ".join(args), bench.last_lines(r.stdout)))
+    return r.stdout
+
+
+def run(repo, ours_lib, ours_err, sizes, reps, parts, log, quick=False):
+    """Measures the parts asked for ("lo", "veth", "mpi") and returns
+    (markdown, csv sections, svg blocks (lo, veth))."""
+    import shutil
+    text = []
+    sections = []
+    lo_block = None
+    binary, err = bench.build_stream(repo, os.path.join(repo, "build", "bench"))
+    if err:
+        return "Network: not measured: %s\n" % err, [], (None, None)
+    if not shutil.which("fi_pingpong"):
+        return ("Network: not measured: needs fi_pingpong (%s)\n" % bench.PEER_INSTALL["debian"][1]), [], (None, None)
+    lo_keys = [k for k in LO_KEYS if not (k == "ucx" and not shutil.which("ucx_perftest"))]
+    if ours_err:
+        text.append("ours: not measured: %s\n" % ours_err)
+    drop = (lambda keys: [k for k in keys if not k.startswith("ours")]) if ours_err else (lambda keys: list(keys))
+
+    if "lo" in parts:
+        keys = drop(lo_keys)
+        series = [make_series(k, LOOPBACK, ours_lib) for k in keys]
+        t0, load0 = time.time(), uptime()
+        log("network, loopback: %s\n" % ", ".join(keys))
+        lat, stream, fails = measure(series, sizes, reps, binary, log)
+        med = medians(sizes, lat, stream)
+        for k in lo_keys:
+            med.setdefault(k, {s: (None, None, None) for s in sizes})
+        groups = [("ours", [k for k in lo_keys if k != "ours"])]
+        text += ["## Loopback: rudp vs tcp;ofi_rxm, udp;ofi_rxd, UCX tcp", "",
+                 "127.0.0.1, server on core 0, client on core 1; %d run%s per case, %.0f s, %s at the start, "
+                 "%s at the end." % (reps, "s" if reps > 1 else "", time.time() - t0, load0, uptime()), "",
+                 "One-way latency, µs (median of runs; lower is better; ratio = ours ÷ best peer, target ≤ 1.0)", ""]
+        text += lat_table(sizes, med, groups)
+        text += ["", "Streaming, window %d (median of runs; higher is better; ratio = ours ÷ best peer, "
+                 "target ≥ 1.0 from 64 KiB)" % NET_WINDOW, ""]
+        text += stream_table(sizes, med, groups)
+        text += ["", targets(sizes, med, "ours", groups[0][1])]
+        text += failures_md(fails) + [""]
+        sections.append(("loopback", sizes, med, groups))
+        lo_block = (sizes, med)
+
+    need_ns = "veth" in parts or "mpi" in parts
+    why = veth_missing() if need_ns else None
+    if need_ns and not why:
+        try:
+            netns("up")
+            netns("loss", "off")
+        except RuntimeError as e:
+            why = str(e)
+    try:
+        veth_block = veth_and_mpi(repo, ours_lib, ours_err, sizes, reps, parts, log, quick, why, binary,
+                                  drop, text, sections)
+    finally:
+        if need_ns and not why:
+            netns("down")
+    return "\n".join(text) + "\n", sections, (lo_block, veth_block)
+
+
+def veth_and_mpi(repo, ours_lib, ours_err, sizes, reps, parts, log, quick, why, binary, drop, text, sections):
+    """The veth tables and the MPI section (appended to `text` and
+    `sections`); returns the veth block for the plot, or None."""
+    veth_block = None
+    if "veth" in parts:
+        if why:
+            text += ["## veth between two namespaces: not measured: needs %s" % why, ""]
+        else:
+            keys = drop(VETH_KEYS)
+            series = [make_series(k, VETH, ours_lib) for k in keys]
+            loss = Loss()
+            t0, load0 = time.time(), uptime()
+            log("network, veth, no loss and %d%% loss: %s\n" % (LOSS_PCT, ", ".join(keys)))
+            try:
+                lat, stream, fails = measure(series, sizes, reps, binary, log, loss)
+            finally:
+                netns("loss", "off")
+            med = medians(sizes, lat, stream)
+            for k in VETH_KEYS:
+                med.setdefault(k, {s: (None, None, None) for s in sizes})
+            groups = [("ours", ["rxm"]), ("ours_loss", ["rxm_loss"])]
+            text += ["## veth between two namespaces, no loss and %d%% loss: rudp vs tcp;ofi_rxm" % LOSS_PCT, "",
+                     "Client in rfbn-a (10.78.0.1, core 1), server in rfbn-b (10.78.0.2, core 0), veth rfbn0, "
+                     "MTU 1500, tso/gso/gro off; loss: bench/netns.sh loss %d (in rfbn-b: UDP packets and TCP "
+                     "segments with payload, each dropped with probability %d%%); the four columns alternate "
+                     "size by size; %d run%s per case, %.0f s, %s at the start, %s at the end."
+                     % (LOSS_PCT, LOSS_PCT, reps, "s" if reps > 1 else "", time.time() - t0, load0, uptime()), "",
+                     counters_line(loss.totals), "",
+                     "One-way latency, µs (median of runs; lower is better; ratio = ours ÷ tcp;ofi_rxm under "
+                     "the same loss, target ≤ 1.0)", ""]
+            text += lat_table(sizes, med, groups)
+            text += ["", "Streaming, window %d (median of runs; higher is better; ratio = ours ÷ tcp;ofi_rxm "
+                     "under the same loss, target ≥ 1.0 from 64 KiB)" % NET_WINDOW, ""]
+            text += stream_table(sizes, med, groups)
+            text += ["", targets(sizes, med, "ours", ["rxm"]), "", targets(sizes, med, "ours_loss", ["rxm_loss"])]
+            text += failures_md(fails) + [""]
+            sections.append(("veth", sizes, med, groups))
+            veth_block = (sizes, med)
+    if "mpi" in parts:
+        import mpi_oversub
+        why_mpi = why or mpi_oversub.missing(repo) or ours_err
+        if why_mpi:
+            text += ["## MPI between the namespaces: not measured: needs %s" % why_mpi, ""]
+        else:
+            log("network, MPI\n")
+            t0, load0 = time.time(), uptime()
+            try:
+                res, fails, pp, ar = measure_mpi(repo, ours_lib, reps, log, quick)
+                text += ["## MPI between the namespaces", "",
+                         "%.0f s, %s at the start, %s at the end." % (time.time() - t0, load0, uptime()), "",
+                         mpi_markdown(res, fails, pp, ar, reps)]
+                med = {lib: {(kind, s): bench.median_or_none(v) for (kind, s), v in res[lib].items()}
+                       for lib in res}
+                for kind, szs in (("pingpong", pp), ("allreduce", ar)):
+                    m = {lib: {s: (med[lib].get((kind, s)), None, None) for s in szs} for lib in med}
+                    sections.append(("mpi_" + kind, szs, m, [("ours", ["wheel"])]))
+            except RuntimeError as e:
+                text += ["## MPI between the namespaces: not measured: %s" % e, ""]
+    return veth_block
