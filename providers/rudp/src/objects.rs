@@ -246,6 +246,9 @@ impl Progress for EpShared {
     }
 }
 
+/// How long a closing endpoint waits for its peers to fall quiet.
+const CLOSE_QUIET: Duration = Duration::from_millis(100);
+
 /// How often the keeper of a manual-progress endpoint looks at it.
 const KEEPER_PERIOD: Duration = Duration::from_millis(1);
 
@@ -528,6 +531,29 @@ impl Endpoint for RudpEp {
                 break;
             }
             std::thread::yield_now();
+        }
+        // Then stay until the peers are quiet for a while (within the same
+        // linger): our last acknowledgement may have been lost, and a peer
+        // that sends its packet again must get it, or its send fails once
+        // it gives up on us.
+        let mut quiet_until = Instant::now() + CLOSE_QUIET;
+        loop {
+            let now = Instant::now();
+            if now >= quiet_until || now >= deadline {
+                break;
+            }
+            let work = {
+                let mut st = self.st();
+                if !st.enabled {
+                    break;
+                }
+                st.engine.progress()
+            };
+            if work > 0 {
+                quiet_until = Instant::now() + CLOSE_QUIET;
+            } else {
+                std::thread::sleep(Duration::from_micros(200));
+            }
         }
         {
             let mut st = self.st();
