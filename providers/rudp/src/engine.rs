@@ -60,6 +60,17 @@ pub struct EngineConfig {
     pub directed: bool,
 }
 
+/// The phases of one round of progress.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RoundTimes {
+    pub recv: Duration,
+    pub acked: Duration,
+    pub arrivals: Duration,
+    pub pending: Duration,
+    pub rest: Duration,
+    pub packets: usize,
+}
+
 /// Where completions and counts go (what the endpoint is bound to).
 #[derive(Default, Clone)]
 pub struct Outputs {
@@ -321,6 +332,7 @@ pub struct Engine<D: Device> {
     /// Packets that failed protocol checks, dropped.
     pub bad_packets: u64,
     last_probe: Instant,
+    last_round: RoundTimes,
 }
 
 impl<D: Device> Engine<D> {
@@ -346,6 +358,7 @@ impl<D: Device> Engine<D> {
             refused: 0,
             bad_packets: 0,
             last_probe: Instant::now(),
+            last_round: RoundTimes::default(),
             cfg,
         })
     }
@@ -918,6 +931,7 @@ impl<D: Device> Engine<D> {
         self.dev.flush(now, true);
         let mut batch = std::mem::take(&mut self.batch);
         let n = self.dev.recv(&mut batch, now);
+        let t_recv = Instant::now();
         let mut work = n + batch.acked.len() + batch.lost.len();
         for k in 0..batch.lost.len() {
             let p = batch.lost[k];
@@ -927,6 +941,7 @@ impl<D: Device> Engine<D> {
             let t = batch.acked[k];
             self.on_acked(t);
         }
+        let t_acked = Instant::now();
         for k in 0..batch.items.len() {
             let it = batch.items[k];
             if !self.on_packet(&batch, &it) {
@@ -934,20 +949,37 @@ impl<D: Device> Engine<D> {
                 self.dev.reject(it.peer, it.seq);
             }
         }
+        let items = batch.items.len();
         self.batch = batch;
         if !self.stalled.is_empty() {
             for p in std::mem::take(&mut self.stalled) {
                 self.drain_early(p);
             }
         }
+        let t_arrivals = Instant::now();
         self.dev.flush(now, false);
         work += self.run_pending();
+        let t_pending = Instant::now();
         if now.saturating_duration_since(self.last_probe) >= PROBE_EVERY {
             self.last_probe = now;
             self.probe_awaited();
         }
         self.dev.push_out();
+        self.last_round = RoundTimes {
+            recv: t_recv - now,
+            acked: t_acked - t_recv,
+            arrivals: t_arrivals - t_acked,
+            pending: t_pending - t_arrivals,
+            rest: t_pending.elapsed(),
+            packets: items,
+        };
         work
+    }
+
+    /// Where the last round of `progress` spent its time (logged when a
+    /// round is slow).
+    pub fn last_round(&self) -> RoundTimes {
+        self.last_round
     }
 
     /// Sends a `Nop` to each peer that an operation waits on for an answer

@@ -254,7 +254,7 @@ impl Progress for EpShared {
 fn slow_progress(st: &EpState, t0: Instant) {
     let took = t0.elapsed();
     if took >= Duration::from_millis(100) {
-        rfabric_core::fi_warn!(PROV, FI_LOG_EP_DATA, "endpoint {}: one round of progress took {:?}", st.engine.dev.local_addr(), took);
+        rfabric_core::fi_warn!(PROV, FI_LOG_EP_DATA, "endpoint {}: one round of progress took {:?} ({:?})", st.engine.dev.local_addr(), took, st.engine.last_round());
     }
 }
 
