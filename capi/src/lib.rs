@@ -27,6 +27,7 @@ mod cntr;
 mod av;
 mod mr;
 mod eq;
+mod pep;
 mod xpu;
 mod dl_calls;
 #[cfg(feature = "dl")]

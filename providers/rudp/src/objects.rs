@@ -404,7 +404,7 @@ impl Endpoint for RudpEp {
                 st.av = Some(av);
                 Ok(())
             }
-            Bind::Eq => Err(rfabric_core::error::ENOSYS),
+            Bind::Eq(_) => Err(rfabric_core::error::ENOSYS),
         }
     }
 
