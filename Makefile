@@ -24,7 +24,7 @@ REAL := libfabric.so.1.$(VERSION)
 # PROVIDERS= builds one with none (DL providers only). Another set builds
 # in its own TARGET_DIR and LIB_OUT, e.g.
 #   make lib PROVIDERS= TARGET_DIR=target/nobuiltin LIB_OUT=build/nobuiltin/lib
-PROVIDERS ?= shm rudp efa
+PROVIDERS ?= shm rudp efa tcp
 TARGET_DIR ?= target
 LIB_OUT ?= build/lib
 # The providers also built as DL providers (make dl): librf<name>-fi.so,

@@ -19,3 +19,5 @@ pub mod udp;
 pub mod wire;
 
 pub use provider::providers;
+/// The interface list, for the other IP providers (`tcp`).
+pub use sys::{interfaces, IfAddr};

@@ -9,3 +9,10 @@ pub mod conn;
 #[allow(dead_code)] // the epoll half serves the RDM device
 mod sys;
 pub mod tcp;
+pub mod msg;
+
+/// The provider table entries of this crate: `tcp`, with `FI_EP_MSG`
+/// endpoints (`msg`).
+pub fn providers() -> Vec<Box<dyn rfabric_core::provider::Provider>> {
+    vec![Box::new(msg::MsgProvider)]
+}

@@ -189,6 +189,23 @@ impl TcpConn {
     }
 }
 
+impl TcpConn {
+    /// A connection from `local`'s address (any port) to `to`, made without
+    /// a listener (an `FI_EP_MSG` endpoint's `fi_connect`); `to` is a
+    /// sockaddr of `local`'s family.
+    pub fn connect_from(local: &SocketAddr, to: &[u8], max_msg: usize) -> Result<TcpConn> {
+        let s = sys::connect_from(local, to)?;
+        let _ = s.set_nodelay(true);
+        Ok(TcpConn { s, connecting: true, tx: Vec::new(), tx_head: 0, rx: Vec::new(), rx_start: 0, rx_end: 0, consume: 0, max_msg })
+    }
+    pub fn local_addr(&self) -> Option<SocketAddr> {
+        self.s.local_addr().ok()
+    }
+    pub fn peer_addr(&self) -> Option<SocketAddr> {
+        self.s.peer_addr().ok()
+    }
+}
+
 impl Conn for TcpConn {
     fn send(&mut self, parts: &[&[u8]]) -> Result<()> {
         let len: usize = parts.iter().map(|p| p.len()).sum();
