@@ -633,6 +633,7 @@ impl Rx {
             src_addr: FI_ADDR_NOTAVAIL,
         };
         if r.olen > 0 {
+            rfabric_core::fi_dbg!(NAME, FI_LOG_EP_DATA, "receive of {} bytes truncated: {} more arrived", r.got, r.olen);
             cq.push_err(ErrCompletion { base, err: FI_ETRUNC, prov_errno: 0, olen: r.olen, err_data: Vec::new() });
         } else if r.completion || !self.selective {
             cq.push(base);
@@ -701,22 +702,51 @@ impl Rx {
     }
 }
 
+/// A send whose bytes were all handed to the connection, waiting for the
+/// socket to take the last of them.
+struct TxDone {
+    /// `Tx::handed` after its last segment.
+    end: u64,
+    context: usize,
+    flags: u64,
+    completion: bool,
+}
+
 #[derive(Default)]
 struct Tx {
     q: VecDeque<TxPend>,
+    /// Sends completed when the socket has taken all their bytes.
+    done: VecDeque<TxDone>,
+    /// Bytes handed to the connection so far (with its framing).
+    handed: u64,
     cq: Option<Arc<ProgressCq>>,
     selective: bool,
 }
 
 impl Tx {
-    fn complete(&self, t: &TxPend, err: i32) {
+    fn complete(&self, context: usize, flags: u64, completion: bool, err: i32) {
         let Some(cq) = &self.cq else { return };
-        let base = Completion { op_context: t.context, flags: FI_SEND | FI_MSG, src_addr: FI_ADDR_NOTAVAIL, ..Completion::default() };
+        let base = Completion { op_context: context, flags: FI_SEND | FI_MSG, src_addr: FI_ADDR_NOTAVAIL, ..Completion::default() };
         if err != 0 {
             cq.push_err(ErrCompletion { base, err, prov_errno: 0, olen: 0, err_data: Vec::new() });
-        } else if t.completion && (!self.selective || t.flags & FI_COMPLETION != 0) {
+        } else if completion && (!self.selective || flags & FI_COMPLETION != 0) {
             cq.push(base);
         }
+    }
+
+    /// Completes the sends whose bytes the socket took: a completion means
+    /// the data left this process (as upstream's tcp provider), so an
+    /// application that stops progressing after it loses nothing.
+    fn retire(&mut self, conn: &TcpConn) -> usize {
+        let written = self.handed - conn.queued() as u64;
+        let mut n = 0;
+        while self.done.front().is_some_and(|d| d.end <= written) {
+            if let Some(d) = self.done.pop_front() {
+                self.complete(d.context, d.flags, d.completion, 0);
+                n += 1;
+            }
+        }
+        n
     }
 
     /// Hands segments of queued sends to the connection while it holds
@@ -768,20 +798,24 @@ impl Tx {
             }
             conn.send(&parts[..np])?;
             t.sent += len;
+            self.handed += (crate::tcp::FRAME_HDR + HDR + len) as u64;
             done += 1;
             if flags & F_LAST != 0 {
                 if let Some(t) = self.q.pop_front() {
-                    self.complete(&t, 0);
+                    self.done.push_back(TxDone { end: self.handed, context: t.context, flags: t.flags, completion: t.completion });
                 }
                 force = false;
             }
         }
-        Ok(done)
+        Ok(done + self.retire(conn))
     }
 
     fn cancel_all(&mut self) {
+        while let Some(d) = self.done.pop_front() {
+            self.complete(d.context, d.flags, d.completion, FI_ECANCELED);
+        }
         while let Some(t) = self.q.pop_front() {
-            self.complete(&t, FI_ECANCELED);
+            self.complete(t.context, t.flags, t.completion, FI_ECANCELED);
         }
     }
 }
@@ -913,9 +947,15 @@ impl Shared {
     /// notices a peer that went away while nobody reads a CQ.
     fn watch(self: Arc<Self>, fd: RawFd) {
         while !self.stop.load(Ordering::Acquire) {
-            let phase = locked(&self.st).phase;
+            let (phase, waiting) = {
+                let st = locked(&self.st);
+                (st.phase, st.conn.as_ref().is_some_and(|c| c.queued() > 0))
+            };
             let ev = match phase {
                 Phase::Connecting => poll_fd(fd, libc::POLLIN | libc::POLLOUT | libc::POLLRDHUP, 10),
+                // Bytes the application handed on still leave while it
+                // progresses nothing.
+                Phase::Connected if waiting => poll_fd(fd, libc::POLLOUT | libc::POLLRDHUP, 10),
                 Phase::Connected => poll_fd(fd, libc::POLLRDHUP, 10),
                 _ => return,
             };
