@@ -1,11 +1,12 @@
 #!/bin/sh
 # Run the distribution's fi_pingpong (built against upstream libfabric)
 # unchanged on our library: an RDM pair over the shm provider (or, with
-# PROV=rudp, over rudp on loopback), message sends of every size (-S all),
-# with data verification (-c). The pair finds each other through a TCP
-# socket on loopback, on a random control port.
+# PROV=rudp, over rudp on loopback; with PROV=tcp, an FI_EP_MSG pair over
+# tcp on loopback: passive endpoint, fi_connect/fi_accept), message sends of
+# every size (-S all), with data verification (-c). The pair finds each
+# other through a TCP socket on loopback, on a random control port.
 #
-# Usage: [PROV=rudp] tests/clients/fi_pingpong.sh LIBDIR
+# Usage: [PROV=rudp|tcp] tests/clients/fi_pingpong.sh LIBDIR
 # Prints one line per case and "N passed, N failed"; exits non-zero on a
 # failure. Skips (exit 0) when fi_pingpong is not installed.
 # RF_CHECK=valgrind runs both sides under valgrind memcheck
@@ -51,6 +52,18 @@ run() {
 		fail=$((fail + 1))
 	fi
 }
+
+if [ "$prov" = tcp ]; then
+	# The later -e wins: FI_EP_MSG. -S all: 0 bytes to 6 MiB (messages of
+	# many 64 KiB segments from 64 KiB on).
+	export FI_TCP_IFACE=lo
+	run "tcp msg: all sizes, data check" FI_LOG_LEVEL=warn 40 -e msg -S all -c
+	run "tcp msg: 64 bytes, 1000 iterations, data check" FI_LOG_LEVEL=warn 1 -e msg -S 64 -I 1000 -c
+	run "tcp msg: 1 MiB, data check" FI_LOG_LEVEL=warn 1 -e msg -S 1048576 -I 20 -c
+	echo "$pass passed, $fail failed"
+	[ $fail -eq 0 ]
+	exit
+fi
 
 if [ "$prov" = rudp ]; then
 	# -S all: 0 bytes to 6 MiB: one packet, medium (several packets) and
