@@ -29,7 +29,7 @@ TARGET_DIR ?= target
 LIB_OUT ?= build/lib
 # The providers also built as DL providers (make dl): librf<name>-fi.so,
 # each from its own build (target/dl-<name>).
-DL_PROVIDERS ?= shm rudp
+DL_PROVIDERS ?= shm rudp tcp
 DL_OUT ?= build/dl
 
 .PHONY: all build lib link dl install check check-ompi check-rust check-symbols check-compat-c check-valgrind check-install check-shm fuzz clean check-valgrind-c fuzz-campaign fuzz-cmin check-asan-rust check-tsan-rust check-peer-death

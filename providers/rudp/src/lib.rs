@@ -14,10 +14,8 @@ pub mod objects;
 pub mod provider;
 pub mod settings;
 pub mod sockaddr;
-mod sys;
+pub mod sys;
 pub mod udp;
 pub mod wire;
 
 pub use provider::providers;
-/// The interface list, for the other IP providers (`tcp`).
-pub use sys::{interfaces, IfAddr};

@@ -1,18 +1,18 @@
-//! rfabric's `tcp` provider: RDM endpoints over TCP connections. The RDM
-//! layer is rudp's protocol engine on a device made of connections
-//! (`device::ConnDevice`) over a reliable connected transport (`conn`),
-//! here TCP (`tcp`). See `man/fi_tcp.7` and `docs/ARCHITECTURE.md`.
+//! rfabric's `tcp` provider: RDM endpoints over TCP connections, and
+//! `FI_EP_MSG` endpoints with connection management (`msg`). The RDM
+//! layer is rudp's protocol engine (`rfabric_rudp::engine`) on a device
+//! made of connections (`device::ConnDevice`) of a reliable connected
+//! transport (`conn`), here TCP (`tcp`). See `man/fi_tcp.7` and
+//! `docs/ARCHITECTURE.md`.
 
 #![deny(unsafe_op_in_unsafe_fn)]
 
 pub mod conn;
-#[allow(dead_code)] // the epoll half serves the RDM device
+pub mod device;
+pub mod msg;
+pub mod provider;
+pub mod settings;
 mod sys;
 pub mod tcp;
-pub mod msg;
 
-/// The provider table entries of this crate: `tcp`, with `FI_EP_MSG`
-/// endpoints (`msg`).
-pub fn providers() -> Vec<Box<dyn rfabric_core::provider::Provider>> {
-    vec![Box::new(msg::MsgProvider)]
-}
+pub use provider::providers;

@@ -30,10 +30,10 @@ use rfabric_core::objects::mr::{MrRegion, MrRegistry};
 use rfabric_core::objects::progress::{Progress, ProgressCntr, ProgressCq};
 use rfabric_core::objects::wait::Locked;
 use rfabric_core::provider::{
-    Bind, CompletionQueue, ConnReq, Counter, Domain, Endpoint, EqBinding, Fabric, Iov, MrReg, MrReq, PassiveEndpoint, Provider, Request, RxOp, TxOp,
+    Bind, CompletionQueue, ConnReq, Counter, Domain, Endpoint, EqBinding, Iov, MrReg, MrReq, PassiveEndpoint, Request, RxOp, TxOp,
 };
 use rfabric_rudp::sockaddr;
-use std::any::Any;
+use rfabric_rudp::sys::IfAddr;
 use std::collections::VecDeque;
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::os::fd::RawFd;
@@ -41,8 +41,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-pub const NAME: &str = "tcp";
-pub const VERSION: u32 = fi_version(FI_MAJOR_VERSION, FI_MINOR_VERSION);
+use crate::provider::{NAME, VERSION};
 
 /// Bytes of the header of every transport message.
 const HDR: usize = 16;
@@ -123,35 +122,14 @@ fn poll_fd(fd: RawFd, events: i16, ms: i32) -> i16 {
 
 // ---------------------------------------------------------------- offers
 
-fn define_params() {
-    static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| {
-        if !rfabric_core::params::is_defined(NAME, "iface") {
-            let _ = rfabric_core::params::define(NAME, "iface", rfabric_core::params::FI_PARAM_STRING, "Network interface (name, or address) endpoints bind to (default: every interface that is up, one domain each, non-loopback first)");
-        }
-    });
-}
-
 /// The interfaces offered: the one `FI_TCP_IFACE` names, else all that
-/// are up, non-loopback first.
-fn interfaces() -> Vec<rfabric_rudp::IfAddr> {
-    define_params();
-    let want = rfabric_core::params::get_str(NAME, "iface").ok().filter(|s| !s.is_empty());
-    let mut v: Vec<_> = rfabric_rudp::interfaces()
-        .into_iter()
-        .filter(|i| want.as_ref().map_or(true, |w| &i.name == w || i.addr.to_string() == *w))
-        .collect();
-    if v.is_empty() {
-        if let Some(w) = want {
-            rfabric_core::fi_info!(NAME, FI_LOG_CORE, "FI_TCP_IFACE={} names no interface that is up", w);
-        }
-    }
-    v.sort_by_key(|i| (i.loopback, i.addr.is_ipv6()));
-    v
+/// are up, non-loopback first (as for `FI_EP_RDM`).
+fn interfaces() -> Vec<IfAddr> {
+    rfabric_rudp::provider::interfaces_named(crate::settings::Settings::read().iface, NAME, "FI_TCP_IFACE")
 }
 
 /// The `FI_EP_MSG` offer for one interface address.
-pub fn offer(ifa: &rfabric_rudp::IfAddr) -> Info {
+pub fn offer(ifa: &IfAddr) -> Info {
     let order = FI_ORDER_SAS | FI_ORDER_RAW | FI_ORDER_WAW | FI_ORDER_WAR | FI_ORDER_RAR;
     let tx = fi_tx_attr {
         caps: FI_MSG | FI_SEND,
@@ -267,41 +245,11 @@ pub fn resolve(mut offer: Info, req: &Request<'_>) -> Result<Info> {
     Ok(offer)
 }
 
-/// The `tcp` entry while it offers `FI_EP_MSG` only.
-pub struct MsgProvider;
-
-impl Provider for MsgProvider {
-    fn name(&self) -> &'static str {
-        NAME
-    }
-    fn version(&self) -> u32 {
-        VERSION
-    }
-    fn offers(&self) -> Vec<Info> {
-        offers()
-    }
-    fn resolve(&self, offer: Info, req: &Request<'_>) -> Result<Info> {
-        resolve(offer, req)
-    }
-    fn fabric(&self, _attr: &FabricAttr) -> Result<Box<dyn Fabric>> {
-        Ok(Box::new(MsgFabric))
-    }
-}
-
 // ---------------------------------------------------------------- fabric, domain
 
-pub struct MsgFabric;
-
-impl Fabric for MsgFabric {
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
-    unsafe fn domain(&self, info: &Info) -> Result<Box<dyn Domain>> {
-        Ok(Box::new(MsgDomain::new(info)?))
-    }
-    fn passive_ep(&self, info: &Info) -> Result<Box<dyn PassiveEndpoint>> {
-        Ok(Box::new(MsgPep::open(info)?))
-    }
+/// `fi_passive_ep` of the tcp fabric.
+pub fn passive_ep(info: &Info) -> Result<Box<dyn PassiveEndpoint>> {
+    Ok(Box::new(MsgPep::open(info)?))
 }
 
 /// The local address of an info: its `src_addr`, else its domain's
@@ -406,7 +354,7 @@ impl MsgPep {
 fn listen_loop(mut t: TcpTransport, info: Info, eq: EqBinding, stop: Arc<AtomicBool>) {
     let mut pending: Vec<(TcpConn, Instant)> = Vec::new();
     while !stop.load(Ordering::Acquire) {
-        crate::sys::wait_readable(t.fd(), if pending.is_empty() { 20 } else { 1 });
+        poll_fd(t.fd(), libc::POLLIN, if pending.is_empty() { 20 } else { 1 });
         loop {
             match t.accept() {
                 Ok(Some(c)) => pending.push((c, Instant::now())),

@@ -66,13 +66,6 @@ pub fn writable(fd: RawFd) -> bool {
     n > 0 && p.revents != 0
 }
 
-/// Waits up to `ms` milliseconds for `fd` to turn readable.
-pub fn wait_readable(fd: RawFd, ms: i32) {
-    let mut p = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
-    // SAFETY: one pollfd on the stack, valid for the call.
-    unsafe { libc::poll(&mut p, 1, ms) };
-}
-
 /// An epoll instance: level-triggered readability of registered
 /// descriptors, each with a key.
 pub struct Epoll {
