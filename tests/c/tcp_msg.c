@@ -14,6 +14,10 @@
  *   messages: 0 B .. 8 MiB both ways, data checked; several iovs;
  *   receives posted after the data arrived; fi_senddata (FI_REMOTE_CQ_DATA);
  *   fi_inject; truncation (FI_ETRUNC and olen);
+ *   RMA (FI_MR_VIRT_ADDR | FI_MR_PROV_KEY): fi_write and fi_read of 1 B ..
+ *   1 MiB read back, fi_writedata (FI_REMOTE_CQ_DATA at the target),
+ *   fi_inject_write, a bad key (FI_EKEYREJECTED), beyond the region
+ *   (FI_EINVAL), without remote-read access (FI_EACCES);
  *   bad input: fi_listen / fi_connect / fi_accept without an EQ
  *   (-FI_ENOEQ), fi_listen twice, fi_connect twice (-FI_EOPBADSTATE),
  *   fi_connect with a NULL address or NULL param and a length (-FI_EINVAL),
@@ -34,6 +38,7 @@
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_eq.h>
 #include <rdma/fi_errno.h>
+#include <rdma/fi_rma.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -314,6 +319,105 @@ static void messages(struct side *c, struct side *s)
 	CHECK(wait_cq(c->cq, &ce, &err) == 1 && ce.op_context == big, "send of the truncated message completes");
 }
 
+
+/* The next completion of the initiator `a`, reading the target `b`'s queue
+ * too (its reads progress it: it serves the RMA); anything that arrives on
+ * b's queue goes to *bc (count in *nb). */
+static ssize_t wait_rma(struct side *a, struct side *b, struct fi_cq_data_entry *c, struct fi_cq_err_entry *err,
+			struct fi_cq_data_entry *bc, int *nb)
+{
+	for (long i = 0; i < 100000000L; i++) {
+		ssize_t r = fi_cq_read(a->cq, c, 1);
+		if (r == -FI_EAVAIL) {
+			memset(err, 0, sizeof *err);
+			r = fi_cq_readerr(a->cq, err, 0);
+			return r < 0 ? r : -(ssize_t)err->err;
+		}
+		if (r != -FI_EAGAIN)
+			return r;
+		struct fi_cq_data_entry t;
+		if (fi_cq_read(b->cq, &t, 1) == 1) {
+			if (bc)
+				*bc = t;
+			if (nb)
+				++*nb;
+		}
+	}
+	return -FI_ETIMEDOUT;
+}
+
+static void rma(struct side *c, struct side *s)
+{
+	size_t tlen = 2 << 20;
+	char *tb = calloc(1, tlen), *lb = malloc(tlen), *back = malloc(tlen);
+	struct fid_mr *mr, *ro;
+	MUST(fi_mr_reg(domain, tb, tlen, FI_REMOTE_WRITE | FI_REMOTE_READ, 0, 0, 0, &mr, NULL));
+	MUST(fi_mr_reg(domain, tb, 4096, FI_REMOTE_WRITE, 0, 0, 0, &ro, NULL));
+	uint64_t key = fi_mr_key(mr), base = (uint64_t)(uintptr_t)tb;
+	struct fi_cq_data_entry ce, tc;
+	struct fi_cq_err_entry err;
+	int nb = 0;
+	ssize_t r;
+	static const size_t sizes[] = { 1, 100, 65536, 65537, 200000, 1 << 20 };
+	unsigned seed = 100;
+	for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++, seed++) {
+		size_t n = sizes[i], off = 4096 + 13 * i;
+		fill(lb, n, seed);
+		MUST(fi_write(c->ep, lb, n, NULL, 0, base + off, key, lb));
+		r = wait_rma(c, s, &ce, &err, NULL, &nb);
+		CHECK(r == 1 && ce.op_context == lb && ce.flags == (FI_RMA | FI_WRITE), "fi_write %zu: %zd flags %#llx", n, r, (unsigned long long)ce.flags);
+		CHECK(same(tb + off, n, seed), "written data, %zu bytes", n);
+		memset(back, 0, n);
+		MUST(fi_read(c->ep, back, n, NULL, 0, base + off, key, back));
+		r = wait_rma(c, s, &ce, &err, NULL, &nb);
+		CHECK(r == 1 && ce.op_context == back && ce.flags == (FI_RMA | FI_READ), "fi_read %zu: %zd", n, r);
+		CHECK(same(back, n, seed), "read data, %zu bytes", n);
+	}
+	CHECK(nb == 0, "nothing at the target for plain writes and reads (%d)", nb);
+
+	/* Remote CQ data: a completion at the target. */
+	fill(lb, 64, 7);
+	MUST(fi_writedata(c->ep, lb, 64, NULL, 0xabcdef, 0, base, key, lb));
+	r = wait_rma(c, s, &ce, &err, &tc, &nb);
+	CHECK(r == 1 && ce.op_context == lb, "fi_writedata completes: %zd", r);
+	for (int i = 0; i < 1000 && nb == 0; i++)
+		if (fi_cq_read(s->cq, &tc, 1) == 1)
+			nb++;
+	CHECK(nb == 1 && tc.data == 0xabcdef && (tc.flags & FI_REMOTE_CQ_DATA) && (tc.flags & FI_REMOTE_WRITE), "target completion: n %d data %#llx flags %#llx", nb,
+	      (unsigned long long)tc.data, (unsigned long long)tc.flags);
+	CHECK(same(tb, 64, 7), "writedata data");
+
+	/* Inject: no completion; read it back. */
+	char inj[32];
+	fill(inj, sizeof inj, 9);
+	MUST(fi_inject_write(c->ep, inj, sizeof inj, 0, base + 100, key));
+	memset(inj, 0, sizeof inj);
+	MUST(fi_read(c->ep, back, 32, NULL, 0, base + 100, key, back));
+	r = wait_rma(c, s, &ce, &err, NULL, NULL);
+	CHECK(r == 1 && ce.op_context == back && same(back, 32, 9), "inject_write then read: %zd", r);
+
+	/* Refused at the target: the initiator gets the error. */
+	MUST(fi_write(c->ep, lb, 8, NULL, 0, base, key + 1000, lb));
+	r = wait_rma(c, s, &ce, &err, NULL, NULL);
+	CHECK(r == -FI_EKEYREJECTED && err.op_context == lb, "bad key: %zd", r);
+	MUST(fi_read(c->ep, back, 64, NULL, 0, base + tlen - 32, key, back));
+	r = wait_rma(c, s, &ce, &err, NULL, NULL);
+	CHECK(r == -FI_EINVAL && err.op_context == back, "read beyond the region: %zd", r);
+	MUST(fi_read(c->ep, back, 8, NULL, 0, base, fi_mr_key(ro), back));
+	r = wait_rma(c, s, &ce, &err, NULL, NULL);
+	CHECK(r == -FI_EACCES, "read without FI_REMOTE_READ: %zd", r);
+	/* The connection still works. */
+	MUST(fi_write(c->ep, lb, 8, NULL, 0, base, key, lb));
+	r = wait_rma(c, s, &ce, &err, NULL, NULL);
+	CHECK(r == 1, "a write after the errors: %zd", r);
+
+	MUST(fi_close(&ro->fid));
+	MUST(fi_close(&mr->fid));
+	free(tb);
+	free(lb);
+	free(back);
+}
+
 int main(void)
 {
 	struct fi_info *hints = fi_allocinfo();
@@ -321,6 +425,8 @@ int main(void)
 	hints->caps = FI_MSG;
 	hints->fabric_attr->prov_name = strdup("tcp");
 	hints->addr_format = FI_SOCKADDR_IN;
+	hints->caps = FI_MSG | FI_RMA;
+	hints->domain_attr->mr_mode = FI_MR_VIRT_ADDR | FI_MR_PROV_KEY;
 	MUST(fi_getinfo(FI_VERSION(1, 18), "127.0.0.1", NULL, FI_SOURCE, hints, &info));
 	fi_freeinfo(hints);
 	MUST(fi_fabric(info->fabric_attr, &fabric, NULL));
@@ -386,6 +492,7 @@ int main(void)
 	CHECK(peer.sin_port == me.sin_port, "server's peer is the client");
 
 	messages(&c, &s);
+	rma(&c, &s);
 
 	/* ---- shutdown: the peer sees FI_SHUTDOWN, its receive is cancelled */
 	char rb[16];

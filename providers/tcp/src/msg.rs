@@ -30,7 +30,7 @@ use rfabric_core::objects::mr::{MrRegion, MrRegistry};
 use rfabric_core::objects::progress::{Progress, ProgressCntr, ProgressCq};
 use rfabric_core::objects::wait::Locked;
 use rfabric_core::provider::{
-    Bind, CompletionQueue, ConnReq, Counter, Domain, Endpoint, EqBinding, Iov, MrReg, MrReq, PassiveEndpoint, Request, RxOp, TxOp,
+    Bind, CompletionQueue, ConnReq, Counter, Domain, Endpoint, EqBinding, Iov, MrReg, MrReq, PassiveEndpoint, Request, RmaOp, RxOp, TxOp,
 };
 use rfabric_rudp::sockaddr;
 use rfabric_rudp::sys::IfAddr;
@@ -66,13 +66,26 @@ const K_REQ: u8 = 1;
 const K_ACCEPT: u8 = 2;
 const K_REJECT: u8 = 3;
 const K_DATA: u8 = 4;
+/// RMA write segments: the header, then the target address and key.
+const K_WRITE: u8 = 5;
+/// The target's answer to a whole write: status in `data`.
+const K_WACK: u8 = 6;
+/// RMA read request: the header, then address, key and length.
+const K_READ: u8 = 7;
+/// Read response segments (first/last); an error is one last segment with
+/// the status in `data`.
+const K_RRESP: u8 = 8;
+/// Bytes after the header of a write segment and of a read request.
+const RMA_HDR: usize = 16;
+/// The largest transport message: a write segment.
+const WIRE_MAX: usize = HDR + RMA_HDR + SEG;
 const F_FIRST: u8 = 1;
 const F_LAST: u8 = 2;
 const F_CQDATA: u8 = 4;
 /// The version of this wire format, in the request header.
 const WIRE_VERSION: u8 = 1;
 
-const CAPS: u64 = FI_MSG | FI_SEND | FI_RECV | FI_LOCAL_COMM | FI_REMOTE_COMM;
+const CAPS: u64 = FI_MSG | FI_RMA | FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE | FI_LOCAL_COMM | FI_REMOTE_COMM;
 
 fn locked<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
@@ -132,15 +145,16 @@ fn interfaces() -> Vec<IfAddr> {
 pub fn offer(ifa: &IfAddr) -> Info {
     let order = FI_ORDER_SAS | FI_ORDER_RAW | FI_ORDER_WAW | FI_ORDER_WAR | FI_ORDER_RAR;
     let tx = fi_tx_attr {
-        caps: FI_MSG | FI_SEND,
+        caps: FI_MSG | FI_RMA | FI_SEND | FI_READ | FI_WRITE,
+        rma_iov_limit: 1,
         msg_order: order,
-        comp_order: FI_ORDER_STRICT,
+        comp_order: FI_ORDER_NONE,
         inject_size: INJECT_SIZE,
         size: QUEUE_SIZE,
         iov_limit: IOV_MAX,
         ..fi_tx_attr::default()
     };
-    let rx = fi_rx_attr { caps: FI_MSG | FI_RECV, msg_order: order, comp_order: FI_ORDER_STRICT, size: QUEUE_SIZE, iov_limit: IOV_MAX, ..fi_rx_attr::default() };
+    let rx = fi_rx_attr { caps: FI_MSG | FI_RMA | FI_RECV | FI_REMOTE_READ | FI_REMOTE_WRITE, msg_order: order, comp_order: FI_ORDER_NONE, size: QUEUE_SIZE, iov_limit: IOV_MAX, ..fi_rx_attr::default() };
     let v6 = ifa.addr.is_ipv6();
     Info {
         caps: CAPS,
@@ -225,6 +239,18 @@ pub fn resolve(mut offer: Info, req: &Request<'_>) -> Result<Info> {
             offer.dest_addr = Some(dst.to_vec());
         }
     }
+    if req.version >= fi_version(1, 5) {
+        // The registration modes asked for that this provider can follow.
+        let asked = req.hints.and_then(|h| h.domain_attr.as_ref()).map_or(0, |d| d.mr_mode);
+        let keep = (FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_PROV_KEY | FI_MR_ALLOCATED) as i32;
+        if let Some(d) = offer.domain_attr.as_mut() {
+            if asked == FI_MR_BASIC as i32 {
+                d.mr_mode = asked;
+            } else if asked != FI_MR_SCALABLE as i32 {
+                d.mr_mode |= asked & keep;
+            }
+        }
+    }
     let port = parse_port(req.service)?;
     if req.flags & FI_SOURCE != 0 || req.node.is_none() {
         if let Some(node) = req.node {
@@ -272,7 +298,8 @@ fn local_of(info: &Info) -> Result<SocketAddr> {
 
 pub struct MsgDomain {
     ip: IpAddr,
-    mr: Locked<MrRegistry>,
+    /// Shared with the endpoints, which check incoming RMA against it.
+    mr: Arc<Locked<MrRegistry>>,
 }
 
 impl MsgDomain {
@@ -280,7 +307,7 @@ impl MsgDomain {
         let d = info.domain_attr.as_ref();
         let mode = rfabric_core::getinfo::mr_mode_bits(d.map_or(0, |d| d.mr_mode), fi_version(1, 5));
         let key_size = d.map_or(8, |d| if d.mr_key_size == 0 { 8 } else { d.mr_key_size });
-        Ok(MsgDomain { ip: local_of(info)?.ip(), mr: Locked::new(MrRegistry::new(mode, key_size)?) })
+        Ok(MsgDomain { ip: local_of(info)?.ip(), mr: Arc::new(Locked::new(MrRegistry::new(mode, key_size)?)) })
     }
 }
 
@@ -289,14 +316,14 @@ impl Domain for MsgDomain {
         if info.ep_type() != FI_EP_MSG {
             return Err(EINVAL);
         }
-        Ok(Box::new(MsgEp::new(info, self.ip, None)))
+        Ok(Box::new(MsgEp::new(info, self.ip, self.mr.clone(), None)))
     }
     fn accept_endpoint(&self, info: &Info, req: ConnReq) -> Result<Box<dyn Endpoint>> {
         let req = req.downcast::<MsgReq>().map_err(|_| {
             rfabric_core::fi_warn!(NAME, FI_LOG_EP_CTRL, "fi_endpoint: the connection request is not one of this provider");
             EINVAL
         })?;
-        Ok(Box::new(MsgEp::new(info, self.ip, Some(*req))))
+        Ok(Box::new(MsgEp::new(info, self.ip, self.mr.clone(), Some(*req))))
     }
     fn cq_open(&self, attr: &CqAttr) -> Result<Arc<dyn CompletionQueue>> {
         Ok(Arc::new(ProgressCq::new(attr)?))
@@ -341,7 +368,7 @@ pub struct MsgPep {
 impl MsgPep {
     fn open(info: &Info) -> Result<MsgPep> {
         let bind = local_of(info)?;
-        let t = TcpTransport::bind(bind, SEG + HDR).inspect_err(|e| {
+        let t = TcpTransport::bind(bind, WIRE_MAX).inspect_err(|e| {
             rfabric_core::fi_warn!(NAME, FI_LOG_EP_CTRL, "fi_passive_ep: cannot listen on {}: {}", bind, e);
         })?;
         let local = t.local_addr();
@@ -447,7 +474,7 @@ impl PassiveEndpoint for MsgPep {
             return Err(Error(FI_EOPBADSTATE));
         }
         let a = sockaddr::from_bytes_any(addr).ok_or(EINVAL)?;
-        let t = TcpTransport::bind(a, SEG + HDR)?;
+        let t = TcpTransport::bind(a, WIRE_MAX)?;
         st.local = t.local_addr();
         st.transport = Some(t);
         Ok(())
@@ -488,6 +515,21 @@ fn getopt(level: i32, name: i32, buf: &mut [u8]) -> Result<usize> {
 
 // ---------------------------------------------------------------- endpoint
 
+/// Address and key after the header of a write segment or read request.
+fn rma_at(m: &[u8]) -> Result<(u64, u64)> {
+    let b = m.get(HDR..HDR + RMA_HDR).ok_or(Error(FI_EIO))?;
+    let word = |i: usize| b[i..i + 8].try_into().map(u64::from_le_bytes).map_err(|_| Error(FI_EIO));
+    Ok((word(0)?, word(8)?))
+}
+
+/// Where `len` bytes at `addr` under `key` are in this process, if the
+/// domain's registration allows `access`.
+fn target(mr: &Locked<MrRegistry>, key: u64, addr: u64, len: usize, access: u64) -> Result<usize> {
+    let reg = mr.lock();
+    let off = reg.verify(key, addr, len, access)?;
+    Ok(reg.get(key).map_or(0, |r| r.base) + off)
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Phase {
     /// Opened, not connecting.
@@ -502,6 +544,10 @@ enum Phase {
 }
 
 struct TxPend {
+    /// `K_DATA`, `K_WRITE` or `K_READ`.
+    kind: u8,
+    /// The remote buffer of an RMA operation: address and key.
+    rma: (u64, u64),
     iov: [Iov; IOV_MAX],
     n: usize,
     /// An inject's bytes, copied when they could not go at once.
@@ -660,9 +706,23 @@ struct TxDone {
     completion: bool,
 }
 
+/// An RMA operation sent, waiting for the target's answer (answers come in
+/// the order of the requests: one connection, served in order).
+struct RmaWait {
+    read: bool,
+    iov: [Iov; IOV_MAX],
+    n: usize,
+    got: usize,
+    context: usize,
+    flags: u64,
+    completion: bool,
+}
+
 #[derive(Default)]
 struct Tx {
     q: VecDeque<TxPend>,
+    /// RMA operations waiting for the target.
+    rma: VecDeque<RmaWait>,
     /// Sends completed when the socket has taken all their bytes.
     done: VecDeque<TxDone>,
     /// Bytes handed to the connection so far (with its framing).
@@ -673,8 +733,12 @@ struct Tx {
 
 impl Tx {
     fn complete(&self, context: usize, flags: u64, completion: bool, err: i32) {
+        self.complete_as(FI_SEND | FI_MSG, context, flags, completion, err)
+    }
+
+    fn complete_as(&self, what: u64, context: usize, flags: u64, completion: bool, err: i32) {
         let Some(cq) = &self.cq else { return };
-        let base = Completion { op_context: context, flags: FI_SEND | FI_MSG, src_addr: FI_ADDR_NOTAVAIL, ..Completion::default() };
+        let base = Completion { op_context: context, flags: what, src_addr: FI_ADDR_NOTAVAIL, ..Completion::default() };
         if err != 0 {
             cq.push_err(ErrCompletion { base, err, prov_errno: 0, olen: 0, err_data: Vec::new() });
         } else if completion && (!self.selective || flags & FI_COMPLETION != 0) {
@@ -706,6 +770,19 @@ impl Tx {
             if conn.queued() >= TX_HIGH && !force {
                 break;
             }
+            if t.kind == K_READ {
+                let mut req = [0u8; RMA_HDR + 8];
+                req[..8].copy_from_slice(&t.rma.0.to_le_bytes());
+                req[8..16].copy_from_slice(&t.rma.1.to_le_bytes());
+                req[16..24].copy_from_slice(&(t.total as u64).to_le_bytes());
+                conn.send(&[&hdr(K_READ, F_FIRST | F_LAST, 0), &req])?;
+                self.handed += (crate::tcp::FRAME_HDR + HDR + req.len()) as u64;
+                if let Some(t) = self.q.pop_front() {
+                    self.rma.push_back(RmaWait { read: true, iov: t.iov, n: t.n, got: 0, context: t.context, flags: t.flags, completion: t.completion });
+                }
+                done += 1;
+                continue;
+            }
             let len = (t.total - t.sent).min(SEG);
             let mut flags = 0;
             if t.sent == 0 {
@@ -717,13 +794,20 @@ impl Tx {
             if t.flags & FI_REMOTE_CQ_DATA != 0 {
                 flags |= F_CQDATA;
             }
-            let h = hdr(K_DATA, flags, t.data);
-            let mut parts: [&[u8]; IOV_MAX + 1] = [&[]; IOV_MAX + 1];
+            let h = hdr(t.kind, flags, t.data);
+            let mut at = [0u8; RMA_HDR];
+            at[..8].copy_from_slice(&(t.rma.0.wrapping_add(t.sent as u64)).to_le_bytes());
+            at[8..].copy_from_slice(&t.rma.1.to_le_bytes());
+            let mut parts: [&[u8]; IOV_MAX + 2] = [&[]; IOV_MAX + 2];
             parts[0] = &h;
             let mut np = 1;
-            if let Some(o) = &t.owned {
-                parts[1] = &o[t.sent..t.sent + len];
+            if t.kind == K_WRITE {
+                parts[1] = &at;
                 np = 2;
+            }
+            if let Some(o) = &t.owned {
+                parts[np] = &o[t.sent..t.sent + len];
+                np += 1;
             } else {
                 let (mut skip, mut want) = (t.sent, len);
                 for v in &t.iov[..t.n] {
@@ -746,11 +830,15 @@ impl Tx {
             }
             conn.send(&parts[..np])?;
             t.sent += len;
-            self.handed += (crate::tcp::FRAME_HDR + HDR + len) as u64;
+            self.handed += (crate::tcp::FRAME_HDR + HDR + if t.kind == K_WRITE { RMA_HDR } else { 0 } + len) as u64;
             done += 1;
             if flags & F_LAST != 0 {
                 if let Some(t) = self.q.pop_front() {
-                    self.done.push_back(TxDone { end: self.handed, context: t.context, flags: t.flags, completion: t.completion });
+                    if t.kind == K_WRITE {
+                        self.rma.push_back(RmaWait { read: false, iov: t.iov, n: 0, got: 0, context: t.context, flags: t.flags, completion: t.completion });
+                    } else {
+                        self.done.push_back(TxDone { end: self.handed, context: t.context, flags: t.flags, completion: t.completion });
+                    }
                 }
                 force = false;
             }
@@ -758,7 +846,23 @@ impl Tx {
         Ok(done + self.retire(conn))
     }
 
+    /// One message of the endpoint's own (answers to the peer's RMA),
+    /// counted with the rest.
+    fn raw(&mut self, conn: &mut TcpConn, parts: &[&[u8]]) -> Result<()> {
+        conn.send(parts)?;
+        self.handed += (crate::tcp::FRAME_HDR + parts.iter().map(|p| p.len()).sum::<usize>()) as u64;
+        Ok(())
+    }
+
+    fn complete_rma(&self, w: &RmaWait, err: i32) {
+        let what = if w.read { FI_RMA | FI_READ } else { FI_RMA | FI_WRITE };
+        self.complete_as(what, w.context, w.flags, w.completion, err);
+    }
+
     fn cancel_all(&mut self) {
+        while let Some(w) = self.rma.pop_front() {
+            self.complete_rma(&w, FI_ECANCELED);
+        }
         while let Some(d) = self.done.pop_front() {
             self.complete(d.context, d.flags, d.completion, FI_ECANCELED);
         }
@@ -777,6 +881,10 @@ struct EpState {
     tx: Tx,
     rx: Rx,
     local_ip: IpAddr,
+    /// The domain's registrations, which incoming RMA must name.
+    mr: Arc<Locked<MrRegistry>>,
+    /// The first error of the incoming write under way (0: none).
+    w_err: i32,
     v6: bool,
     tx_size: usize,
     rx_size: usize,
@@ -848,13 +956,89 @@ impl EpState {
                 }
                 let Some(m) = conn.recv()? else { break };
                 let (kind, flags, data) = parse_hdr(m).ok_or(Error(FI_EIO))?;
-                if kind != K_DATA {
-                    return Err(Error(FI_EIO));
-                }
-                // SAFETY: posted receive buffers stay writable until they
-                // complete (the contract of Endpoint::recv).
-                unsafe { self.rx.segment(flags, data, &m[HDR..])? };
                 n += 1;
+                match kind {
+                    // SAFETY: posted receive buffers stay writable until
+                    // they complete (the contract of Endpoint::recv).
+                    K_DATA => unsafe { self.rx.segment(flags, data, &m[HDR..])? },
+                    K_WRITE => {
+                        let (addr, key) = rma_at(m)?;
+                        let p = &m[HDR + RMA_HDR..];
+                        if self.w_err == 0 {
+                            match target(&self.mr, key, addr, p.len(), FI_REMOTE_WRITE) {
+                                // SAFETY: `to` starts a registered region of
+                                // at least p.len() bytes (checked), writable
+                                // remotely (FI_REMOTE_WRITE): the application
+                                // keeps it until fi_close of its MR.
+                                Ok(to) => unsafe { std::ptr::copy_nonoverlapping(p.as_ptr(), to as *mut u8, p.len()) },
+                                Err(e) => self.w_err = e.0,
+                            }
+                        }
+                        if flags & F_LAST != 0 {
+                            let err = std::mem::take(&mut self.w_err);
+                            if err == 0 && flags & F_CQDATA != 0 {
+                                if let Some(cq) = &self.rx.cq {
+                                    let flags = FI_RMA | FI_REMOTE_WRITE | FI_REMOTE_CQ_DATA;
+                                    cq.push(Completion { flags, data, src_addr: FI_ADDR_NOTAVAIL, ..Completion::default() });
+                                }
+                            }
+                            if err != 0 {
+                                rfabric_core::fi_info!(NAME, FI_LOG_EP_DATA, "refused an RMA write: {}", Error(err));
+                            }
+                            self.tx.raw(conn, &[&hdr(K_WACK, F_FIRST | F_LAST, err as u64)])?;
+                        }
+                    }
+                    K_READ => {
+                        let (addr, key) = rma_at(m)?;
+                        let len = m.get(HDR + RMA_HDR..HDR + RMA_HDR + 8).and_then(|b| b.try_into().ok()).map(u64::from_le_bytes).ok_or(Error(FI_EIO))?;
+                        let len = usize::try_from(len).map_err(|_| Error(FI_EIO))?;
+                        match target(&self.mr, key, addr, len, FI_REMOTE_READ) {
+                            Ok(from) => {
+                                let mut off = 0;
+                                loop {
+                                    let k = (len - off).min(SEG);
+                                    let mut f = if off == 0 { F_FIRST } else { 0 };
+                                    if off + k == len {
+                                        f |= F_LAST;
+                                    }
+                                    // SAFETY: `from` starts a registered
+                                    // region of at least len bytes (checked),
+                                    // remotely readable; off + k <= len.
+                                    let b = unsafe { std::slice::from_raw_parts((from + off) as *const u8, k) };
+                                    self.tx.raw(conn, &[&hdr(K_RRESP, f, 0), b])?;
+                                    off += k;
+                                    if off == len {
+                                        break;
+                                    }
+                                }
+                            }
+                            Err(e) => {
+                                rfabric_core::fi_info!(NAME, FI_LOG_EP_DATA, "refused an RMA read: {}", e);
+                                self.tx.raw(conn, &[&hdr(K_RRESP, F_FIRST | F_LAST, e.0 as u64)])?;
+                            }
+                        }
+                    }
+                    K_WACK => {
+                        let w = self.tx.rma.pop_front().filter(|w| !w.read).ok_or(Error(FI_EIO))?;
+                        self.tx.complete_rma(&w, data as i32);
+                    }
+                    K_RRESP => {
+                        let w = self.tx.rma.front_mut().filter(|w| w.read).ok_or(Error(FI_EIO))?;
+                        let p = &m[HDR..];
+                        let mut rp = RxPend { iov: w.iov, n: w.n, context: 0, completion: false, got: w.got, olen: 0, data: None };
+                        // SAFETY: a read's local buffers stay writable until
+                        // it completes (the contract of Endpoint::rma_read).
+                        unsafe { rp.absorb(p) };
+                        w.got = rp.got;
+                        if flags & F_LAST != 0 {
+                            if let Some(w) = self.tx.rma.pop_front() {
+                                let err = if data != 0 { data as i32 } else if rp.olen > 0 { FI_EIO } else { 0 };
+                                self.tx.complete_rma(&w, err);
+                            }
+                        }
+                    }
+                    _ => return Err(Error(FI_EIO)),
+                }
             }
             Ok(n)
         })();
@@ -928,7 +1112,7 @@ pub struct MsgEp {
 }
 
 impl MsgEp {
-    fn new(info: &Info, local_ip: IpAddr, req: Option<MsgReq>) -> MsgEp {
+    fn new(info: &Info, local_ip: IpAddr, mr: Arc<Locked<MrRegistry>>, req: Option<MsgReq>) -> MsgEp {
         let phase = if req.is_some() { Phase::AcceptPending } else { Phase::Idle };
         let st = EpState {
             phase,
@@ -938,6 +1122,8 @@ impl MsgEp {
             tx: Tx { q: VecDeque::with_capacity(QUEUE_SIZE), ..Tx::default() },
             rx: Rx { posted: VecDeque::with_capacity(QUEUE_SIZE), ..Rx::default() },
             local_ip,
+            mr,
+            w_err: 0,
             v6: info.addr_format == FI_SOCKADDR_IN6,
             tx_size: info.tx_attr.map_or(QUEUE_SIZE, |t| if t.size == 0 { QUEUE_SIZE } else { t.size }),
             rx_size: info.rx_attr.map_or(QUEUE_SIZE, |r| if r.size == 0 { QUEUE_SIZE } else { r.size }),
@@ -954,6 +1140,58 @@ impl MsgEp {
         if let Ok(h) = std::thread::Builder::new().name("tcp-msg-cm".into()).spawn(move || sh.watch(fd)) {
             *locked(&self.thread) = Some(h);
         }
+    }
+
+    /// `fi_write*` (`K_WRITE`) and `fi_read*` (`K_READ`).
+    ///
+    /// # Safety
+    /// The local buffers stay readable (write) or writable (read) until the
+    /// operation completes; an inject's until the call returns.
+    unsafe fn rma(&self, op: &RmaOp<'_>, kind: u8) -> Result<()> {
+        let mut st = self.st();
+        if st.phase != Phase::Connected {
+            return Err(if st.phase == Phase::Down { Error(FI_ENOTCONN) } else { Error(FI_EOPBADSTATE) });
+        }
+        if op.iov.len() > IOV_MAX || op.rma.len() != 1 {
+            return Err(EINVAL);
+        }
+        let total: usize = op.iov.iter().map(|v| v.len).sum();
+        if total > MAX_MSG || total != op.rma[0].len {
+            return Err(if total > MAX_MSG { Error(FI_EMSGSIZE) } else { EINVAL });
+        }
+        let inject = op.flags & FI_INJECT != 0 || op.no_completion;
+        if inject && (kind == K_READ || total > INJECT_SIZE) {
+            return Err(EINVAL);
+        }
+        if st.tx.q.len() + st.tx.rma.len() >= st.tx_size {
+            st.pump();
+            if st.tx.q.len() + st.tx.rma.len() >= st.tx_size {
+                return Err(Error(FI_EAGAIN));
+            }
+        }
+        let mut iov = [Iov::default(); IOV_MAX];
+        iov[..op.iov.len()].copy_from_slice(op.iov);
+        let flags = op.flags & !if kind == K_READ { FI_REMOTE_CQ_DATA } else { 0 };
+        let mut t = TxPend { kind, rma: (op.rma[0].addr, op.rma[0].key), iov, n: op.iov.len(), owned: None, total, sent: 0, context: op.context, flags, data: op.data, completion: !op.no_completion };
+        if inject {
+            let mut o = Vec::with_capacity(total);
+            for v in op.iov {
+                // SAFETY: an inject's buffers are readable during the call.
+                o.extend_from_slice(unsafe { std::slice::from_raw_parts(v.base as *const u8, v.len) });
+            }
+            t.owned = Some(o);
+        }
+        st.tx.q.push_back(t);
+        let EpState { tx, conn, .. } = &mut *st;
+        let r = match conn.as_mut() {
+            Some(c) => tx.pump(c, false),
+            None => Ok(0),
+        };
+        if let Err(e) = r {
+            rfabric_core::fi_info!(NAME, FI_LOG_EP_DATA, "connection broken: {}", e);
+            st.down(true);
+        }
+        Ok(())
     }
 
     fn need_eq(st: &EpState, call: &str) -> Result<()> {
@@ -1040,7 +1278,7 @@ impl Endpoint for MsgEp {
             }
         };
         let local = SocketAddr::new(st.local_ip, 0);
-        let mut conn = TcpConn::connect_from(&local, &sockaddr::to_bytes(&to), SEG + HDR)?;
+        let mut conn = TcpConn::connect_from(&local, &sockaddr::to_bytes(&to), WIRE_MAX)?;
         conn.send(&[&hdr(K_REQ, WIRE_VERSION, 0), cm_data(data, "fi_connect")])?;
         let fd = conn.fd();
         st.conn = Some(conn);
@@ -1117,7 +1355,7 @@ impl Endpoint for MsgEp {
         }
         let mut iov = [Iov::default(); IOV_MAX];
         iov[..op.iov.len()].copy_from_slice(op.iov);
-        let mut t = TxPend { iov, n: op.iov.len(), owned: None, total, sent: 0, context: op.context, flags: op.flags, data: op.data, completion: !op.no_completion };
+        let mut t = TxPend { kind: K_DATA, rma: (0, 0), iov, n: op.iov.len(), owned: None, total, sent: 0, context: op.context, flags: op.flags, data: op.data, completion: !op.no_completion };
         let force = inject && st.tx.q.is_empty();
         if inject && !force {
             let mut o = Vec::with_capacity(total);
@@ -1138,6 +1376,16 @@ impl Endpoint for MsgEp {
             st.down(true);
         }
         Ok(())
+    }
+
+    unsafe fn rma_write(&self, op: &RmaOp<'_>) -> Result<()> {
+        // SAFETY: forwarded contract.
+        unsafe { self.rma(op, K_WRITE) }
+    }
+
+    unsafe fn rma_read(&self, op: &RmaOp<'_>) -> Result<()> {
+        // SAFETY: forwarded contract.
+        unsafe { self.rma(op, K_READ) }
     }
 
     unsafe fn recv(&self, op: &RxOp<'_>) -> Result<()> {
