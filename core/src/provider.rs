@@ -522,8 +522,14 @@ impl Provider for Renamed {
     fn version(&self) -> u32 {
         self.inner.version()
     }
+    /// The inner provider's offers, renamed, without `FI_EP_MSG`: the
+    /// upstream library that loads a DL provider layers its `ofi_rxm` over
+    /// every `FI_EP_MSG` offer and lists that `FI_EP_RDM` before the
+    /// provider's own (Debian's `fi_pingpong -p rftcp -e rdm` took
+    /// `rftcp;ofi_rxm`, whose domain failed with `-FI_ENODATA`).
     fn offers(&self) -> Vec<Info> {
         let mut offers = self.inner.offers();
+        offers.retain(|o| o.ep_type() != crate::abi::FI_EP_MSG);
         for o in &mut offers {
             if let Some(f) = o.fabric_attr.as_mut() {
                 f.prov_name = Some(self.name.to_string());
