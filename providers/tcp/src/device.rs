@@ -16,7 +16,7 @@
 //! - **Acknowledged tokens.** A packet's token comes back once the peer's
 //!   engine took it: the receiver acknowledges on the reverse direction of
 //!   the connection it arrived on, cumulatively (`Ack`: every packet before
-//!   this number taken). So a send completes when the peer has the data
+//!   this number taken), at the end of each progress round that took any. So a send completes when the peer has the data
 //!   (like rudp), the bytes in flight to a peer are bounded by
 //!   `inflight` (`room`), and a peer that takes nothing is noticed.
 //! - **Refusals.** A packet the engine refuses is kept by the receiving
@@ -54,9 +54,6 @@ const ACK: u8 = 3;
 const RETRY: Duration = Duration::from_micros(500);
 /// How often timers (connect, stall) are looked at.
 const TIMER_SCAN: Duration = Duration::from_millis(1);
-/// Acknowledge at once (not only at the end of a progress round) after
-/// this many packets.
-const ACK_EVERY: u32 = 32;
 /// Packets unacknowledged to one peer, at most.
 const MAX_UNACKED: usize = 4096;
 /// Packets and bytes one `recv` delivers, at most.
@@ -164,6 +161,8 @@ pub struct ConnDevice<T: Transport> {
     rejected: Vec<(PeerId, u32)>,
     /// Lost, to report at the next `recv`.
     failed: Vec<PeerId>,
+    /// Peers whose refused packets are held.
+    holding: Vec<PeerId>,
     last_scan: Instant,
     stats: Stats,
 }
@@ -204,6 +203,7 @@ impl<T: Transport> ConnDevice<T> {
             owed: Vec::new(),
             rejected: Vec::new(),
             failed: Vec::new(),
+            holding: Vec::new(),
             last_scan: now,
             stats: Stats::default(),
         })
@@ -649,6 +649,9 @@ impl<T: Transport> Device for ConnDevice<T> {
                 i.held_bytes += pkt.len();
                 i.held.insert(seq, pkt);
                 self.stats.rejected += 1;
+                if !self.holding.contains(&id) {
+                    self.holding.push(id);
+                }
             }
         }
         batch.clear();
@@ -661,9 +664,15 @@ impl<T: Transport> Device for ConnDevice<T> {
         }
         // Held packets, offered again now and then.
         let mut retried = 0;
-        for id in 0..self.peers.len() {
-            let Some(i) = self.peers[id].inn.as_mut() else { continue };
-            if i.held.is_empty() || now.saturating_duration_since(i.last_retry) < RETRY {
+        let mut k = 0;
+        while k < self.holding.len() {
+            let id = self.holding[k] as usize;
+            let Some(i) = self.peers[id].inn.as_mut().filter(|i| !i.held.is_empty()) else {
+                self.holding.swap_remove(k);
+                continue;
+            };
+            k += 1;
+            if now.saturating_duration_since(i.last_retry) < RETRY {
                 continue;
             }
             i.last_retry = now;
@@ -705,20 +714,6 @@ impl<T: Transport> Device for ConnDevice<T> {
             }
         }
         self.ready = ready;
-        // Connections with whole messages read already come again.
-        for (id, p) in self.peers.iter().enumerate() {
-            if p.inn.as_ref().is_some_and(|i| !i.paused && i.c.buffered()) {
-                self.again.push(key(id, K_IN));
-            }
-            if p.out.as_ref().is_some_and(|o| o.c.buffered()) {
-                self.again.push(key(id, K_OUT));
-            }
-        }
-        for (slot, u) in self.unbound.iter().enumerate() {
-            if u.c.as_ref().is_some_and(|c| c.buffered()) {
-                self.again.push(key(slot, K_UNBOUND));
-            }
-        }
         if !self.backlog.is_empty() {
             self.push_backlog(batch);
         }
@@ -733,7 +728,7 @@ impl<T: Transport> Device for ConnDevice<T> {
         self.rejected.push((id, seq));
     }
 
-    fn flush(&mut self, now: Instant, all: bool) {
+    fn flush(&mut self, now: Instant, _all: bool) {
         let mut k = 0;
         while k < self.owed.len() {
             let id = self.owed[k];
@@ -753,9 +748,9 @@ impl<T: Transport> Device for ConnDevice<T> {
                 k += 1;
                 continue;
             }
-            if all || owed >= ACK_EVERY {
-                self.send_ack(id, now);
-            }
+            // One acknowledgement per round and peer costs little on a
+            // stream: it goes at once, not only once many are owed.
+            self.send_ack(id, now);
             k += 1;
         }
     }
