@@ -775,3 +775,132 @@ impl<T: Transport> Device for ConnDevice<T> {
         ConnDevice::describe(self)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tcp::TcpTransport;
+
+    fn dev(timeout_ms: u64) -> ConnDevice<TcpTransport> {
+        let t = TcpTransport::bind("127.0.0.1:0".parse().unwrap(), 4096).unwrap();
+        let cfg = ConnConfig { peer_timeout: Duration::from_millis(timeout_ms), ..ConnConfig::default() };
+        ConnDevice::new(t, cfg).unwrap()
+    }
+
+    /// Runs `recv` and `flush` on `d` (refusing what `refuse` says) and
+    /// collects what came.
+    fn pump(d: &mut ConnDevice<TcpTransport>, b: &mut RxBatch, got: &mut Vec<Vec<u8>>, acked: &mut Vec<u64>, lost: &mut Vec<PeerId>, refuse: &mut dyn FnMut(&[u8]) -> bool) {
+        let now = Instant::now();
+        d.flush(now, true);
+        d.recv(b, now);
+        for k in 0..b.items.len() {
+            let it = b.items[k];
+            if refuse(b.packet(&it)) {
+                d.reject(it.peer, it.seq);
+            } else {
+                got.push(b.packet(&it).to_vec());
+            }
+        }
+        acked.extend_from_slice(&b.acked);
+        lost.extend_from_slice(&b.lost);
+        d.flush(now, false);
+    }
+
+    fn until(mut f: impl FnMut() -> bool) {
+        let end = Instant::now() + Duration::from_secs(10);
+        while !f() {
+            assert!(Instant::now() < end, "no progress");
+            std::thread::sleep(Duration::from_micros(200));
+        }
+    }
+
+    #[test]
+    fn both_send_at_once_tokens_come_back() {
+        let (mut a, mut b) = (dev(10_000), dev(10_000));
+        let (pa, pb) = (b.peer(a.transport().addr()).unwrap(), a.peer(b.transport().addr()).unwrap());
+        for i in 0..200u32 {
+            a.send(pb, &i.to_le_bytes(), &[b"from a"], u64::from(i) + 1).unwrap();
+            b.send(pa, &i.to_le_bytes(), &[b"from b"], u64::from(i) + 1001).unwrap();
+        }
+        let (mut ba, mut bb) = (RxBatch::default(), RxBatch::default());
+        let (mut ga, mut gb, mut aa, mut ab, mut la, mut lb) = (vec![], vec![], vec![], vec![], vec![], vec![]);
+        until(|| {
+            pump(&mut a, &mut ba, &mut ga, &mut aa, &mut la, &mut |_| false);
+            pump(&mut b, &mut bb, &mut gb, &mut ab, &mut lb, &mut |_| false);
+            ga.len() == 200 && gb.len() == 200 && aa.len() == 200 && ab.len() == 200
+        });
+        // One connection per direction: each side's packets arrive in order.
+        for (i, m) in gb.iter().enumerate() {
+            assert_eq!(m[..4], (i as u32).to_le_bytes());
+            assert_eq!(&m[4..], b"from a");
+        }
+        assert!(ga.iter().all(|m| &m[4..] == b"from b"));
+        assert_eq!(aa, (1..=200).collect::<Vec<u64>>());
+        assert_eq!(ab, (1001..=1200).collect::<Vec<u64>>());
+        assert!(la.is_empty() && lb.is_empty());
+        assert!(!a.unacked() && !b.unacked());
+        // FI_SOURCE: B knows A by its listening address.
+        assert_eq!(b.peer_addr(pa), a.transport().addr());
+    }
+
+    #[test]
+    fn refused_packet_is_offered_again_and_acknowledged_after() {
+        let (mut a, mut b) = (dev(10_000), dev(10_000));
+        let pb = a.peer(b.transport().addr()).unwrap();
+        for i in 0..3u8 {
+            a.send(pb, &[i], &[], u64::from(i) + 1).unwrap();
+        }
+        let (mut ba, mut bb) = (RxBatch::default(), RxBatch::default());
+        let (mut ga, mut gb, mut aa, mut ab, mut la, mut lb) = (vec![], vec![], vec![], vec![], vec![], vec![]);
+        let mut refusals = 0;
+        until(|| {
+            pump(&mut a, &mut ba, &mut ga, &mut aa, &mut la, &mut |_| false);
+            // The first packet is refused five times.
+            pump(&mut b, &mut bb, &mut gb, &mut ab, &mut lb, &mut |p| {
+                let no = p == [0] && refusals < 5;
+                refusals += no as usize;
+                no
+            });
+            assert!(aa.is_empty() || refusals == 5, "acknowledged past a held packet");
+            aa.len() == 3
+        });
+        assert_eq!(gb.len(), 3);
+        assert_eq!(gb.last().unwrap(), &vec![0u8]);
+        assert_eq!(b.stats().rejected, 5);
+        assert!(la.is_empty() && lb.is_empty());
+    }
+
+    #[test]
+    fn closed_silent_and_unreachable_peers_are_lost_once() {
+        let (mut a, b) = (dev(300), dev(300));
+        let pb = a.peer(b.transport().addr()).unwrap();
+        let mut ba = RxBatch::default();
+        let (mut ga, mut aa, mut la) = (vec![], vec![], vec![]);
+        // B never progresses: nothing is acknowledged, and B is silent.
+        a.send(pb, &[1], &[], 7).unwrap();
+        until(|| {
+            pump(&mut a, &mut ba, &mut ga, &mut aa, &mut la, &mut |_| false);
+            !la.is_empty()
+        });
+        assert_eq!(la, vec![pb]);
+        assert!(aa.is_empty());
+        // Sending again connects again; closing B is a loss at once.
+        a.send(pb, &[2], &[], 8).unwrap();
+        drop(b);
+        la.clear();
+        until(|| {
+            pump(&mut a, &mut ba, &mut ga, &mut aa, &mut la, &mut |_| false);
+            !la.is_empty()
+        });
+        assert_eq!(la, vec![pb]);
+        // Nobody listens there now: refused, lost.
+        a.send(pb, &[3], &[], 9).unwrap();
+        la.clear();
+        until(|| {
+            pump(&mut a, &mut ba, &mut ga, &mut aa, &mut la, &mut |_| false);
+            !la.is_empty()
+        });
+        assert_eq!(la, vec![pb]);
+        assert!(a.peer(&[0u8; 3]).is_err());
+    }
+}
