@@ -10,7 +10,10 @@
  *   stalled: a peer is stopped (SIGSTOP) and stays alive: sends of each
  *     protocol to it fail with FI_ECONNRESET once it has acknowledged
  *     nothing for the peer timeout (not before), and after it is continued
- *     (SIGCONT) it notices, and messages flow both ways again;
+ *     (SIGCONT) it notices, and messages flow both ways again; a long
+ *     message it had started before (unexpected here, its data never sent)
+ *     fails the receive posted for it afterwards, instead of asking the
+ *     peer's new incarnation for it;
  *   killed: a peer receiving a stream of 4 MiB messages is killed (SIGKILL)
  *     after the first arrived: every send completes, the unfinished ones
  *     with FI_ECONNRESET, within the peer timeout plus a margin;
@@ -70,6 +73,7 @@ static const char *who = "survivor";
 #define ECHO_TAG 7
 #define CROSS_TAG 11
 #define STREAM_TAG 12
+#define LONG_TAG 13
 #define BIG (1 << 20)
 #define NCROSS 10
 
@@ -232,7 +236,7 @@ static void settle(struct res *S, struct ops *o, int ms, int *other)
 /* argv: peer WFD RFD SURVIVOR-NAME. Writes its name, then echoes
  * ECHO_TAG messages and takes one STREAM_TAG message (then writes 'r' on
  * the pipe; 'n' posts the receive for the next one) until the pipe says
- * 'q'. 'g': sends NCROSS
+ * 'q'. 'L': sends one 1 MiB LONG_TAG message. 'g': sends NCROSS
  * CROSS_TAG messages to the survivor at once and receives as many,
  * then writes '0' (all well) or '1' on the pipe. */
 static int peer_main(char **argv)
@@ -251,7 +255,7 @@ static int peer_main(char **argv)
 	char *buf = malloc(BIG), *sbuf = malloc(4 * BIG), *stream = malloc(4 * BIG);
 	if (write(wfd, r.name, sizeof(r.name)) != sizeof(r.name))
 		return 2;
-	struct fi_context rctx, sctx[4], stctx;
+	struct fi_context rctx, sctx[4], stctx, lctx;
 	int next = 0;
 	if (fi_trecv(r.ep, buf, BIG, NULL, FI_ADDR_UNSPEC, ECHO_TAG, 0, &rctx) ||
 	    fi_trecv(r.ep, stream, 4 * BIG, NULL, FI_ADDR_UNSPEC, STREAM_TAG, 0, &stctx))
@@ -263,6 +267,8 @@ static int peer_main(char **argv)
 			if (read(rfd, &c, 1) != 1 || c == 'q')
 				break;
 			if (c == 'n' && fi_trecv(r.ep, stream, 4 * BIG, NULL, FI_ADDR_UNSPEC, STREAM_TAG, 0, &stctx))
+				return 3;
+			if (c == 'L' && RETRY(fi_tsend(r.ep, stream, BIG, NULL, s, LONG_TAG, &lctx)))
 				return 3;
 			if (c == 'g') {
 				static char out[NCROSS][BIG], in[NCROSS][BIG];
@@ -509,6 +515,19 @@ static void case_stalled(struct res *S, struct peer *third)
 	int st = 0;
 	spawn(&v, S);
 	CHECK(echo(S, &v, 100), "the peer answers");
+	/* a long message from it, unexpected here: wait until it is announced */
+	static char longbuf[BIG];
+	char cmd = 'L';
+	CHECK(write(v.wfd, &cmd, 1) == 1, "pipe");
+	int seen = 0;
+	for (long end = now_ms() + 20000; !seen && now_ms() < end;) {
+		struct ops pk = { 0 };
+		struct fi_msg_tagged m = { .msg_iov = NULL, .iov_count = 0, .addr = v.fa, .tag = LONG_TAG, .context = op(&pk, "peek") };
+		if (fi_trecvmsg(S->ep, &m, FI_PEEK) == 0)
+			settle(S, &pk, 5000, NULL);
+		seen = pk.err[0] == 0;
+	}
+	CHECK(seen, "the long message is announced");
 	/* its last packet may come before the echo ends: the timeout runs from
 	 * before it */
 	long t_alive = now_ms();
@@ -533,6 +552,13 @@ static void case_stalled(struct res *S, struct peer *third)
 	for (int i = 0; i < 5 && !ok; i++)
 		ok = echo(S, &v, 100);
 	CHECK(ok && echo(S, &v, BIG), "messages flow again after the stalled peer continued");
+	struct ops lo = { 0 };
+	CHECK(fi_trecv(S->ep, longbuf, sizeof(longbuf), NULL, v.fa, LONG_TAG, 0, op(&lo, "receive of the lost long message")) == 0, "post");
+	long t_lo = now_ms();
+	settle(S, &lo, (int)(timeout_ms + slack_ms), NULL);
+	CHECK(lo.err[0] == FI_ECONNRESET, "the receive of a long message whose sender was lost: %s after %ld ms",
+	      lo.err[0] == -1 ? "still pending" : lo.err[0] ? fi_strerror(lo.err[0]) : "succeeded", now_ms() - t_lo);
+	CHECK(echo(S, &v, 100), "and the peer still answers");
 	dismiss(&v);
 	CHECK(echo(S, third, 100), "the third peer answers");
 }

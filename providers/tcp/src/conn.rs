@@ -59,10 +59,10 @@ pub trait Conn: Send {
     /// Bytes queued and not yet handed to the network.
     fn queued(&self) -> usize;
     /// The next message that arrived, if any; valid until the next call.
+    /// Until it answers `None` messages may wait in the connection without
+    /// its descriptor turning readable: a caller that stops early comes
+    /// back without waiting.
     fn recv(&mut self) -> Result<Option<&[u8]>>;
-    /// Whether a message may be ready without reading the descriptor
-    /// (bytes already read and buffered).
-    fn buffered(&self) -> bool;
     /// Whether the connection is established (a `connect` may still be
     /// under way); an error when it failed.
     fn established(&mut self) -> Result<bool>;

@@ -16,7 +16,7 @@
 //! - **Acknowledged tokens.** A packet's token comes back once the peer's
 //!   engine took it: the receiver acknowledges on the reverse direction of
 //!   the connection it arrived on, cumulatively (`Ack`: every packet before
-//!   this number taken). So a send completes when the peer has the data
+//!   this number taken), at the end of each progress round that took any. So a send completes when the peer has the data
 //!   (like rudp), the bytes in flight to a peer are bounded by
 //!   `inflight` (`room`), and a peer that takes nothing is noticed.
 //! - **Refusals.** A packet the engine refuses is kept by the receiving
@@ -54,9 +54,6 @@ const ACK: u8 = 3;
 const RETRY: Duration = Duration::from_micros(500);
 /// How often timers (connect, stall) are looked at.
 const TIMER_SCAN: Duration = Duration::from_millis(1);
-/// Acknowledge at once (not only at the end of a progress round) after
-/// this many packets.
-const ACK_EVERY: u32 = 32;
 /// Packets unacknowledged to one peer, at most.
 const MAX_UNACKED: usize = 4096;
 /// Packets and bytes one `recv` delivers, at most.
@@ -164,6 +161,8 @@ pub struct ConnDevice<T: Transport> {
     rejected: Vec<(PeerId, u32)>,
     /// Lost, to report at the next `recv`.
     failed: Vec<PeerId>,
+    /// Peers whose refused packets are held.
+    holding: Vec<PeerId>,
     last_scan: Instant,
     stats: Stats,
 }
@@ -204,6 +203,7 @@ impl<T: Transport> ConnDevice<T> {
             owed: Vec::new(),
             rejected: Vec::new(),
             failed: Vec::new(),
+            holding: Vec::new(),
             last_scan: now,
             stats: Stats::default(),
         })
@@ -649,6 +649,9 @@ impl<T: Transport> Device for ConnDevice<T> {
                 i.held_bytes += pkt.len();
                 i.held.insert(seq, pkt);
                 self.stats.rejected += 1;
+                if !self.holding.contains(&id) {
+                    self.holding.push(id);
+                }
             }
         }
         batch.clear();
@@ -661,9 +664,15 @@ impl<T: Transport> Device for ConnDevice<T> {
         }
         // Held packets, offered again now and then.
         let mut retried = 0;
-        for id in 0..self.peers.len() {
-            let Some(i) = self.peers[id].inn.as_mut() else { continue };
-            if i.held.is_empty() || now.saturating_duration_since(i.last_retry) < RETRY {
+        let mut k = 0;
+        while k < self.holding.len() {
+            let id = self.holding[k] as usize;
+            let Some(i) = self.peers[id].inn.as_mut().filter(|i| !i.held.is_empty()) else {
+                self.holding.swap_remove(k);
+                continue;
+            };
+            k += 1;
+            if now.saturating_duration_since(i.last_retry) < RETRY {
                 continue;
             }
             i.last_retry = now;
@@ -705,20 +714,6 @@ impl<T: Transport> Device for ConnDevice<T> {
             }
         }
         self.ready = ready;
-        // Connections with whole messages read already come again.
-        for (id, p) in self.peers.iter().enumerate() {
-            if p.inn.as_ref().is_some_and(|i| !i.paused && i.c.buffered()) {
-                self.again.push(key(id, K_IN));
-            }
-            if p.out.as_ref().is_some_and(|o| o.c.buffered()) {
-                self.again.push(key(id, K_OUT));
-            }
-        }
-        for (slot, u) in self.unbound.iter().enumerate() {
-            if u.c.as_ref().is_some_and(|c| c.buffered()) {
-                self.again.push(key(slot, K_UNBOUND));
-            }
-        }
         if !self.backlog.is_empty() {
             self.push_backlog(batch);
         }
@@ -733,7 +728,7 @@ impl<T: Transport> Device for ConnDevice<T> {
         self.rejected.push((id, seq));
     }
 
-    fn flush(&mut self, now: Instant, all: bool) {
+    fn flush(&mut self, now: Instant, _all: bool) {
         let mut k = 0;
         while k < self.owed.len() {
             let id = self.owed[k];
@@ -753,9 +748,9 @@ impl<T: Transport> Device for ConnDevice<T> {
                 k += 1;
                 continue;
             }
-            if all || owed >= ACK_EVERY {
-                self.send_ack(id, now);
-            }
+            // One acknowledgement per round and peer costs little on a
+            // stream: it goes at once, not only once many are owed.
+            self.send_ack(id, now);
             k += 1;
         }
     }
@@ -778,5 +773,134 @@ impl<T: Transport> Device for ConnDevice<T> {
 
     fn describe(&self) -> String {
         ConnDevice::describe(self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tcp::TcpTransport;
+
+    fn dev(timeout_ms: u64) -> ConnDevice<TcpTransport> {
+        let t = TcpTransport::bind("127.0.0.1:0".parse().unwrap(), 4096).unwrap();
+        let cfg = ConnConfig { peer_timeout: Duration::from_millis(timeout_ms), ..ConnConfig::default() };
+        ConnDevice::new(t, cfg).unwrap()
+    }
+
+    /// Runs `recv` and `flush` on `d` (refusing what `refuse` says) and
+    /// collects what came.
+    fn pump(d: &mut ConnDevice<TcpTransport>, b: &mut RxBatch, got: &mut Vec<Vec<u8>>, acked: &mut Vec<u64>, lost: &mut Vec<PeerId>, refuse: &mut dyn FnMut(&[u8]) -> bool) {
+        let now = Instant::now();
+        d.flush(now, true);
+        d.recv(b, now);
+        for k in 0..b.items.len() {
+            let it = b.items[k];
+            if refuse(b.packet(&it)) {
+                d.reject(it.peer, it.seq);
+            } else {
+                got.push(b.packet(&it).to_vec());
+            }
+        }
+        acked.extend_from_slice(&b.acked);
+        lost.extend_from_slice(&b.lost);
+        d.flush(now, false);
+    }
+
+    fn until(mut f: impl FnMut() -> bool) {
+        let end = Instant::now() + Duration::from_secs(10);
+        while !f() {
+            assert!(Instant::now() < end, "no progress");
+            std::thread::sleep(Duration::from_micros(200));
+        }
+    }
+
+    #[test]
+    fn both_send_at_once_tokens_come_back() {
+        let (mut a, mut b) = (dev(10_000), dev(10_000));
+        let (pa, pb) = (b.peer(a.transport().addr()).unwrap(), a.peer(b.transport().addr()).unwrap());
+        for i in 0..200u32 {
+            a.send(pb, &i.to_le_bytes(), &[b"from a"], u64::from(i) + 1).unwrap();
+            b.send(pa, &i.to_le_bytes(), &[b"from b"], u64::from(i) + 1001).unwrap();
+        }
+        let (mut ba, mut bb) = (RxBatch::default(), RxBatch::default());
+        let (mut ga, mut gb, mut aa, mut ab, mut la, mut lb) = (vec![], vec![], vec![], vec![], vec![], vec![]);
+        until(|| {
+            pump(&mut a, &mut ba, &mut ga, &mut aa, &mut la, &mut |_| false);
+            pump(&mut b, &mut bb, &mut gb, &mut ab, &mut lb, &mut |_| false);
+            ga.len() == 200 && gb.len() == 200 && aa.len() == 200 && ab.len() == 200
+        });
+        // One connection per direction: each side's packets arrive in order.
+        for (i, m) in gb.iter().enumerate() {
+            assert_eq!(m[..4], (i as u32).to_le_bytes());
+            assert_eq!(&m[4..], b"from a");
+        }
+        assert!(ga.iter().all(|m| &m[4..] == b"from b"));
+        assert_eq!(aa, (1..=200).collect::<Vec<u64>>());
+        assert_eq!(ab, (1001..=1200).collect::<Vec<u64>>());
+        assert!(la.is_empty() && lb.is_empty());
+        assert!(!a.unacked() && !b.unacked());
+        // FI_SOURCE: B knows A by its listening address.
+        assert_eq!(b.peer_addr(pa), a.transport().addr());
+    }
+
+    #[test]
+    fn refused_packet_is_offered_again_and_acknowledged_after() {
+        let (mut a, mut b) = (dev(10_000), dev(10_000));
+        let pb = a.peer(b.transport().addr()).unwrap();
+        for i in 0..3u8 {
+            a.send(pb, &[i], &[], u64::from(i) + 1).unwrap();
+        }
+        let (mut ba, mut bb) = (RxBatch::default(), RxBatch::default());
+        let (mut ga, mut gb, mut aa, mut ab, mut la, mut lb) = (vec![], vec![], vec![], vec![], vec![], vec![]);
+        let mut refusals = 0;
+        until(|| {
+            pump(&mut a, &mut ba, &mut ga, &mut aa, &mut la, &mut |_| false);
+            // The first packet is refused five times.
+            pump(&mut b, &mut bb, &mut gb, &mut ab, &mut lb, &mut |p| {
+                let no = p == [0] && refusals < 5;
+                refusals += no as usize;
+                no
+            });
+            assert!(aa.is_empty() || refusals == 5, "acknowledged past a held packet");
+            aa.len() == 3
+        });
+        assert_eq!(gb.len(), 3);
+        assert_eq!(gb.last().unwrap(), &vec![0u8]);
+        assert_eq!(b.stats().rejected, 5);
+        assert!(la.is_empty() && lb.is_empty());
+    }
+
+    #[test]
+    fn closed_silent_and_unreachable_peers_are_lost_once() {
+        let (mut a, b) = (dev(300), dev(300));
+        let pb = a.peer(b.transport().addr()).unwrap();
+        let mut ba = RxBatch::default();
+        let (mut ga, mut aa, mut la) = (vec![], vec![], vec![]);
+        // B never progresses: nothing is acknowledged, and B is silent.
+        a.send(pb, &[1], &[], 7).unwrap();
+        until(|| {
+            pump(&mut a, &mut ba, &mut ga, &mut aa, &mut la, &mut |_| false);
+            !la.is_empty()
+        });
+        assert_eq!(la, vec![pb]);
+        assert!(aa.is_empty());
+        // Sending again connects again; closing B is a loss at once.
+        a.send(pb, &[2], &[], 8).unwrap();
+        drop(b);
+        la.clear();
+        until(|| {
+            pump(&mut a, &mut ba, &mut ga, &mut aa, &mut la, &mut |_| false);
+            !la.is_empty()
+        });
+        assert_eq!(la, vec![pb]);
+        // Nobody listens there now: refused, lost.
+        a.send(pb, &[3], &[], 9).unwrap();
+        la.clear();
+        until(|| {
+            pump(&mut a, &mut ba, &mut ga, &mut aa, &mut la, &mut |_| false);
+            !la.is_empty()
+        });
+        assert_eq!(la, vec![pb]);
+        assert!(a.peer(&[0u8; 3]).is_err());
     }
 }

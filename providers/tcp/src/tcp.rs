@@ -281,10 +281,6 @@ impl Conn for TcpConn {
         Ok(Some(&self.rx[at..at + len]))
     }
 
-    fn buffered(&self) -> bool {
-        !matches!(self.complete_at(self.rx_start + self.consume), Ok(None))
-    }
-
     fn established(&mut self) -> Result<bool> {
         if !self.connecting {
             return Ok(true);
