@@ -48,18 +48,26 @@ use std::ptr;
 use std::sync::OnceLock;
 
 /// The provider's own name (checked against the provider at init).
-#[cfg(all(feature = "shm", not(feature = "rudp")))]
+#[cfg(all(feature = "shm", not(feature = "rudp"), not(feature = "tcp")))]
 const BASE_NAME: &str = "shm";
 /// The DL provider's name: `rf` and the provider's own.
-#[cfg(all(feature = "shm", not(feature = "rudp")))]
+#[cfg(all(feature = "shm", not(feature = "rudp"), not(feature = "tcp")))]
 const DL_NAME: &CStr = c"rfshm";
-#[cfg(all(feature = "rudp", not(feature = "shm")))]
+#[cfg(all(feature = "rudp", not(feature = "shm"), not(feature = "tcp")))]
 const BASE_NAME: &str = "rudp";
-#[cfg(all(feature = "rudp", not(feature = "shm")))]
+#[cfg(all(feature = "rudp", not(feature = "shm"), not(feature = "tcp")))]
 const DL_NAME: &CStr = c"rfrudp";
+#[cfg(all(feature = "tcp", not(feature = "shm"), not(feature = "rudp")))]
+const BASE_NAME: &str = "tcp";
+#[cfg(all(feature = "tcp", not(feature = "shm"), not(feature = "rudp")))]
+const DL_NAME: &CStr = c"rftcp";
 
-#[cfg(not(any(all(feature = "shm", not(feature = "rudp")), all(feature = "rudp", not(feature = "shm")))))]
-compile_error!("the `dl` feature builds one provider: enable exactly one provider feature (shm or rudp)");
+#[cfg(not(any(
+    all(feature = "shm", not(feature = "rudp"), not(feature = "tcp")),
+    all(feature = "rudp", not(feature = "shm"), not(feature = "tcp")),
+    all(feature = "tcp", not(feature = "shm"), not(feature = "rudp"))
+)))]
+compile_error!("the `dl` feature builds one provider: enable exactly one provider feature (shm, rudp or tcp)");
 
 /// The flags upstream's core passes to a provider's getinfo for its own
 /// bookkeeping (`OFI_GETINFO_INTERNAL`, `OFI_CORE_PROV_ONLY`,

@@ -73,6 +73,13 @@ pub trait Device: Send {
     fn stats(&self) -> Stats;
     /// A file descriptor that turns readable when packets arrive.
     fn fd(&self) -> i32;
+    /// The endpoint's own address, as peers hold it in their AV
+    /// (`fi_getname`).
+    fn name(&self) -> Vec<u8>;
+    /// The device's state, for `FI_LOG_LEVEL=debug` dumps.
+    fn describe(&self) -> String {
+        String::new()
+    }
 }
 
 /// Datagrams the device dropped, by reason, and its retransmissions.

@@ -169,6 +169,9 @@ struct RxMsg {
     /// Bytes expected: `total`, or what a CTS granted.
     want: usize,
     state: RxState,
+    /// Unexpected and unfinished when its sender was lost: the rest never
+    /// comes, so a receive that takes it fails (`FI_ECONNRESET`).
+    orphan: bool,
 }
 
 #[derive(Default)]
@@ -796,7 +799,10 @@ impl<D: Device> Engine<D> {
             self.held_bytes -= b.capacity();
         }
         m.state = RxState::Discarding;
-        let (long, peer, send_op) = (m.long, m.peer, m.send_op);
+        if m.orphan {
+            m.want = m.got;
+        }
+        let (long, peer, send_op) = (m.long && !m.orphan, m.peer, m.send_op);
         if long {
             m.want = 0;
             self.send_cts(peer, send_op, slot, 0);
@@ -841,6 +847,11 @@ impl<D: Device> Engine<D> {
         if let RxState::Unexpected(buf) = old {
             self.held_bytes -= buf.capacity();
             let msg = self.rx.get_mut(slot).expect("slot");
+            if msg.orphan {
+                // No clear-to-send to a peer that is not the sender any more.
+                self.fail_rx(slot);
+                return;
+            }
             if msg.long {
                 let cap = match msg.state {
                     RxState::Matched { cap, .. } => cap,
@@ -1069,28 +1080,37 @@ impl<D: Device> Engine<D> {
         }
         let rslots: Vec<u32> = (0..self.rx.v.len() as u32).filter(|&i| self.rx.v[i as usize].as_ref().is_some_and(|m| m.peer == p)).collect();
         for s in rslots {
-            let is_matched = matches!(self.rx.v[s as usize].as_ref().map(|m| &m.state), Some(RxState::Matched { .. }));
-            if !is_matched {
-                continue;
-            }
-            let m = self.rx.remove(s).expect("slot");
-            if let RxState::Matched { ctx, .. } = m.state {
-                if let Some(k) = &self.out.recv {
-                    k.c.adderr(1);
-                }
-                if let Some(cq) = &self.out.rx_cq {
-                    cq.push_err(ErrCompletion {
-                        base: Completion { op_context: ctx, flags: FI_RECV | if m.tagged { FI_TAGGED } else { FI_MSG }, tag: m.tag, ..Completion::default() },
-                        err: FI_ECONNRESET,
-                        ..ErrCompletion::default()
-                    });
-                }
+            let Some(m) = self.rx.get_mut(s) else { continue };
+            match m.state {
+                RxState::Matched { .. } => self.fail_rx(s),
+                // What arrived whole is still received (it was sent before
+                // the loss); the rest of an unfinished one never comes.
+                RxState::Unexpected(_) => m.orphan = m.long || m.got < m.total,
+                RxState::Discarding => {}
             }
         }
         let st = self.peer_st(p);
         let dropped: usize = st.early.values().flatten().map(|v| v.capacity()).sum();
         *st = PeerSt { fi_addr: FI_ADDR_NOTAVAIL, av_gen: u64::MAX, ..PeerSt::default() };
         self.held_bytes = self.held_bytes.saturating_sub(dropped);
+    }
+
+    /// Ends the matched receive in `slot` with `FI_ECONNRESET` (its sender
+    /// was lost).
+    fn fail_rx(&mut self, slot: u32) {
+        let Some(m) = self.rx.remove(slot) else { return };
+        if let RxState::Matched { ctx, .. } = m.state {
+            if let Some(k) = &self.out.recv {
+                k.c.adderr(1);
+            }
+            if let Some(cq) = &self.out.rx_cq {
+                cq.push_err(ErrCompletion {
+                    base: Completion { op_context: ctx, flags: FI_RECV | if m.tagged { FI_TAGGED } else { FI_MSG }, tag: m.tag, ..Completion::default() },
+                    err: FI_ECONNRESET,
+                    ..ErrCompletion::default()
+                });
+            }
+        }
     }
 
     /// Handles one arrived packet; false refuses it (it comes again).
@@ -1246,6 +1266,7 @@ impl<D: Device> Engine<D> {
             got: 0,
             want: if long { 0 } else { total },
             state: RxState::Discarding,
+            orphan: false,
         };
         match self.matcher.match_arrival(tagged, src, msg.tag, total) {
             Some(m) => {

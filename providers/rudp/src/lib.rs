@@ -14,7 +14,7 @@ pub mod objects;
 pub mod provider;
 pub mod settings;
 pub mod sockaddr;
-mod sys;
+pub mod sys;
 pub mod udp;
 pub mod wire;
 
