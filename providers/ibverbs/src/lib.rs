@@ -23,6 +23,9 @@ pub mod layout;
 pub mod objects;
 pub mod sys;
 pub mod verbs;
+#[cfg(any(test, feature = "standin"))]
+#[doc(hidden)]
+pub mod standin;
 
 #[cfg(test)]
 mod tests;

@@ -2,6 +2,10 @@
 //! tables of Rust functions that record every call with its arguments and
 //! hand out fake objects (boxed C structs, freed by their destroy call).
 //! State is per thread (each test runs on its own).
+//!
+//! Built for this crate's unit tests and, with the `standin` feature, for
+//! the tests of providers built on it (`rfabric-verbs` enables it as a
+//! dev-dependency only); never part of a library that ships.
 
 use crate::fns::{EfaFns, VerbsFns};
 use crate::sys::*;
@@ -13,7 +17,7 @@ use std::ptr::{addr_of_mut, null_mut};
 
 /// One recorded call; pointers as addresses.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) enum Call {
+pub enum Call {
     GetDeviceList,
     FreeDeviceList(usize),
     GetDeviceName(usize),
@@ -58,8 +62,24 @@ pub(crate) enum Call {
     Trap,
 }
 
-pub(crate) struct World {
+/// What one port of a fake device answers (`set_port`); ports without one
+/// answer as the slots below describe.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PortCfg {
+    /// `IBV_PORT_*`
+    pub state: u32,
+    /// `IBV_LINK_LAYER_*`
+    pub link_layer: u8,
+    pub lid: u16,
+    /// The GID table, index by index (all-zero entries are unused ones).
+    pub gids: Vec<[u8; 16]>,
+}
+
+pub struct World {
     pub calls: Vec<Call>,
+    /// `(device name, port)` -> what that port answers; a device with
+    /// configured ports reports the highest of them as `phys_port_cnt`.
+    pub port_cfg: HashMap<(String, u8), PortCfg>,
     /// Contexts are the last member of a `verbs_context` with `query_port`.
     pub extended: bool,
     pub ports: u8,
@@ -79,6 +99,7 @@ pub(crate) struct World {
 thread_local! {
     static WORLD: RefCell<World> = RefCell::new(World {
         calls: Vec::new(),
+        port_cfg: HashMap::new(),
         extended: true,
         ports: 1,
         efa_device: false,
@@ -90,7 +111,7 @@ thread_local! {
     });
 }
 
-pub(crate) fn with<R>(f: impl FnOnce(&mut World) -> R) -> R {
+pub fn with<R>(f: impl FnOnce(&mut World) -> R) -> R {
     WORLD.with(|w| f(&mut w.borrow_mut()))
 }
 
@@ -99,7 +120,7 @@ fn record(c: Call) {
 }
 
 /// The calls recorded so far, and forgets them.
-pub(crate) fn take_calls() -> Vec<Call> {
+pub fn take_calls() -> Vec<Call> {
     with(|w| std::mem::take(&mut w.calls))
 }
 
@@ -112,7 +133,7 @@ fn handle() -> u32 {
 
 /// Makes `name` fail with `errno` (NULL or -1 with errno set, or the errno
 /// value returned, as the real function does).
-pub(crate) fn fail(name: &'static str, errno: c_int) {
+pub fn fail(name: &'static str, errno: c_int) {
     with(|w| w.fail.insert(name, errno));
 }
 
@@ -131,8 +152,41 @@ fn fill(dst: &mut [c_char], s: &str) {
     }
 }
 
+/// Makes `port` of the device `dev` answer `cfg` (both query paths, and
+/// `ibv_query_gid`).
+pub fn set_port(dev: &str, port: u8, cfg: PortCfg) {
+    with(|w| w.port_cfg.insert((dev.to_string(), port), cfg));
+}
+
+/// The name of the fake device a context was opened on.
+fn ctx_dev_name(ctx: *mut ibv_context) -> String {
+    // SAFETY: a context of `new_context` (or a test's own).
+    let dev = unsafe { (*ctx).device };
+    if dev.is_null() {
+        return String::new();
+    }
+    // SAFETY: a non-NULL device is one of `World::devices` (or a test's
+    // own, equally live).
+    let name = unsafe { (*dev).name };
+    let bytes: Vec<u8> = name.iter().take_while(|&&c| c != 0).map(|&c| c as u8).collect();
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
+fn port_cfg(ctx: *mut ibv_context, port: u8) -> Option<PortCfg> {
+    let dev = ctx_dev_name(ctx);
+    with(|w| w.port_cfg.get(&(dev, port)).cloned())
+}
+
+fn port_count(ctx: *mut ibv_context) -> u8 {
+    let dev = ctx_dev_name(ctx);
+    with(|w| {
+        let configured = w.port_cfg.keys().filter(|(d, _)| *d == dev).map(|&(_, p)| p).max();
+        configured.unwrap_or(w.ports)
+    })
+}
+
 /// Adds a device to what `get_device_list` reports.
-pub(crate) fn add_device(name: &str, node_type: c_int, transport: c_int, ibdev_path: &str) {
+pub fn add_device(name: &str, node_type: c_int, transport: c_int, ibdev_path: &str) {
     let mut d = Box::new(ibv_device { node_type, transport_type: transport, ..Default::default() });
     fill(&mut d.name, name);
     fill(&mut d.dev_name, "uverbs0");
@@ -142,7 +196,7 @@ pub(crate) fn add_device(name: &str, node_type: c_int, transport: c_int, ibdev_p
 
 /// The `ibv_context_ops` of every fake context: the data-path slots record,
 /// every other slot traps.
-pub(crate) fn ops() -> ibv_context_ops {
+pub fn ops() -> ibv_context_ops {
     let t: VoidFn = Some(trap);
     ibv_context_ops {
         _compat_query_device: t,
@@ -181,7 +235,7 @@ pub(crate) fn ops() -> ibv_context_ops {
 }
 
 /// A fake context on `dev`: inside a boxed `verbs_context` when `extended`.
-pub(crate) fn new_context(dev: *mut ibv_device, extended: bool) -> *mut ibv_context {
+pub fn new_context(dev: *mut ibv_device, extended: bool) -> *mut ibv_context {
     let context = ibv_context { device: dev, ops: ops(), ..Default::default() };
     if extended {
         let v = Box::new(verbs_context {
@@ -271,7 +325,7 @@ unsafe extern "C" fn query_device(ctx: *mut ibv_context, attr: *mut ibv_device_a
     let mut a = ibv_device_attr {
         vendor_id: 0x1d0f,
         vendor_part_id: 0xefa1,
-        phys_port_cnt: with(|w| w.ports),
+        phys_port_cnt: port_count(ctx),
         max_qp: 16,
         ..Default::default()
     };
@@ -285,6 +339,11 @@ unsafe extern "C" fn query_port(ctx: *mut ibv_context, port: u8, attr: *mut ibv_
     // SAFETY: `attr` is the caller's struct; read as bytes.
     let bytes = unsafe { std::slice::from_raw_parts(attr.cast::<u8>(), size_of::<ibv_port_attr>()) };
     record(Call::QueryPortExported { ctx: ctx as usize, port, zeroed: bytes.iter().all(|&b| b == 0) });
+    if let Some(c) = port_cfg(ctx, port) {
+        // SAFETY: `attr` is the caller's writable struct.
+        unsafe { set_attr(attr, &c) };
+        return 0;
+    }
     // The compat path answers "down, InfiniBand" (a prefix of the struct).
     // SAFETY: `attr` is the caller's writable struct.
     unsafe {
@@ -301,6 +360,11 @@ unsafe extern "C" fn vctx_query_port(ctx: *mut ibv_context, port: u8, attr: *mut
     if let Some(e) = failing("ibv_query_port") {
         return e;
     }
+    if let Some(c) = port_cfg(ctx, port) {
+        // SAFETY: `attr` is the caller's writable struct.
+        unsafe { set_attr(attr, &c) };
+        return 0;
+    }
     // SAFETY: `attr` is the caller's writable struct of `len` bytes.
     unsafe {
         *attr = ibv_port_attr {
@@ -315,8 +379,36 @@ unsafe extern "C" fn vctx_query_port(ctx: *mut ibv_context, port: u8, attr: *mut
     0
 }
 
+/// Fills `*attr` from a configured port.
+///
+/// # Safety
+/// `attr` must be valid for writes.
+unsafe fn set_attr(attr: *mut ibv_port_attr, c: &PortCfg) {
+    // SAFETY: the caller's promise.
+    unsafe {
+        *attr = ibv_port_attr {
+            state: c.state,
+            link_layer: c.link_layer,
+            active_mtu: IBV_MTU_4096,
+            max_mtu: IBV_MTU_4096,
+            lid: c.lid,
+            gid_tbl_len: c.gids.len() as c_int,
+            ..Default::default()
+        }
+    };
+}
+
 unsafe extern "C" fn query_gid(ctx: *mut ibv_context, port: u8, index: c_int, gid: *mut ibv_gid) -> c_int {
     record(Call::QueryGid { ctx: ctx as usize, port, index });
+    if let Some(c) = port_cfg(ctx, port) {
+        let Some(raw) = usize::try_from(index).ok().and_then(|i| c.gids.get(i)).copied() else {
+            set_errno(libc::EINVAL);
+            return -1;
+        };
+        // SAFETY: `gid` is the caller's writable union.
+        unsafe { *gid = ibv_gid { raw } };
+        return 0;
+    }
     if failing("ibv_query_gid").is_some() || index != 0 {
         set_errno(libc::EINVAL);
         return -1;
@@ -538,7 +630,7 @@ unsafe extern "C" fn post_srq_recv(srq: *mut ibv_srq, wr: *mut ibv_recv_wr, bad:
 }
 
 /// The recording libibverbs.
-pub(crate) fn verbs_fns() -> VerbsFns {
+pub fn verbs_fns() -> VerbsFns {
     VerbsFns {
         get_device_list,
         free_device_list,
@@ -563,6 +655,6 @@ pub(crate) fn verbs_fns() -> VerbsFns {
 }
 
 /// The recording libefa.
-pub(crate) fn efa_fns() -> EfaFns {
+pub fn efa_fns() -> EfaFns {
     EfaFns { query_device: efa_query_device, create_driver_qp: efa_create_driver_qp, create_qp_ex: efa_create_qp_ex }
 }
