@@ -147,7 +147,7 @@ impl Library {
     ///
     /// # Safety
     /// `F` must be the `unsafe extern "C" fn` type of `symbol`'s prototype.
-    unsafe fn required<F: Copy>(&self, symbol: &'static str, version: &'static str) -> Result<F, LoadError> {
+    pub(crate) unsafe fn required<F: Copy>(&self, symbol: &'static str, version: &'static str) -> Result<F, LoadError> {
         let p = self.sym(symbol, version).ok_or_else(|| LoadError::NoSymbol {
             library: self.name.clone(),
             symbol,
@@ -161,7 +161,7 @@ impl Library {
     ///
     /// # Safety
     /// As for `required`.
-    unsafe fn optional<F: Copy>(&self, symbol: &'static str, version: &'static str) -> Option<F> {
+    pub(crate) unsafe fn optional<F: Copy>(&self, symbol: &'static str, version: &'static str) -> Option<F> {
         // SAFETY: the caller promises `F` is the symbol's function type.
         self.sym(symbol, version).map(|p| unsafe { cast::<F>(p) })
     }
