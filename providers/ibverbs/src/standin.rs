@@ -1,4 +1,4 @@
-//! A recording stand-in for libibverbs and libefa: `VerbsFns`/`EfaFns`
+//! A recording stand-in for libibverbs, libefa and librdmacm: `VerbsFns`/`EfaFns`
 //! tables of Rust functions that record every call with its arguments and
 //! hand out fake objects (boxed C structs, freed by their destroy call).
 //! State is per thread (each test runs on its own).
@@ -75,8 +75,53 @@ pub struct PortCfg {
     pub gids: Vec<[u8; 16]>,
 }
 
+/// What one `post_send` work request carried (its first entry only).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SentWr {
+    pub qp: usize,
+    pub wr_id: u64,
+    pub opcode: u32,
+    pub send_flags: u32,
+    pub num_sge: i32,
+    /// The first scatter/gather entry: address, length, lkey.
+    pub sge0: (u64, u32, u32),
+    /// `wr.rdma` (RDMA operations).
+    pub remote_addr: u64,
+    pub rkey: u32,
+    /// `imm_data` as posted (big-endian).
+    pub imm_data: u32,
+}
+
+/// One librdmacm call of the stand-in (`rdmacm_fns`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CmCall {
+    CreateChannel,
+    DestroyChannel,
+    CreateId { ps: u32 },
+    DestroyId(usize),
+    BindAddr { family: i32 },
+    ResolveAddr { family: i32, timeout_ms: c_int },
+    ResolveRoute { timeout_ms: c_int },
+    CreateQp { id: usize, pd: usize, qp_type: u32, send_cq: usize, recv_cq: usize },
+    DestroyQp(usize),
+    Connect { id: usize, private_data: Vec<u8>, rnr_retry_count: u8 },
+    Listen { backlog: c_int },
+    Accept { id: usize, private_data: Vec<u8> },
+    Reject { id: usize, private_data: Vec<u8> },
+    Disconnect(usize),
+    GetEvent,
+    AckEvent,
+}
+
 pub struct World {
     pub calls: Vec<Call>,
+    /// Every work request `post_send` saw.
+    pub sent: Vec<SentWr>,
+    /// `(qp, wr_id, num_sge)` of every `post_recv`.
+    pub posted_recvs: Vec<(usize, u64, c_int)>,
+    /// librdmacm calls, and its script (`cm_*` functions).
+    pub cm_calls: Vec<CmCall>,
+    pub cm: CmScript,
     /// `(device name, port)` -> what that port answers; a device with
     /// configured ports reports the highest of them as `phys_port_cnt`.
     pub port_cfg: HashMap<(String, u8), PortCfg>,
@@ -99,6 +144,10 @@ pub struct World {
 thread_local! {
     static WORLD: RefCell<World> = RefCell::new(World {
         calls: Vec::new(),
+        sent: Vec::new(),
+        posted_recvs: Vec::new(),
+        cm_calls: Vec::new(),
+        cm: CmScript::default(),
         port_cfg: HashMap::new(),
         extended: true,
         ports: 1,
@@ -606,6 +655,26 @@ unsafe extern "C" fn req_notify_cq(cq: *mut ibv_cq, solicited_only: c_int) -> c_
 
 unsafe extern "C" fn post_send(qp: *mut ibv_qp, wr: *mut ibv_send_wr, bad: *mut *mut ibv_send_wr) -> c_int {
     record(Call::PostSend { qp: qp as usize, wr: wr as usize, bad: bad as usize });
+    if !wr.is_null() {
+        // SAFETY: the caller's work request; its list has `num_sge` entries;
+        // `wr.rdma` and `imm_data` are plain integers in any case.
+        let s = unsafe {
+            let w = &*wr;
+            let sge0 = if w.num_sge > 0 && !w.sg_list.is_null() { let g = *w.sg_list; (g.addr, g.length, g.lkey) } else { (0, 0, 0) };
+            SentWr {
+                qp: qp as usize,
+                wr_id: w.wr_id,
+                opcode: w.opcode,
+                send_flags: w.send_flags,
+                num_sge: w.num_sge,
+                sge0,
+                remote_addr: w.wr.rdma.remote_addr,
+                rkey: w.wr.rdma.rkey,
+                imm_data: w.imm.imm_data,
+            }
+        };
+        with(|w| w.sent.push(s));
+    }
     let rc = with(|w| w.post_rc);
     if rc != 0 {
         // SAFETY: `bad` is the caller's out-parameter.
@@ -616,6 +685,11 @@ unsafe extern "C" fn post_send(qp: *mut ibv_qp, wr: *mut ibv_send_wr, bad: *mut 
 
 unsafe extern "C" fn post_recv(qp: *mut ibv_qp, wr: *mut ibv_recv_wr, bad: *mut *mut ibv_recv_wr) -> c_int {
     record(Call::PostRecv { qp: qp as usize, wr: wr as usize, bad: bad as usize });
+    if !wr.is_null() {
+        // SAFETY: the caller's work request.
+        let (id, n) = unsafe { ((*wr).wr_id, (*wr).num_sge) };
+        with(|w| w.posted_recvs.push((qp as usize, id, n)));
+    }
     let rc = with(|w| w.post_rc);
     if rc != 0 {
         // SAFETY: `bad` is the caller's out-parameter.
@@ -657,4 +731,241 @@ pub fn verbs_fns() -> VerbsFns {
 /// The recording libefa.
 pub fn efa_fns() -> EfaFns {
     EfaFns { query_device: efa_query_device, create_driver_qp: efa_create_driver_qp, create_qp_ex: efa_create_qp_ex }
+}
+
+// ---------- librdmacm ----------
+
+/// How the librdmacm stand-in answers: each call that starts something
+/// (`rdma_resolve_addr`, `rdma_resolve_route`, `rdma_connect`,
+/// `rdma_accept`, `rdma_disconnect`) queues the event a working fabric
+/// would, unless `fail` says otherwise.
+#[derive(Default)]
+pub struct CmScript {
+    /// Events waiting on the channel: (event, id, listen id, status,
+    /// private data).
+    pub queue: std::collections::VecDeque<(u32, usize, usize, c_int, Vec<u8>)>,
+    /// `rdma_resolve_addr` answers `ADDR_ERROR`.
+    pub unreachable: bool,
+    /// `rdma_connect` answers `REJECTED` with this private data.
+    pub reject_with: Option<Vec<u8>>,
+    /// What the peer's `ESTABLISHED` carries on the active side.
+    pub accept_data: Vec<u8>,
+    /// Events handed out, with the private data they point at (freed by
+    /// `rdma_ack_cm_event`).
+    #[allow(clippy::vec_box)]
+    live: Vec<(usize, Box<[u8]>)>,
+}
+
+fn cm_record(c: CmCall) {
+    with(|w| w.cm_calls.push(c));
+}
+
+fn cm_queue(event: u32, id: usize, listen_id: usize, data: Vec<u8>) {
+    with(|w| w.cm.queue.push_back((event, id, listen_id, 0, data)));
+}
+
+/// The librdmacm calls recorded so far, and forgets them.
+pub fn take_cm_calls() -> Vec<CmCall> {
+    with(|w| std::mem::take(&mut w.cm_calls))
+}
+
+/// Queues a `CONNECT_REQUEST` on `listen_id` from a new id (returned),
+/// carrying `data`, as a peer's `rdma_connect` would.
+///
+/// # Safety
+/// `listen_id` is a live id of this stand-in (`rdma_create_id`).
+pub unsafe fn cm_incoming(listen_id: *mut rdma_cm_id, data: &[u8]) -> *mut rdma_cm_id {
+    // SAFETY: the caller's promise.
+    let channel = unsafe { (*listen_id).channel };
+    let id = Box::into_raw(Box::new(rdma_cm_id { channel, ps: RDMA_PS_TCP, ..Default::default() }));
+    cm_queue(RDMA_CM_EVENT_CONNECT_REQUEST, id as usize, listen_id as usize, data.to_vec());
+    id
+}
+
+fn family(a: *const libc::sockaddr) -> i32 {
+    if a.is_null() {
+        return -1;
+    }
+    // SAFETY: a caller's sockaddr, which starts with its family.
+    i32::from(unsafe { (*a).sa_family })
+}
+
+unsafe extern "C" fn cm_create_channel() -> *mut rdma_event_channel {
+    cm_record(CmCall::CreateChannel);
+    Box::into_raw(Box::new(rdma_event_channel { fd: -1 }))
+}
+
+unsafe extern "C" fn cm_destroy_channel(ch: *mut rdma_event_channel) {
+    cm_record(CmCall::DestroyChannel);
+    // SAFETY: from `cm_create_channel`, freed once.
+    drop(unsafe { Box::from_raw(ch) });
+}
+
+unsafe extern "C" fn cm_create_id(ch: *mut rdma_event_channel, id: *mut *mut rdma_cm_id, context: *mut c_void, ps: u32) -> c_int {
+    cm_record(CmCall::CreateId { ps });
+    let new = Box::into_raw(Box::new(rdma_cm_id { channel: ch, context, ps, ..Default::default() }));
+    // SAFETY: the caller's out-parameter.
+    unsafe { *id = new };
+    0
+}
+
+unsafe extern "C" fn cm_destroy_id(id: *mut rdma_cm_id) -> c_int {
+    cm_record(CmCall::DestroyId(id as usize));
+    // SAFETY: from `cm_create_id` or `cm_incoming`, freed once.
+    drop(unsafe { Box::from_raw(id) });
+    0
+}
+
+unsafe extern "C" fn cm_bind_addr(_id: *mut rdma_cm_id, addr: *mut libc::sockaddr) -> c_int {
+    cm_record(CmCall::BindAddr { family: family(addr) });
+    0
+}
+
+unsafe extern "C" fn cm_resolve_addr(id: *mut rdma_cm_id, _src: *mut libc::sockaddr, dst: *mut libc::sockaddr, timeout_ms: c_int) -> c_int {
+    cm_record(CmCall::ResolveAddr { family: family(dst), timeout_ms });
+    let ev = if with(|w| w.cm.unreachable) { RDMA_CM_EVENT_ADDR_ERROR } else { RDMA_CM_EVENT_ADDR_RESOLVED };
+    cm_queue(ev, id as usize, 0, Vec::new());
+    0
+}
+
+unsafe extern "C" fn cm_resolve_route(id: *mut rdma_cm_id, timeout_ms: c_int) -> c_int {
+    cm_record(CmCall::ResolveRoute { timeout_ms });
+    cm_queue(RDMA_CM_EVENT_ROUTE_RESOLVED, id as usize, 0, Vec::new());
+    0
+}
+
+unsafe extern "C" fn cm_create_qp(id: *mut rdma_cm_id, pd: *mut ibv_pd, attr: *mut ibv_qp_init_attr) -> c_int {
+    // SAFETY: the caller's id, PD (of `alloc_pd`) and attributes.
+    unsafe {
+        let a = &*attr;
+        cm_record(CmCall::CreateQp { id: id as usize, pd: pd as usize, qp_type: a.qp_type, send_cq: a.send_cq as usize, recv_cq: a.recv_cq as usize });
+        let context = (*pd).context;
+        let h = handle();
+        let qp = Box::into_raw(Box::new(ibv_qp { context, pd, send_cq: a.send_cq, recv_cq: a.recv_cq, handle: h, qp_num: 0x100 + h, qp_type: a.qp_type, ..Default::default() }));
+        (*id).qp = qp;
+        (*id).verbs = context;
+        (*id).pd = pd;
+    }
+    0
+}
+
+unsafe extern "C" fn cm_destroy_qp(id: *mut rdma_cm_id) {
+    cm_record(CmCall::DestroyQp(id as usize));
+    // SAFETY: the id's QP of `cm_create_qp`, freed once.
+    unsafe {
+        drop(Box::from_raw((*id).qp));
+        (*id).qp = null_mut();
+    }
+}
+
+/// The private data of connection parameters.
+///
+/// # Safety
+/// `p` is NULL or valid connection parameters.
+unsafe fn param_data(p: *const rdma_conn_param) -> (Vec<u8>, u8) {
+    if p.is_null() {
+        return (Vec::new(), 0);
+    }
+    // SAFETY: the caller's promise; the data is `private_data_len` bytes.
+    unsafe {
+        let p = &*p;
+        let d = if p.private_data.is_null() { Vec::new() } else { std::slice::from_raw_parts(p.private_data.cast::<u8>(), usize::from(p.private_data_len)).to_vec() };
+        (d, p.rnr_retry_count)
+    }
+}
+
+unsafe extern "C" fn cm_connect(id: *mut rdma_cm_id, param: *mut rdma_conn_param) -> c_int {
+    // SAFETY: the caller's parameters.
+    let (private_data, rnr_retry_count) = unsafe { param_data(param) };
+    cm_record(CmCall::Connect { id: id as usize, private_data, rnr_retry_count });
+    match with(|w| w.cm.reject_with.clone()) {
+        Some(d) => cm_queue(RDMA_CM_EVENT_REJECTED, id as usize, 0, d),
+        None => cm_queue(RDMA_CM_EVENT_ESTABLISHED, id as usize, 0, with(|w| w.cm.accept_data.clone())),
+    }
+    0
+}
+
+unsafe extern "C" fn cm_listen(_id: *mut rdma_cm_id, backlog: c_int) -> c_int {
+    cm_record(CmCall::Listen { backlog });
+    0
+}
+
+unsafe extern "C" fn cm_accept(id: *mut rdma_cm_id, param: *mut rdma_conn_param) -> c_int {
+    // SAFETY: the caller's parameters.
+    let (private_data, _) = unsafe { param_data(param) };
+    cm_record(CmCall::Accept { id: id as usize, private_data });
+    cm_queue(RDMA_CM_EVENT_ESTABLISHED, id as usize, 0, Vec::new());
+    0
+}
+
+unsafe extern "C" fn cm_reject(id: *mut rdma_cm_id, data: *const c_void, len: u8) -> c_int {
+    let private_data = if data.is_null() {
+        Vec::new()
+    } else {
+        // SAFETY: `len` readable bytes (the caller's).
+        unsafe { std::slice::from_raw_parts(data.cast::<u8>(), usize::from(len)) }.to_vec()
+    };
+    cm_record(CmCall::Reject { id: id as usize, private_data });
+    0
+}
+
+unsafe extern "C" fn cm_disconnect(id: *mut rdma_cm_id) -> c_int {
+    cm_record(CmCall::Disconnect(id as usize));
+    cm_queue(RDMA_CM_EVENT_DISCONNECTED, id as usize, 0, Vec::new());
+    0
+}
+
+unsafe extern "C" fn cm_get_event(_ch: *mut rdma_event_channel, out: *mut *mut rdma_cm_event) -> c_int {
+    cm_record(CmCall::GetEvent);
+    let Some((event, id, listen_id, status, data)) = with(|w| w.cm.queue.pop_front()) else {
+        set_errno(libc::EAGAIN);
+        return -1;
+    };
+    let data: Box<[u8]> = data.into_boxed_slice();
+    let conn = rdma_conn_param {
+        private_data: if data.is_empty() { std::ptr::null() } else { data.as_ptr().cast() },
+        private_data_len: data.len() as u8,
+        ..Default::default()
+    };
+    let ev = Box::into_raw(Box::new(rdma_cm_event {
+        id: id as *mut rdma_cm_id,
+        listen_id: listen_id as *mut rdma_cm_id,
+        event,
+        status,
+        param: rdma_cm_event_param { conn },
+    }));
+    with(|w| w.cm.live.push((ev as usize, data)));
+    // SAFETY: the caller's out-parameter.
+    unsafe { *out = ev };
+    0
+}
+
+unsafe extern "C" fn cm_ack_event(ev: *mut rdma_cm_event) -> c_int {
+    cm_record(CmCall::AckEvent);
+    with(|w| w.cm.live.retain(|(e, _)| *e != ev as usize));
+    // SAFETY: from `cm_get_event`, freed once.
+    drop(unsafe { Box::from_raw(ev) });
+    0
+}
+
+/// The recording librdmacm.
+pub fn rdmacm_fns() -> crate::rdmacm::RdmaCmFns {
+    crate::rdmacm::RdmaCmFns {
+        create_event_channel: cm_create_channel,
+        destroy_event_channel: cm_destroy_channel,
+        create_id: cm_create_id,
+        destroy_id: cm_destroy_id,
+        bind_addr: cm_bind_addr,
+        resolve_addr: cm_resolve_addr,
+        resolve_route: cm_resolve_route,
+        create_qp: cm_create_qp,
+        destroy_qp: cm_destroy_qp,
+        connect: cm_connect,
+        listen: cm_listen,
+        accept: cm_accept,
+        reject: cm_reject,
+        disconnect: cm_disconnect,
+        get_cm_event: cm_get_event,
+        ack_cm_event: cm_ack_event,
+    }
 }

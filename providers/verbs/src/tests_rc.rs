@@ -1,0 +1,139 @@
+//! The RC layer against the recording stand-ins of libibverbs and
+//! librdmacm: the connection-manager call sequences of both sides, the
+//! private data each way, the failures, and the work requests that reach
+//! the QP's `post_send`/`post_recv` slots.
+
+use crate::discovery::probe;
+use crate::provider::VerbsDomain;
+use crate::rc::{connect, Cm, Listener, QpRes, Remote, MAX_PRIVATE_DATA};
+use rfabric_ibverbs::standin::{self, CmCall, PortCfg, SentWr};
+use rfabric_ibverbs::sys::*;
+use rfabric_ibverbs::{RdmaCm, Verbs};
+use std::sync::Arc;
+
+struct Setup {
+    _d: VerbsDomain,
+    res: QpRes,
+    cm: Arc<Cm>,
+}
+
+fn setup() -> Setup {
+    standin::add_device("mlx5_0", IBV_NODE_CA, IBV_TRANSPORT_IB, "");
+    let gid = std::net::Ipv4Addr::new(10, 0, 0, 5).to_ipv6_mapped().octets();
+    standin::set_port("mlx5_0", 1, PortCfg { state: IBV_PORT_ACTIVE, link_layer: IBV_LINK_LAYER_ETHERNET, lid: 0, gids: vec![gid] });
+    let v = Verbs::from_fns(standin::verbs_fns(), None);
+    let p = probe(Ok(&v), &|_| Vec::new());
+    let d = VerbsDomain::open(&v, &p.domains()[0]).unwrap();
+    let cq = d.context().create_cq(64, 0).unwrap();
+    let cap = ibv_qp_cap { max_send_wr: 32, max_recv_wr: 32, max_send_sge: 1, max_recv_sge: 1, max_inline_data: 64 };
+    let res = QpRes { pd: d.pd().clone(), send_cq: cq.clone(), recv_cq: cq, cap };
+    let cm = Cm::new(&RdmaCm::from_fns(standin::rdmacm_fns())).unwrap();
+    standin::take_calls();
+    standin::take_cm_calls();
+    Setup { _d: d, res, cm }
+}
+
+fn without_events(v: Vec<CmCall>) -> Vec<CmCall> {
+    v.into_iter().filter(|c| !matches!(c, CmCall::GetEvent | CmCall::AckEvent)).collect()
+}
+
+#[test]
+fn the_active_side_resolves_creates_the_qp_and_connects_with_private_data() {
+    let s = setup();
+    standin::with(|w| w.cm.accept_data = b"srv-hello".to_vec());
+    let (conn, answer) = connect(&s.cm, &"10.0.0.7:7471".parse().unwrap(), &s.res, b"cli-hello").unwrap();
+    assert_eq!(answer, b"srv-hello");
+    let calls = standin::take_cm_calls();
+    let id = match &calls[..] {
+        [CmCall::CreateId { ps: RDMA_PS_TCP }, CmCall::ResolveAddr { family, timeout_ms: 2000 }, CmCall::GetEvent, CmCall::AckEvent, CmCall::ResolveRoute { timeout_ms: 2000 }, CmCall::GetEvent, CmCall::AckEvent, CmCall::CreateQp { id, pd, qp_type: IBV_QPT_RC, .. }, CmCall::Connect { id: cid, private_data, rnr_retry_count: 7 }, CmCall::GetEvent, CmCall::AckEvent]
+            if *family == libc::AF_INET && *pd == s.res.pd.as_ptr() as usize && cid == id && private_data == b"cli-hello" =>
+        {
+            *id
+        }
+        other => panic!("unexpected sequence: {other:?}"),
+    };
+    // The data path through the QP's context ops.
+    let sge = ibv_sge { addr: 0x1000, length: 256, lkey: 0x42 };
+    // SAFETY: the stand-in only records the requests.
+    unsafe {
+        conn.send(1, &[sge], None, true).unwrap();
+        conn.write(2, &[sge], Remote { addr: 0xdead_0000, rkey: 0x77 }, Some(9)).unwrap();
+        conn.read(3, &[sge], Remote { addr: 0xbeef_0000, rkey: 0x78 }).unwrap();
+        conn.recv(4, &[sge]).unwrap();
+    }
+    let qp = conn.qp() as usize;
+    let sent = standin::with(|w| std::mem::take(&mut w.sent));
+    let base = SentWr { qp, num_sge: 1, sge0: (0x1000, 256, 0x42), ..Default::default() };
+    assert_eq!(
+        sent,
+        vec![
+            SentWr { wr_id: 1, opcode: IBV_WR_SEND, send_flags: IBV_SEND_SIGNALED | IBV_SEND_INLINE, ..base.clone() },
+            SentWr { wr_id: 2, opcode: IBV_WR_RDMA_WRITE_WITH_IMM, send_flags: IBV_SEND_SIGNALED, remote_addr: 0xdead_0000, rkey: 0x77, imm_data: 9u32.to_be(), ..base.clone() },
+            SentWr { wr_id: 3, opcode: IBV_WR_RDMA_READ, send_flags: IBV_SEND_SIGNALED, remote_addr: 0xbeef_0000, rkey: 0x78, ..base },
+        ]
+    );
+    assert_eq!(standin::with(|w| w.posted_recvs.clone()), vec![(qp, 4, 1)]);
+    conn.disconnect().unwrap();
+    drop(conn);
+    let calls = without_events(standin::take_cm_calls());
+    assert_eq!(calls, vec![CmCall::Disconnect(id), CmCall::DestroyQp(id), CmCall::DestroyId(id)]);
+    drop(s);
+    assert_eq!(standin::take_cm_calls(), vec![CmCall::DestroyChannel]);
+}
+
+#[test]
+fn a_rejection_is_econnrefused_and_frees_the_id() {
+    let s = setup();
+    standin::with(|w| w.cm.reject_with = Some(b"busy".to_vec()));
+    let e = connect(&s.cm, &"[2001:db8::7]:7471".parse().unwrap(), &s.res, b"x").err().unwrap();
+    assert_eq!(e.errno, libc::ECONNREFUSED);
+    let calls = without_events(standin::take_cm_calls());
+    assert!(matches!(calls[1], CmCall::ResolveAddr { family, .. } if family == libc::AF_INET6), "{calls:?}");
+    assert!(matches!(calls[calls.len() - 2], CmCall::DestroyQp(_)), "{calls:?}");
+    assert!(matches!(calls[calls.len() - 1], CmCall::DestroyId(_)), "{calls:?}");
+}
+
+#[test]
+fn an_unreachable_peer_is_ehostunreach_before_any_qp() {
+    let s = setup();
+    standin::with(|w| w.cm.unreachable = true);
+    let e = connect(&s.cm, &"10.9.9.9:1".parse().unwrap(), &s.res, b"").err().unwrap();
+    assert_eq!(e.errno, libc::EHOSTUNREACH);
+    assert!(!standin::take_cm_calls().iter().any(|c| matches!(c, CmCall::CreateQp { .. })));
+}
+
+#[test]
+fn too_much_private_data_is_einval_before_any_call() {
+    let s = setup();
+    let e = connect(&s.cm, &"10.0.0.7:1".parse().unwrap(), &s.res, &[0; MAX_PRIVATE_DATA + 1]).err().unwrap();
+    assert_eq!(e.errno, libc::EINVAL);
+    assert_eq!(standin::take_cm_calls(), vec![]);
+}
+
+#[test]
+fn the_passive_side_listens_accepts_and_rejects() {
+    let s = setup();
+    let l = Listener::listen(&s.cm, &"0.0.0.0:7471".parse().unwrap(), 16).unwrap();
+    assert_eq!(
+        standin::take_cm_calls(),
+        vec![CmCall::CreateId { ps: RDMA_PS_TCP }, CmCall::BindAddr { family: libc::AF_INET }, CmCall::Listen { backlog: 16 }]
+    );
+    // SAFETY: the listener's live id.
+    let peer = unsafe { standin::cm_incoming(l.id(), b"want-in") } as usize;
+    let req = l.request().unwrap();
+    assert_eq!(req.private_data, b"want-in");
+    let conn = req.accept(&s.res, b"welcome").unwrap();
+    let calls = without_events(standin::take_cm_calls());
+    assert!(matches!(&calls[..], [CmCall::CreateQp { id, qp_type: IBV_QPT_RC, .. }, CmCall::Accept { id: aid, private_data }] if *id == peer && *aid == peer && private_data == b"welcome"), "{calls:?}");
+    drop(conn);
+    assert_eq!(without_events(standin::take_cm_calls()), vec![CmCall::DestroyQp(peer), CmCall::DestroyId(peer)]);
+
+    // SAFETY: as above.
+    let other = unsafe { standin::cm_incoming(l.id(), b"me too") } as usize;
+    let req = l.request().unwrap();
+    req.reject(b"full").unwrap();
+    assert_eq!(
+        without_events(standin::take_cm_calls()),
+        vec![CmCall::Reject { id: other, private_data: b"full".to_vec() }, CmCall::DestroyId(other)]
+    );
+}
