@@ -34,6 +34,6 @@ mod tests;
 pub use error::{LoadError, VerbsError};
 pub use fns::{EfaFns, LibNames, VerbsFns};
 pub use info::{DeviceDetail, DeviceInfo, EfaInfo, LinkLayer, Mtu, NodeType, PortInfo, PortState, Transport};
-pub use objects::{Context, Cq, Mr, Pd, PostError, Qp};
+pub use objects::{CompChannel, Context, Cq, Mr, Pd, PostError, Qp};
 pub use rdmacm::{RdmaCm, RdmaCmFns};
 pub use verbs::Verbs;

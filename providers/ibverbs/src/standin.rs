@@ -119,6 +119,9 @@ pub struct World {
     pub sent: Vec<SentWr>,
     /// `(qp, wr_id, num_sge)` of every `post_recv`.
     pub posted_recvs: Vec<(usize, u64, c_int)>,
+    /// With `Some`, `poll_cq` hands out these completions (and nothing
+    /// when it is empty) instead of its one fixed receive completion.
+    pub wcs: Option<std::collections::VecDeque<ibv_wc>>,
     /// librdmacm calls, and its script (`cm_*` functions).
     pub cm_calls: Vec<CmCall>,
     pub cm: CmScript,
@@ -146,6 +149,7 @@ thread_local! {
         calls: Vec::new(),
         sent: Vec::new(),
         posted_recvs: Vec::new(),
+        wcs: None,
         cm_calls: Vec::new(),
         cm: CmScript::default(),
         port_cfg: HashMap::new(),
@@ -538,6 +542,28 @@ unsafe extern "C" fn create_cq(
     Box::into_raw(Box::new(ibv_cq { context: ctx, cq_context, cqe, handle: handle(), ..Default::default() }))
 }
 
+unsafe extern "C" fn create_comp_channel(ctx: *mut ibv_context) -> *mut ibv_comp_channel {
+    // An fd that is never readable: the stand-in has no events.
+    // SAFETY: no memory-safety preconditions; the fd is closed by destroy.
+    let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+    Box::into_raw(Box::new(ibv_comp_channel { context: ctx, fd, refcnt: 0 }))
+}
+
+unsafe extern "C" fn destroy_comp_channel(ch: *mut ibv_comp_channel) -> c_int {
+    // SAFETY: from `create_comp_channel`, freed once.
+    let ch = unsafe { Box::from_raw(ch) };
+    // SAFETY: the channel's own fd.
+    unsafe { libc::close(ch.fd) };
+    0
+}
+
+unsafe extern "C" fn get_cq_event(_ch: *mut ibv_comp_channel, _cq: *mut *mut ibv_cq, _ctx: *mut *mut c_void) -> c_int {
+    set_errno(libc::EAGAIN);
+    -1
+}
+
+unsafe extern "C" fn ack_cq_events(_cq: *mut ibv_cq, _n: c_uint) {}
+
 unsafe extern "C" fn destroy_cq(cq: *mut ibv_cq) -> c_int {
     record(Call::DestroyCq(cq as usize));
     // SAFETY: a CQ of `create_cq`, freed once.
@@ -641,6 +667,16 @@ unsafe extern "C" fn poll_cq(cq: *mut ibv_cq, n: c_int, wc: *mut ibv_wc) -> c_in
     if rc != 0 {
         return rc;
     }
+    if with(|w| w.wcs.is_some()) {
+        let mut got = 0;
+        while got < n {
+            let Some(c) = with(|w| w.wcs.as_mut().and_then(|q| q.pop_front())) else { break };
+            // SAFETY: `wc` is writable for `n` entries.
+            unsafe { *wc.add(got as usize) = c };
+            got += 1;
+        }
+        return got;
+    }
     if n > 0 {
         // SAFETY: `wc` is writable for `n` entries.
         unsafe { *wc = ibv_wc { wr_id: 42, status: IBV_WC_SUCCESS, opcode: IBV_WC_RECV, byte_len: 9, ..Default::default() } };
@@ -722,6 +758,10 @@ pub fn verbs_fns() -> VerbsFns {
         dereg_mr,
         create_cq,
         destroy_cq,
+        create_comp_channel,
+        destroy_comp_channel,
+        get_cq_event,
+        ack_cq_events,
         create_qp,
         destroy_qp,
         modify_qp,

@@ -107,8 +107,6 @@ macro_rules! opaque {
 }
 
 opaque! {
-    /// `struct ibv_comp_channel`
-    ibv_comp_channel,
     /// `struct ibv_srq`
     ibv_srq,
     /// `struct ibv_ah`
@@ -360,6 +358,14 @@ c_types! {
     pub struct ibv_gid_global = "union ibv_gid" @ "global" {
         pub subnet_prefix: u64,
         pub interface_id: u64,
+    }
+
+    /// `struct ibv_comp_channel`: its `fd` turns readable when a CQ armed
+    /// with `ibv_req_notify_cq` gets a completion.
+    pub struct ibv_comp_channel = "struct ibv_comp_channel" {
+        pub context: *mut ibv_context,
+        pub fd: c_int,
+        pub refcnt: c_int,
     }
 
     /// `struct ibv_pd`
