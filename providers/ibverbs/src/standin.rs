@@ -117,8 +117,9 @@ pub struct World {
     pub calls: Vec<Call>,
     /// Every work request `post_send` saw.
     pub sent: Vec<SentWr>,
-    /// `(qp, wr_id, num_sge)` of every `post_recv`.
-    pub posted_recvs: Vec<(usize, u64, c_int)>,
+    /// `(qp, wr_id, num_sge, first entry's address and length)` of every
+    /// `post_recv`.
+    pub posted_recvs: Vec<(usize, u64, c_int, u64, u32)>,
     /// With `Some`, `poll_cq` hands out these completions (and nothing
     /// when it is empty) instead of its one fixed receive completion.
     pub wcs: Option<std::collections::VecDeque<ibv_wc>>,
@@ -722,9 +723,13 @@ unsafe extern "C" fn post_send(qp: *mut ibv_qp, wr: *mut ibv_send_wr, bad: *mut 
 unsafe extern "C" fn post_recv(qp: *mut ibv_qp, wr: *mut ibv_recv_wr, bad: *mut *mut ibv_recv_wr) -> c_int {
     record(Call::PostRecv { qp: qp as usize, wr: wr as usize, bad: bad as usize });
     if !wr.is_null() {
-        // SAFETY: the caller's work request.
-        let (id, n) = unsafe { ((*wr).wr_id, (*wr).num_sge) };
-        with(|w| w.posted_recvs.push((qp as usize, id, n)));
+        // SAFETY: the caller's work request, with `num_sge` entries.
+        let (id, n, a, l) = unsafe {
+            let w = &*wr;
+            let (a, l) = if w.num_sge > 0 && !w.sg_list.is_null() { ((*w.sg_list).addr, (*w.sg_list).length) } else { (0, 0) };
+            (w.wr_id, w.num_sge, a, l)
+        };
+        with(|w| w.posted_recvs.push((qp as usize, id, n, a, l)));
     }
     let rc = with(|w| w.post_rc);
     if rc != 0 {
@@ -832,13 +837,18 @@ fn family(a: *const libc::sockaddr) -> i32 {
 
 unsafe extern "C" fn cm_create_channel() -> *mut rdma_event_channel {
     cm_record(CmCall::CreateChannel);
-    Box::into_raw(Box::new(rdma_event_channel { fd: -1 }))
+    // An fd that is never readable (events are handed out on request).
+    // SAFETY: no memory-safety preconditions; closed by destroy.
+    let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+    Box::into_raw(Box::new(rdma_event_channel { fd }))
 }
 
 unsafe extern "C" fn cm_destroy_channel(ch: *mut rdma_event_channel) {
     cm_record(CmCall::DestroyChannel);
-    // SAFETY: from `cm_create_channel`, freed once.
-    drop(unsafe { Box::from_raw(ch) });
+    // SAFETY: from `cm_create_channel`, freed once, with its fd.
+    let ch = unsafe { Box::from_raw(ch) };
+    // SAFETY: the channel's own fd.
+    unsafe { libc::close(ch.fd) };
 }
 
 unsafe extern "C" fn cm_create_id(ch: *mut rdma_event_channel, id: *mut *mut rdma_cm_id, context: *mut c_void, ps: u32) -> c_int {

@@ -19,6 +19,7 @@ pub mod addr;
 pub mod discovery;
 pub mod provider;
 pub mod rc;
+pub mod rc_transport;
 
 #[cfg(test)]
 mod tests;

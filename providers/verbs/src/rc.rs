@@ -39,7 +39,7 @@ pub const MAX_PRIVATE_DATA: usize = 56;
 
 /// An event channel.
 pub struct Cm {
-    cm: RdmaCm,
+    pub(crate) cm: RdmaCm,
     ch: NonNull<rdma_event_channel>,
 }
 
@@ -126,7 +126,7 @@ impl Cm {
         Err(VerbsError::new(call, errno))
     }
 
-    fn create_id(self: &Arc<Self>) -> Result<CmId, VerbsError> {
+    pub(crate) fn create_id(self: &Arc<Self>) -> Result<CmId, VerbsError> {
         let mut id: *mut rdma_cm_id = std::ptr::null_mut();
         // SAFETY: a live channel; `id` is writable; no user context.
         let rc = unsafe { (self.cm.fns().create_id)(self.ch.as_ptr(), &mut id, std::ptr::null_mut(), RDMA_PS_TCP) };
@@ -139,7 +139,7 @@ impl Cm {
 /// A connection-manager id (`rdma_create_id`, or a connection request's);
 /// `rdma_destroy_qp` (if it has one) and `rdma_destroy_id` on drop.
 pub struct CmId {
-    cm: Arc<Cm>,
+    pub(crate) cm: Arc<Cm>,
     id: NonNull<rdma_cm_id>,
     qp: bool,
 }
@@ -164,12 +164,20 @@ impl Drop for CmId {
 }
 
 impl CmId {
+    /// An id librdmacm handed out with a `CONNECT_REQUEST` on `cm`.
+    ///
+    /// # Safety
+    /// `id` is that live id, owned by nobody else.
+    pub(crate) unsafe fn from_request(cm: &Arc<Cm>, id: NonNull<rdma_cm_id>) -> CmId {
+        CmId { cm: cm.clone(), id, qp: false }
+    }
+
     pub fn as_ptr(&self) -> *mut rdma_cm_id {
         self.id.as_ptr()
     }
 
     /// `rdma_create_qp`: an RC QP on the id's device, in `pd`.
-    fn create_qp(&mut self, pd: &Pd, send_cq: &Cq, recv_cq: &Cq, cap: ibv_qp_cap) -> Result<(), VerbsError> {
+    pub(crate) fn create_qp(&mut self, pd: &Pd, send_cq: &Cq, recv_cq: &Cq, cap: ibv_qp_cap) -> Result<(), VerbsError> {
         let mut attr = ibv_qp_init_attr { send_cq: send_cq.as_ptr(), recv_cq: recv_cq.as_ptr(), cap, qp_type: IBV_QPT_RC, ..Default::default() };
         // SAFETY: a live id, PD and CQs of one device; `attr` readable and
         // writable (librdmacm writes the capabilities back).
@@ -181,7 +189,7 @@ impl CmId {
 }
 
 /// `struct sockaddr_in`/`sockaddr_in6` of `a`.
-fn sockaddr(a: &SocketAddr) -> libc::sockaddr_in6 {
+pub(crate) fn sockaddr(a: &SocketAddr) -> libc::sockaddr_in6 {
     // Big enough for both; the family says which.
     // SAFETY: all-zero is a valid sockaddr_in6.
     let mut s: libc::sockaddr_in6 = unsafe { std::mem::zeroed() };
@@ -208,7 +216,7 @@ fn sockaddr(a: &SocketAddr) -> libc::sockaddr_in6 {
 
 /// Connection parameters with `data` as private data (at most
 /// `MAX_PRIVATE_DATA` bytes) and the usual RC retry settings.
-fn conn_param(data: &[u8]) -> Result<rdma_conn_param, VerbsError> {
+pub(crate) fn conn_param(data: &[u8]) -> Result<rdma_conn_param, VerbsError> {
     if data.len() > MAX_PRIVATE_DATA {
         return Err(VerbsError::new("rdma_connect", libc::EINVAL));
     }

@@ -72,7 +72,7 @@ fn the_active_side_resolves_creates_the_qp_and_connects_with_private_data() {
             SentWr { wr_id: 3, opcode: IBV_WR_RDMA_READ, send_flags: IBV_SEND_SIGNALED, remote_addr: 0xbeef_0000, rkey: 0x78, ..base },
         ]
     );
-    assert_eq!(standin::with(|w| w.posted_recvs.clone()), vec![(qp, 4, 1)]);
+    assert_eq!(standin::with(|w| w.posted_recvs.clone()), vec![(qp, 4, 1, 0x1000, 256)]);
     conn.disconnect().unwrap();
     drop(conn);
     let calls = without_events(standin::take_cm_calls());
@@ -136,4 +136,130 @@ fn the_passive_side_listens_accepts_and_rejects() {
         without_events(standin::take_cm_calls()),
         vec![CmCall::Reject { id: other, private_data: b"full".to_vec() }, CmCall::DestroyId(other)]
     );
+}
+
+// ---------- RC queue pairs as the reliable connected transport ----------
+
+mod transport {
+    use super::*;
+    use crate::rc_transport::{addr_bytes, parse_addr, RcTransport};
+    use rfabric_core::abi::{FI_ECONNREFUSED, FI_ECONNRESET, FI_EMSGSIZE, FI_ESHUTDOWN};
+    use rfabric_tcp::conn::{Conn, Transport};
+    use std::collections::VecDeque;
+
+    const RECV: u64 = 1 << 63;
+
+    fn transport(s: &Setup) -> RcTransport {
+        let cm = RdmaCm::from_fns(standin::rdmacm_fns());
+        let t = RcTransport::bind(&cm, s._d.context(), s._d.pd(), "10.0.0.5:7471".parse().unwrap(), 256, 4).unwrap();
+        standin::take_cm_calls();
+        t
+    }
+
+    fn wc(wr_id: u64, status: u32, byte_len: u32) -> ibv_wc {
+        ibv_wc { wr_id, status, byte_len, ..Default::default() }
+    }
+
+    fn script(w: Vec<ibv_wc>) {
+        standin::with(|x| x.wcs = Some(VecDeque::from(w)));
+    }
+
+    /// The id of the QP the last `rdma_create_qp` made.
+    fn last_qp_id() -> usize {
+        standin::take_cm_calls().into_iter().filter_map(|c| if let CmCall::CreateQp { id, .. } = c { Some(id) } else { None }).next_back().unwrap()
+    }
+
+    #[test]
+    fn addresses() {
+        let s = setup();
+        let t = transport(&s);
+        assert_eq!(parse_addr(t.addr()), Some("10.0.0.5:7471".parse().unwrap()));
+        assert!(t.valid_addr(&addr_bytes(&"10.0.0.7:1".parse().unwrap())));
+        assert!(!t.valid_addr(&addr_bytes(&"[2001:db8::1]:1".parse().unwrap())), "another family");
+        assert!(!t.valid_addr(&[2, 0, 1]));
+        assert_eq!(t.max_msg(), 256);
+    }
+
+    #[test]
+    fn a_connection_queues_until_established_then_sends_and_receives_in_order() {
+        let s = setup();
+        let mut t = transport(&s);
+        let mut c = t.connect(&addr_bytes(&"10.0.0.7:7471".parse().unwrap())).unwrap();
+        // The address is still being resolved: hold back its event.
+        let held = standin::with(|w| std::mem::take(&mut w.cm.queue));
+        c.send(&[b"hel", b"lo"]).unwrap();
+        assert_eq!(c.queued(), 5, "queued before the connection is up");
+        assert!(!c.established().unwrap());
+        standin::with(|w| w.cm.queue = held);
+        assert!(c.established().unwrap());
+        assert_eq!(c.queued(), 0);
+        let calls = without_events(standin::take_cm_calls());
+        assert!(matches!(&calls[..], [CmCall::CreateId { ps: RDMA_PS_TCP }, CmCall::ResolveAddr { .. }, CmCall::ResolveRoute { .. }, CmCall::CreateQp { qp_type: IBV_QPT_RC, .. }, CmCall::Connect { .. }]), "{calls:?}");
+        // Every receive slot was posted before rdma_connect.
+        let recvs = standin::with(|w| std::mem::take(&mut w.posted_recvs));
+        assert_eq!(recvs.iter().map(|r| r.1).collect::<Vec<_>>(), vec![RECV, RECV | 1, RECV | 2, RECV | 3]);
+        assert!(recvs.iter().all(|r| r.4 == 256));
+        let sent = standin::with(|w| std::mem::take(&mut w.sent));
+        assert_eq!(sent.len(), 1);
+        assert_eq!((sent[0].opcode, sent[0].sge0.1), (IBV_WR_SEND, 5));
+        // SAFETY: the send slot the stand-in saw, still the connection's.
+        let bytes = unsafe { std::slice::from_raw_parts(sent[0].sge0.0 as *const u8, 5) };
+        assert_eq!(bytes, b"hello");
+        // Two messages arrive (slots 2, then 0); the send completes.
+        for (slot, data) in [(2usize, b"abc"), (0, b"xyz")] {
+            let addr = recvs[slot].3 as *mut u8;
+            // SAFETY: the connection's receive slot, as the adapter would write it.
+            unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), addr, 3) };
+        }
+        script(vec![wc(RECV | 2, IBV_WC_SUCCESS, 3), wc(0, IBV_WC_SUCCESS, 0), wc(RECV, IBV_WC_SUCCESS, 3)]);
+        assert_eq!(c.recv().unwrap(), Some(&b"abc"[..]));
+        assert!(c.buffered());
+        assert_eq!(c.recv().unwrap(), Some(&b"xyz"[..]));
+        assert_eq!(c.recv().unwrap(), None);
+        // Each slot went back to the adapter after the next call.
+        let again: Vec<u64> = standin::with(|w| w.posted_recvs.iter().map(|r| r.1).collect());
+        assert_eq!(again, vec![RECV | 2, RECV]);
+        // Too large; then a failed completion is the end.
+        assert_eq!(c.send(&[&[0u8; 257]]).unwrap_err().0, FI_EMSGSIZE);
+        script(vec![wc(1, 12, 0)]);
+        assert_eq!(c.recv().unwrap_err().0, FI_ECONNRESET);
+    }
+
+    #[test]
+    fn a_disconnect_is_eshutdown_after_what_arrived_before_it() {
+        let s = setup();
+        let mut t = transport(&s);
+        let mut c = t.connect(&addr_bytes(&"10.0.0.7:7471".parse().unwrap())).unwrap();
+        assert!(c.established().unwrap());
+        let id = last_qp_id();
+        script(vec![wc(RECV | 1, IBV_WC_SUCCESS, 1), wc(RECV | 2, IBV_WC_WR_FLUSH_ERR, 0)]);
+        standin::with(|w| w.cm.queue.push_back((RDMA_CM_EVENT_DISCONNECTED, id, 0, 0, Vec::new())));
+        assert_eq!(c.recv().unwrap().map(|m| m.len()), Some(1));
+        assert_eq!(c.recv().unwrap_err().0, FI_ESHUTDOWN);
+    }
+
+    #[test]
+    fn a_rejected_connection_is_econnrefused() {
+        let s = setup();
+        let mut t = transport(&s);
+        standin::with(|w| w.cm.reject_with = Some(Vec::new()));
+        let mut c = t.connect(&addr_bytes(&"10.0.0.7:7471".parse().unwrap())).unwrap();
+        assert_eq!(c.established().unwrap_err().0, FI_ECONNREFUSED);
+    }
+
+    #[test]
+    fn accept_posts_receives_then_accepts() {
+        let s = setup();
+        let mut t = transport(&s);
+        assert!(t.accept().unwrap().is_none());
+        // SAFETY: the transport's live listening id.
+        let peer = unsafe { standin::cm_incoming(t.listen_id(), b"") } as usize;
+        let mut c = t.accept().unwrap().expect("a connection request waits");
+        let calls = without_events(standin::take_cm_calls());
+        assert!(matches!(&calls[..], [CmCall::CreateQp { id, .. }, CmCall::Accept { id: a, .. }] if *id == peer && *a == peer), "{calls:?}");
+        assert_eq!(standin::with(|w| w.posted_recvs.len()), 4);
+        assert!(c.established().unwrap());
+        drop(c);
+        assert_eq!(without_events(standin::take_cm_calls()), vec![CmCall::DestroyQp(peer), CmCall::DestroyId(peer)]);
+    }
 }
