@@ -222,11 +222,15 @@ pub struct VerbsDomain {
     local: Arc<LocalRegs>,
 }
 
-/// `FI_*` access bits as `IBV_ACCESS_*`. Local write is always asked for:
-/// receives and RDMA reads write into local memory, and remote write
-/// requires it.
+/// `FI_*` access bits as `IBV_ACCESS_*`. Local write is asked for when
+/// the adapter writes into the memory: receives (`FI_RECV`), RDMA reads
+/// landing in it (`FI_READ`), peers' writes (`FI_REMOTE_WRITE`, which
+/// requires it), or no access named (everything). Memory only sent from
+/// or written from is registered without it, so read-only memory can be.
 pub fn ibv_access(access: u64) -> u32 {
-    let mut a = IBV_ACCESS_LOCAL_WRITE;
+    let local_write = access & (FI_RECV | FI_READ | FI_REMOTE_WRITE) != 0
+        || access & (FI_SEND | FI_WRITE | FI_REMOTE_READ | FI_RECV | FI_READ | FI_REMOTE_WRITE) == 0;
+    let mut a = if local_write { IBV_ACCESS_LOCAL_WRITE } else { 0 };
     if access & FI_REMOTE_WRITE != 0 {
         a |= IBV_ACCESS_REMOTE_WRITE;
     }

@@ -229,7 +229,7 @@ fn fi_mr_dmabuf_reaches_ibv_reg_dmabuf_mr_with_the_fd_offset_length_and_iova() {
             iova: 0x7f00_0000_0000,
             fd: fd.as_raw_fd(),
             ino,
-            access: (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ) as i32,
+            access: IBV_ACCESS_REMOTE_READ as i32,
         }]
     );
     // Not cached: a second one is a second registration.
@@ -262,4 +262,17 @@ fn offers_carry_the_domain_and_address() {
     assert_eq!(i.src_addr.as_ref().unwrap().len(), crate::addr::SOCKADDR_IB_LEN);
     assert_eq!(i.ep_attr.as_ref().unwrap().protocol, FI_PROTO_RDMA_CM_IB_RC);
     assert_eq!(i.ep_attr.as_ref().unwrap().max_msg_size, 1 << 30);
+}
+
+#[test]
+fn access_bits() {
+    use crate::provider::ibv_access;
+    let lw = IBV_ACCESS_LOCAL_WRITE;
+    assert_eq!(ibv_access(0), lw, "no access named: everything local");
+    assert_eq!(ibv_access(FI_SEND), 0, "send-only memory may be read-only");
+    assert_eq!(ibv_access(FI_SEND | FI_WRITE), 0);
+    assert_eq!(ibv_access(FI_RECV), lw);
+    assert_eq!(ibv_access(FI_READ), lw);
+    assert_eq!(ibv_access(FI_REMOTE_READ), IBV_ACCESS_REMOTE_READ);
+    assert_eq!(ibv_access(FI_REMOTE_WRITE), lw | IBV_ACCESS_REMOTE_WRITE);
 }
