@@ -123,6 +123,12 @@ pub struct World {
     /// With `Some`, `poll_cq` hands out these completions (and nothing
     /// when it is empty) instead of its one fixed receive completion.
     pub wcs: Option<std::collections::VecDeque<ibv_wc>>,
+    /// With `Some`, a loopback fabric between the QPs of this thread
+    /// (`Loopback`), in place of the scripted answers.
+    pub loopback: Option<Loopback>,
+    /// The channel of every id made (`rdma_create_id`, requests), so
+    /// events go to their id's channel.
+    id_channel: HashMap<usize, usize>,
     /// librdmacm calls, and its script (`cm_*` functions).
     pub cm_calls: Vec<CmCall>,
     pub cm: CmScript,
@@ -151,6 +157,8 @@ thread_local! {
         sent: Vec::new(),
         posted_recvs: Vec::new(),
         wcs: None,
+        loopback: None,
+        id_channel: HashMap::new(),
         cm_calls: Vec::new(),
         cm: CmScript::default(),
         port_cfg: HashMap::new(),
@@ -668,6 +676,16 @@ unsafe extern "C" fn poll_cq(cq: *mut ibv_cq, n: c_int, wc: *mut ibv_wc) -> c_in
     if rc != 0 {
         return rc;
     }
+    if with(|w| w.loopback.is_some()) {
+        let mut got = 0;
+        while got < n {
+            let Some(c) = with(|w| w.loopback.as_mut().and_then(|l| l.cqs.get_mut(&(cq as usize)).and_then(|q| q.pop_front()))) else { break };
+            // SAFETY: `wc` is writable for `n` entries.
+            unsafe { *wc.add(got as usize) = c };
+            got += 1;
+        }
+        return got;
+    }
     if with(|w| w.wcs.is_some()) {
         let mut got = 0;
         while got < n {
@@ -711,6 +729,11 @@ unsafe extern "C" fn post_send(qp: *mut ibv_qp, wr: *mut ibv_send_wr, bad: *mut 
             }
         };
         with(|w| w.sent.push(s));
+        if with(|w| w.loopback.is_some()) {
+            // SAFETY: the caller's work request and the memory its list names.
+            unsafe { loop_send(qp as usize, &*wr) };
+            return 0;
+        }
     }
     let rc = with(|w| w.post_rc);
     if rc != 0 {
@@ -730,6 +753,10 @@ unsafe extern "C" fn post_recv(qp: *mut ibv_qp, wr: *mut ibv_recv_wr, bad: *mut 
             (w.wr_id, w.num_sge, a, l)
         };
         with(|w| w.posted_recvs.push((qp as usize, id, n, a, l)));
+        if with(|w| w.loopback.is_some()) {
+            loop_recv(qp as usize, id, a, l);
+            return 0;
+        }
     }
     let rc = with(|w| w.post_rc);
     if rc != 0 {
@@ -823,6 +850,7 @@ pub unsafe fn cm_incoming(listen_id: *mut rdma_cm_id, data: &[u8]) -> *mut rdma_
     // SAFETY: the caller's promise.
     let channel = unsafe { (*listen_id).channel };
     let id = Box::into_raw(Box::new(rdma_cm_id { channel, ps: RDMA_PS_TCP, ..Default::default() }));
+    with(|w| w.id_channel.insert(id as usize, channel as usize));
     cm_queue(RDMA_CM_EVENT_CONNECT_REQUEST, id as usize, listen_id as usize, data.to_vec());
     id
 }
@@ -854,6 +882,7 @@ unsafe extern "C" fn cm_destroy_channel(ch: *mut rdma_event_channel) {
 unsafe extern "C" fn cm_create_id(ch: *mut rdma_event_channel, id: *mut *mut rdma_cm_id, context: *mut c_void, ps: u32) -> c_int {
     cm_record(CmCall::CreateId { ps });
     let new = Box::into_raw(Box::new(rdma_cm_id { channel: ch, context, ps, ..Default::default() }));
+    with(|w| w.id_channel.insert(new as usize, ch as usize));
     // SAFETY: the caller's out-parameter.
     unsafe { *id = new };
     0
@@ -861,6 +890,7 @@ unsafe extern "C" fn cm_create_id(ch: *mut rdma_event_channel, id: *mut *mut rdm
 
 unsafe extern "C" fn cm_destroy_id(id: *mut rdma_cm_id) -> c_int {
     cm_record(CmCall::DestroyId(id as usize));
+    loop_hang_up(id as usize);
     // SAFETY: from `cm_create_id` or `cm_incoming`, freed once.
     drop(unsafe { Box::from_raw(id) });
     0
@@ -893,6 +923,11 @@ unsafe extern "C" fn cm_create_qp(id: *mut rdma_cm_id, pd: *mut ibv_pd, attr: *m
         let h = handle();
         let qp = Box::into_raw(Box::new(ibv_qp { context, pd, send_cq: a.send_cq, recv_cq: a.recv_cq, handle: h, qp_num: 0x100 + h, qp_type: a.qp_type, ..Default::default() }));
         (*id).qp = qp;
+        with(|w| {
+            if let Some(l) = w.loopback.as_mut() {
+                l.cqs_of.insert(qp as usize, (a.send_cq as usize, a.recv_cq as usize));
+            }
+        });
         (*id).verbs = context;
         (*id).pd = pd;
     }
@@ -927,7 +962,22 @@ unsafe fn param_data(p: *const rdma_conn_param) -> (Vec<u8>, u8) {
 unsafe extern "C" fn cm_connect(id: *mut rdma_cm_id, param: *mut rdma_conn_param) -> c_int {
     // SAFETY: the caller's parameters.
     let (private_data, rnr_retry_count) = unsafe { param_data(param) };
-    cm_record(CmCall::Connect { id: id as usize, private_data, rnr_retry_count });
+    cm_record(CmCall::Connect { id: id as usize, private_data: private_data.clone(), rnr_retry_count });
+    if let Some(listener) = with(|w| w.loopback.as_ref().map(|l| l.listeners.first().copied())) {
+        let Some(listener) = listener else {
+            cm_queue(RDMA_CM_EVENT_UNREACHABLE, id as usize, 0, Vec::new());
+            return 0;
+        };
+        // SAFETY: a live listening id of this stand-in.
+        let req = unsafe { cm_incoming(listener as *mut rdma_cm_id, &private_data) } as usize;
+        with(|w| {
+            if let Some(l) = w.loopback.as_mut() {
+                l.cm_peer.insert(req, id as usize);
+                l.cm_peer.insert(id as usize, req);
+            }
+        });
+        return 0;
+    }
     match with(|w| w.cm.reject_with.clone()) {
         Some(d) => cm_queue(RDMA_CM_EVENT_REJECTED, id as usize, 0, d),
         None => cm_queue(RDMA_CM_EVENT_ESTABLISHED, id as usize, 0, with(|w| w.cm.accept_data.clone())),
@@ -935,16 +985,33 @@ unsafe extern "C" fn cm_connect(id: *mut rdma_cm_id, param: *mut rdma_conn_param
     0
 }
 
-unsafe extern "C" fn cm_listen(_id: *mut rdma_cm_id, backlog: c_int) -> c_int {
+unsafe extern "C" fn cm_listen(id: *mut rdma_cm_id, backlog: c_int) -> c_int {
     cm_record(CmCall::Listen { backlog });
+    with(|w| {
+        if let Some(l) = w.loopback.as_mut() {
+            l.listeners.push(id as usize);
+        }
+    });
     0
 }
 
 unsafe extern "C" fn cm_accept(id: *mut rdma_cm_id, param: *mut rdma_conn_param) -> c_int {
     // SAFETY: the caller's parameters.
     let (private_data, _) = unsafe { param_data(param) };
-    cm_record(CmCall::Accept { id: id as usize, private_data });
+    cm_record(CmCall::Accept { id: id as usize, private_data: private_data.clone() });
     cm_queue(RDMA_CM_EVENT_ESTABLISHED, id as usize, 0, Vec::new());
+    let peer = with(|w| w.loopback.as_ref().and_then(|l| l.cm_peer.get(&(id as usize)).copied()));
+    if let Some(peer) = peer {
+        // SAFETY: both ids are live (the active one waits for this).
+        let (a, b) = unsafe { ((*id).qp as usize, (*(peer as *mut rdma_cm_id)).qp as usize) };
+        with(|w| {
+            if let Some(l) = w.loopback.as_mut() {
+                l.qp_peer.insert(a, b);
+                l.qp_peer.insert(b, a);
+            }
+        });
+        cm_queue(RDMA_CM_EVENT_ESTABLISHED, peer, 0, private_data);
+    }
     0
 }
 
@@ -962,12 +1029,20 @@ unsafe extern "C" fn cm_reject(id: *mut rdma_cm_id, data: *const c_void, len: u8
 unsafe extern "C" fn cm_disconnect(id: *mut rdma_cm_id) -> c_int {
     cm_record(CmCall::Disconnect(id as usize));
     cm_queue(RDMA_CM_EVENT_DISCONNECTED, id as usize, 0, Vec::new());
+    loop_hang_up(id as usize);
     0
 }
 
-unsafe extern "C" fn cm_get_event(_ch: *mut rdma_event_channel, out: *mut *mut rdma_cm_event) -> c_int {
+unsafe extern "C" fn cm_get_event(ch: *mut rdma_event_channel, out: *mut *mut rdma_cm_event) -> c_int {
     cm_record(CmCall::GetEvent);
-    let Some((event, id, listen_id, status, data)) = with(|w| w.cm.queue.pop_front()) else {
+    // The first event of an id on this channel (ids of unknown channel:
+    // any channel, as before ids were tracked).
+    let next = with(|w| {
+        let ch = ch as usize;
+        let at = w.cm.queue.iter().position(|e| w.id_channel.get(&e.1).map_or(true, |&c| c == ch))?;
+        w.cm.queue.remove(at)
+    });
+    let Some((event, id, listen_id, status, data)) = next else {
         set_errno(libc::EAGAIN);
         return -1;
     };
@@ -1017,5 +1092,113 @@ pub fn rdmacm_fns() -> crate::rdmacm::RdmaCmFns {
         disconnect: cm_disconnect,
         get_cm_event: cm_get_event,
         ack_cm_event: cm_ack_event,
+    }
+}
+
+// ---------- a loopback fabric ----------
+
+/// RC queue pairs of this thread connected to each other through the
+/// librdmacm stand-in (`rdma_connect` reaches the first listening id as a
+/// `CONNECT_REQUEST`; `rdma_accept` establishes both sides). A send is
+/// copied into the peer's oldest posted receive, completing on both
+/// sides; without one it waits, as an RC sender retries on
+/// receiver-not-ready, until the peer posts one. `rdma_disconnect` or
+/// destroying a connected id gives the peer `DISCONNECTED`. Sends only (no
+/// RDMA); no loss; completions in order.
+#[derive(Default)]
+pub struct Loopback {
+    listeners: Vec<usize>,
+    cm_peer: HashMap<usize, usize>,
+    qp_peer: HashMap<usize, usize>,
+    /// QP -> (send CQ, receive CQ)
+    cqs_of: HashMap<usize, (usize, usize)>,
+    /// CQ -> completions waiting to be polled.
+    cqs: HashMap<usize, std::collections::VecDeque<ibv_wc>>,
+    /// QP -> posted receives (wr_id, address, length).
+    rq: HashMap<usize, std::collections::VecDeque<(u64, u64, u32)>>,
+    /// QP -> sends waiting for a receive there (source QP, wr_id, bytes).
+    waiting: HashMap<usize, std::collections::VecDeque<(usize, u64, Vec<u8>)>>,
+}
+
+/// Sends `wr` (a `SEND`) from `src` across the loop.
+///
+/// # Safety
+/// The memory `wr`'s list names is readable.
+unsafe fn loop_send(src: usize, wr: &ibv_send_wr) {
+    let mut bytes = Vec::new();
+    for i in 0..usize::try_from(wr.num_sge).unwrap_or(0) {
+        // SAFETY: the list has `num_sge` entries naming readable memory.
+        unsafe {
+            let g = *wr.sg_list.add(i);
+            bytes.extend_from_slice(std::slice::from_raw_parts(g.addr as *const u8, g.length as usize));
+        }
+    }
+    let Some(dst) = with(|w| w.loopback.as_ref().and_then(|l| l.qp_peer.get(&src).copied())) else {
+        // Not connected: the QP is in error.
+        loop_complete(src, true, ibv_wc { wr_id: wr.wr_id, status: IBV_WC_WR_FLUSH_ERR, opcode: IBV_WC_SEND, ..Default::default() });
+        return;
+    };
+    with(|w| {
+        if let Some(l) = w.loopback.as_mut() {
+            l.waiting.entry(dst).or_default().push_back((src, wr.wr_id, bytes));
+        }
+    });
+    loop_deliver(dst);
+}
+
+fn loop_recv(qp: usize, wr_id: u64, addr: u64, len: u32) {
+    with(|w| {
+        if let Some(l) = w.loopback.as_mut() {
+            l.rq.entry(qp).or_default().push_back((wr_id, addr, len));
+        }
+    });
+    loop_deliver(qp);
+}
+
+fn loop_complete(qp: usize, send: bool, wc: ibv_wc) {
+    with(|w| {
+        if let Some(l) = w.loopback.as_mut() {
+            if let Some(&(s, r)) = l.cqs_of.get(&qp) {
+                l.cqs.entry(if send { s } else { r }).or_default().push_back(wc);
+            }
+        }
+    });
+}
+
+/// Matches the sends waiting for `dst` with its posted receives.
+fn loop_deliver(dst: usize) {
+    loop {
+        let next = with(|w| {
+            let l = w.loopback.as_mut()?;
+            if l.rq.get(&dst).map_or(true, |q| q.is_empty()) || l.waiting.get(&dst).map_or(true, |q| q.is_empty()) {
+                return None;
+            }
+            let r = l.rq.get_mut(&dst)?.pop_front()?;
+            let s = l.waiting.get_mut(&dst)?.pop_front()?;
+            Some((r, s))
+        });
+        let Some(((rid, addr, len), (src, sid, bytes))) = next else { return };
+        let fits = bytes.len() <= len as usize;
+        if fits {
+            // SAFETY: a posted receive names writable memory of `len` bytes
+            // (the poster's promise).
+            unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), addr as *mut u8, bytes.len()) };
+        }
+        let (rs, ss) = if fits { (IBV_WC_SUCCESS, IBV_WC_SUCCESS) } else { (1, 9) };
+        loop_complete(dst, false, ibv_wc { wr_id: rid, status: rs, opcode: IBV_WC_RECV, byte_len: bytes.len() as u32, ..Default::default() });
+        loop_complete(src, true, ibv_wc { wr_id: sid, status: ss, opcode: IBV_WC_SEND, ..Default::default() });
+    }
+}
+
+/// The connection of `id` ends: its peer gets `DISCONNECTED`.
+fn loop_hang_up(id: usize) {
+    let peer = with(|w| {
+        let l = w.loopback.as_mut()?;
+        let p = l.cm_peer.remove(&id)?;
+        l.cm_peer.remove(&p);
+        Some(p)
+    });
+    if let Some(p) = peer {
+        cm_queue(RDMA_CM_EVENT_DISCONNECTED, p, 0, Vec::new());
     }
 }

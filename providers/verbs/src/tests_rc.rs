@@ -262,4 +262,64 @@ mod transport {
         drop(c);
         assert_eq!(without_events(standin::take_cm_calls()), vec![CmCall::DestroyQp(peer), CmCall::DestroyId(peer)]);
     }
+
+    /// Two transports over the stand-in's loopback fabric: connect and
+    /// accept, 200 messages of 1 to 64 bytes each way with 4 slots a side
+    /// (so most wait in the connection and for the peer's receives), all
+    /// arriving whole and in order; then one side goes away.
+    #[test]
+    fn two_transports_exchange_messages_in_order_over_the_loopback_stand_in() {
+        const N: usize = 200;
+        let s = setup();
+        standin::with(|w| w.loopback = Some(Default::default()));
+        let cm = RdmaCm::from_fns(standin::rdmacm_fns());
+        let (ctx, pd) = (s._d.context(), s._d.pd());
+        let mut srv = RcTransport::bind(&cm, ctx, pd, "10.0.0.5:7471".parse().unwrap(), 64, 4).unwrap();
+        let mut cli = RcTransport::bind(&cm, ctx, pd, "10.0.0.5:7472".parse().unwrap(), 64, 4).unwrap();
+        let mut c = cli.connect(srv.addr()).unwrap();
+        let mut sc = None;
+        for _ in 0..8 {
+            let up = c.established().unwrap();
+            if sc.is_none() {
+                sc = srv.accept().unwrap();
+            }
+            if let Some(x) = sc.as_mut() {
+                if x.established().unwrap() && up {
+                    break;
+                }
+            }
+        }
+        let mut sc = sc.expect("the server accepted");
+        assert!(c.established().unwrap() && sc.established().unwrap());
+
+        let msg = |i: usize, dir: u8| -> Vec<u8> { (0..i % 64 + 1).map(|k| (i as u8).wrapping_mul(31).wrapping_add(k as u8) ^ dir).collect() };
+        for i in 0..N {
+            c.send(&[&msg(i, 1)]).unwrap();
+            sc.send(&[&msg(i, 2)[..1], &msg(i, 2)[1..]]).unwrap();
+        }
+        assert!(c.queued() > 0 && sc.queued() > 0, "more messages than slots wait in the connection");
+        let (mut got_c, mut got_s) = (Vec::new(), Vec::new());
+        for _ in 0..4 * N {
+            c.flush().unwrap();
+            sc.flush().unwrap();
+            while let Some(m) = sc.recv().unwrap() {
+                got_s.push(m.to_vec());
+            }
+            while let Some(m) = c.recv().unwrap() {
+                got_c.push(m.to_vec());
+            }
+            if got_s.len() == N && got_c.len() == N {
+                break;
+            }
+        }
+        assert_eq!(got_s.len(), N, "client to server");
+        assert_eq!(got_c.len(), N, "server to client");
+        assert!(got_s.iter().enumerate().all(|(i, m)| *m == msg(i, 1)), "client to server: whole and in order");
+        assert!(got_c.iter().enumerate().all(|(i, m)| *m == msg(i, 2)), "server to client: whole and in order");
+        assert_eq!((c.queued(), sc.queued()), (0, 0));
+
+        // The client goes away: the server's connection ends with FI_ESHUTDOWN.
+        drop(c);
+        assert_eq!(sc.recv().unwrap_err().0, FI_ESHUTDOWN);
+    }
 }
