@@ -38,7 +38,8 @@
 //!   and released with its MR. Never stale, only slower.
 //!
 //! `FI_MR_CACHE_MONITOR=uffd|pagemap|disabled` picks one (an unavailable
-//! choice falls to `disabled`); `FI_MR_CACHE_MAX_COUNT` bounds the entries
+//! choice falls to `disabled`; another value, such as upstream's
+//! `memhooks`, is taken as unset); `FI_MR_CACHE_MAX_COUNT` bounds the entries
 //! kept unused (default 1024, 0 disables). The choice is logged once at
 //! `FI_LOG_LEVEL=info`.
 //!
