@@ -160,6 +160,20 @@ fn munmap_and_mmap_fixed_at_the_same_address() {
     unmap(a, LEN);
 }
 
+/// `mmap(MAP_FIXED)` straight over a registered mapping (no munmap
+/// first): the kernel unmaps the old pages inside the call, and says so.
+#[test]
+fn mmap_fixed_over_a_live_mapping_invalidates() {
+    let _s = serial();
+    let f = Fixture::new(MonitorKind::Uffd);
+    let a = map(LEN, None);
+    drop(f.get(a, LEN));
+    assert_eq!(map(LEN, Some(a)), a);
+    assert_eq!(f.get(a, LEN).id, 2);
+    assert_eq!(f.cache.stats().invalidated, 1);
+    unmap(a, LEN);
+}
+
 #[test]
 fn a_partial_munmap_invalidates_the_whole_entry() {
     let _s = serial();
