@@ -78,12 +78,13 @@ impl Probe {
             Probe::NoLibrary(why) => vec![format!("no verbs domains: rdma-core's libibverbs is not available ({why})")],
             Probe::Error(e) => vec![format!("no verbs domains: the RDMA device list could not be read ({e})")],
             Probe::Found { domains, notes } => {
-                let mut v = notes.clone();
+                // With nothing offered, one line says all of why.
                 if domains.is_empty() && notes.is_empty() {
-                    v.push("no verbs domains: libibverbs found no RDMA device".into());
+                    return vec!["no verbs domains: libibverbs found no RDMA device".into()];
                 } else if domains.is_empty() {
-                    v.push("no verbs domains: no RDMA port with an active link".into());
+                    return vec![format!("no verbs domains: {}", notes.join("; "))];
                 }
+                let mut v = notes.clone();
                 for d in domains {
                     let formats: Vec<String> = d.addrs.iter().map(|a| format!("{a:?}")).collect();
                     v.push(format!("verbs domain {} (device {} port {}, {:?}): {}", d.name, d.device, d.port, d.link_layer, formats.join(", ")));
