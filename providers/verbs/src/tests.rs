@@ -276,3 +276,28 @@ fn access_bits() {
     assert_eq!(ibv_access(FI_REMOTE_READ), IBV_ACCESS_REMOTE_READ);
     assert_eq!(ibv_access(FI_REMOTE_WRITE), lw | IBV_ACCESS_REMOTE_WRITE);
 }
+
+#[test]
+fn fi_fabric_and_fi_domain_open_the_device_of_the_domain_named() {
+    standin::add_device("mlx5_0", IBV_NODE_CA, IBV_TRANSPORT_IB, "");
+    standin::set_port("mlx5_0", 1, PortCfg { state: IBV_PORT_ACTIVE, link_layer: IBV_LINK_LAYER_ETHERNET, lid: 0, gids: roce_gids() });
+    standin::set_port("mlx5_0", 2, PortCfg { state: IBV_PORT_DOWN, link_layer: IBV_LINK_LAYER_ETHERNET, lid: 0, gids: roce_gids() });
+    let p = VerbsProvider::with_verbs(Verbs::from_fns(standin::verbs_fns(), None), no_ipoib);
+    let info = p.offers().remove(0);
+    let fabric = p.fabric(info.fabric_attr.as_ref().unwrap()).unwrap();
+    standin::take_calls();
+    // SAFETY: the test keeps the threading promise (one thread).
+    let d = unsafe { fabric.domain(&info) }.unwrap();
+    let calls = standin::take_calls();
+    assert!(calls.iter().any(|c| matches!(c, Call::OpenDevice(_))) && calls.iter().any(|c| matches!(c, Call::AllocPd(_))), "{calls:?}");
+    drop(d);
+    let calls = standin::take_calls();
+    assert!(calls.iter().any(|c| matches!(c, Call::DeallocPd(_))) && calls.iter().any(|c| matches!(c, Call::CloseDevice(_))), "{calls:?}");
+    let mut other = info.clone();
+    other.domain_attr.as_mut().unwrap().name = Some("mlx5_0-2".into());
+    // SAFETY: as above.
+    assert!(unsafe { fabric.domain(&other) }.is_err(), "port 2 is no domain");
+    let mut bad = info.fabric_attr.clone().unwrap();
+    bad.name = Some("other".into());
+    assert!(p.fabric(&bad).is_err());
+}
