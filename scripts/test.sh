@@ -18,7 +18,7 @@ declare -A cmd
 add() { names+=("$1"); cmd[$1]=$2; }
 add cargo-tests 'cargo test -j2 --workspace'
 add clippy 'cargo clippy -j2 --workspace --all-targets -- -D warnings'
-add provider-features 'cargo build -j2 --workspace --no-default-features --target-dir target/features && cargo build -j2 -p rfabric-capi --no-default-features --features shm --target-dir target/features && cargo test -j2 -p rfabric-capi --no-default-features --target-dir target/features && cargo clippy -j2 --workspace --all-targets --no-default-features --target-dir target/features -- -D warnings && cargo clippy -j2 -p rfabric-capi --all-targets --no-default-features --features dl,shm --target-dir target/features -- -D warnings'
+add provider-features 'cargo build -j2 --workspace --no-default-features --target-dir target/features && cargo build -j2 -p rfabric-capi --no-default-features --features shm --target-dir target/features && cargo test -j2 -p rfabric-capi --no-default-features --target-dir target/features && cargo clippy -j2 --workspace --all-targets --no-default-features --target-dir target/features -- -D warnings && cargo clippy -j2 -p rfabric-capi --all-targets --no-default-features --features dl,shm --target-dir target/features -- -D warnings && cargo clippy -j2 -p rfabric-capi --all-targets --no-default-features --features dl,verbs --target-dir target/features -- -D warnings'
 add exports-header "sh -c 'cbindgen --config cbindgen.toml --crate rfabric-capi --output build/exports.h 2>/dev/null && diff -u include/rfabric/exports.h build/exports.h && tests/abi/check_exports.sh'"
 add header-abi 'tests/abi/check_headers.sh'
 add header-oracle 'tests/abi/oracle_debian.sh'
@@ -77,6 +77,9 @@ add rudp-ompi-2hosts 'need_ompi && env FI_RUDP_IFACE=rf0 tests/mpi/run_ompi.sh -
 add rudp-ompi-admin-swap 'env FI_RUDP_IFACE=rf0 sh -c "tests/mpi/admin_swap.sh \"$lib\" divert --hosts two -- --mca btl ^uct,openib && tests/mpi/admin_swap.sh \"$lib\" ldconf --hosts one"'
 add tcp-fi-pingpong 'env PROV=tcp tests/clients/fi_pingpong.sh "$lib"'
 add tcp-dl-debian 'need_dl && tests/dl/rftcp_debian.sh build/dl'
+add verbs-standin 'cargo test -j2 -p rfabric-verbs -p rfabric-ibverbs && cargo test -j2 -p rfabric-core --lib mr_cache && tests/ibverbs/layout.sh'
+add verbs-no-device 'need_dl && tests/verbs/no_device.sh "$lib"'
+add mr-cache-unprivileged 'tests/verbs/mr_cache_unprivileged.sh'
 add testing-doc 'check_testing_doc'
 
 if [ "${1:-}" = --list ]; then
@@ -94,7 +97,7 @@ step() { echo; echo "=== $*"; }
 
 # ---------- install ----------
 step "install test dependencies"
-pkgs="libfabric-bin libfabric-dev libfabric1 ucx-utils libibverbs1 ibverbs-providers rdma-core libibverbs-dev
+pkgs="libfabric-bin libfabric-dev libfabric1 ucx-utils libibverbs1 ibverbs-providers rdma-core libibverbs-dev librdmacm1 librdmacm-dev
       valgrind pkg-config gcc g++ make python3-venv binutils iproute2 nftables openmpi-bin libopenmpi-dev"
 missing=""
 for p in $pkgs; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
