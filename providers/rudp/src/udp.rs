@@ -186,6 +186,8 @@ pub struct UdpDevice {
     addrs: crate::sys::RecvAddrs,
     /// The extended selective ack of the acknowledgement being read.
     ext_sack: Vec<u8>,
+    /// Since when every `recv` read a full batch: the socket may hold more.
+    backlogged: Option<Instant>,
     /// Data datagrams queued for one `sendmmsg` (sent by `push_out`,
     /// `flush` and on entry to and exit from `recv`).
     out: Box<crate::sys::SendBatch>,
@@ -235,6 +237,7 @@ impl UdpDevice {
             hold: false,
             addrs: crate::sys::RecvAddrs::default(),
             ext_sack: Vec::new(),
+            backlogged: None,
             out: crate::sys::SendBatch::new(max_datagram),
         })
     }
@@ -488,13 +491,17 @@ impl UdpDevice {
     }
 
     fn timers(&mut self, now: Instant, batch: &mut RxBatch) {
+        let may_lose = match self.backlogged {
+            None => true,
+            Some(t) => now.saturating_duration_since(t) >= self.cfg.peer_timeout,
+        };
         let mut i = 0;
         while i < self.busy.len() {
             let id = self.busy[i];
             let idx = id as usize;
             match self.peers[idx].state {
                 State::Connecting { since, next_hello, tries } => {
-                    if now.saturating_duration_since(since) >= self.cfg.peer_timeout {
+                    if may_lose && now.saturating_duration_since(since) >= self.cfg.peer_timeout {
                         self.lose(id, batch);
                     } else if now >= next_hello {
                         self.send_ctl(id, DevKind::Hello);
@@ -522,7 +529,7 @@ impl UdpDevice {
                         if t.sacked {
                             continue;
                         }
-                        if now.saturating_duration_since(t.first) >= timeout && now.saturating_duration_since(p.last_heard) >= timeout {
+                        if may_lose && now.saturating_duration_since(t.first) >= timeout && now.saturating_duration_since(p.last_heard) >= timeout {
                             rfabric_core::fi_info!(PROV, FI_LOG_EP_DATA, "packet {} to {} unacknowledged for {:?}", t.seq, p.addr, timeout);
                             dead = true;
                             break;
@@ -721,6 +728,17 @@ impl Device for UdpDevice {
         let mut lens = [0usize; RECV_BATCH];
         let mut froms: [Option<SocketAddr>; RECV_BATCH] = [None; RECV_BATCH];
         let got = crate::sys::recv_many(&self.sock, &mut batch.data, dg, &mut lens, &mut froms, &mut self.addrs);
+        // A full batch: more may be waiting behind it (an acknowledgement
+        // of a peer among them). Peers are judged silent only once the
+        // socket was read empty: under load a backlog of datagrams can take
+        // longer to read than the peer timeout.
+        // (A socket kept full for longer than the timeout again does not
+        // keep peers from being judged.)
+        if got == RECV_BATCH {
+            self.backlogged.get_or_insert(now);
+        } else {
+            self.backlogged = None;
+        }
         let mut n = 0;
         for k in 0..got {
             let off = k * dg;
