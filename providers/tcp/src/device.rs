@@ -755,6 +755,30 @@ impl<T: Transport> Device for ConnDevice<T> {
         }
     }
 
+    fn push_out(&mut self) {
+        // `send` writes at once; only what a full socket left queued waits,
+        // and goes out here (or at the next `recv`).
+        if self.backlog.is_empty() {
+            return;
+        }
+        let mut k = 0;
+        while k < self.backlog.len() {
+            let id = self.backlog[k];
+            let p = &mut self.peers[id as usize];
+            let r = p.out.as_mut().map_or(Ok(0), |o| o.c.flush());
+            match r {
+                Ok(0) if p.inn.as_ref().map_or(true, |i| i.c.queued() == 0) => {
+                    self.backlog.swap_remove(k);
+                }
+                Ok(_) => k += 1,
+                Err(e) => {
+                    self.backlog.swap_remove(k);
+                    self.lose(id, &format!("our connection failed: {e}"), None);
+                }
+            }
+        }
+    }
+
     fn unacked(&self) -> bool {
         self.peers.iter().any(|p| p.out.as_ref().is_some_and(|o| !o.unacked.is_empty()) || p.inn.as_ref().is_some_and(|i| i.c.queued() > 0))
     }
