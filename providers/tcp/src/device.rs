@@ -640,11 +640,6 @@ impl<T: Transport> Device for ConnDevice<T> {
         Ok(())
     }
 
-    fn push_out(&mut self) {
-        // `send` writes to the connection at once (the kernel batches a
-        // stream); what the socket did not take is written by `recv`.
-    }
-
     fn recv(&mut self, batch: &mut RxBatch, now: Instant) -> usize {
         // Packets the engine refused in the last batch are kept.
         for (id, seq) in std::mem::take(&mut self.rejected) {
@@ -757,6 +752,30 @@ impl<T: Transport> Device for ConnDevice<T> {
             // stream: it goes at once, not only once many are owed.
             self.send_ack(id, now);
             k += 1;
+        }
+    }
+
+    fn push_out(&mut self) {
+        // `send` writes at once; only what a full socket left queued waits,
+        // and goes out here (or at the next `recv`).
+        if self.backlog.is_empty() {
+            return;
+        }
+        let mut k = 0;
+        while k < self.backlog.len() {
+            let id = self.backlog[k];
+            let p = &mut self.peers[id as usize];
+            let r = p.out.as_mut().map_or(Ok(0), |o| o.c.flush());
+            match r {
+                Ok(0) if p.inn.as_ref().map_or(true, |i| i.c.queued() == 0) => {
+                    self.backlog.swap_remove(k);
+                }
+                Ok(_) => k += 1,
+                Err(e) => {
+                    self.backlog.swap_remove(k);
+                    self.lose(id, &format!("our connection failed: {e}"), None);
+                }
+            }
         }
     }
 
