@@ -36,6 +36,8 @@ const MAX_RTO: Duration = Duration::from_millis(250);
 /// Doublings of the retransmission timeout, at most.
 const MAX_BACKOFF: u32 = 6;
 const TIMER_SCAN: Duration = Duration::from_millis(1);
+/// A pause between two `recv`s this long is not counted as peers' silence.
+const STALL_CREDIT: Duration = Duration::from_millis(50);
 /// Selective-ack bits an acknowledgement alone carries beyond its header.
 const EXT_SACK_BITS: u32 = 2048;
 
@@ -186,6 +188,8 @@ pub struct UdpDevice {
     addrs: crate::sys::RecvAddrs,
     /// The extended selective ack of the acknowledgement being read.
     ext_sack: Vec<u8>,
+    /// When `recv` last ran.
+    last_recv: Option<Instant>,
     /// Since when every `recv` read a full batch: the socket may hold more.
     backlogged: Option<Instant>,
     /// Data datagrams queued for one `sendmmsg` (sent by `push_out`,
@@ -238,6 +242,7 @@ impl UdpDevice {
             addrs: crate::sys::RecvAddrs::default(),
             ext_sack: Vec::new(),
             backlogged: None,
+            last_recv: None,
             out: crate::sys::SendBatch::new(max_datagram),
         })
     }
@@ -719,6 +724,20 @@ impl Device for UdpDevice {
     }
 
     fn recv(&mut self, batch: &mut RxBatch, now: Instant) -> usize {
+        // Silence is judged by the time we were listening: when this
+        // endpoint itself was not progressed for a while (the process was
+        // not scheduled, or the application did not call in), its peers
+        // are not blamed for that time.
+        if let Some(prev) = self.last_recv {
+            let gap = now.saturating_duration_since(prev);
+            if gap >= STALL_CREDIT {
+                for &id in &self.busy {
+                    let p = &mut self.peers[id as usize];
+                    p.last_heard = (p.last_heard + gap).min(now);
+                }
+            }
+        }
+        self.last_recv = Some(now);
         self.send_out();
         batch.clear();
         let dg = self.cfg.max_datagram;
