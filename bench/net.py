@@ -1,4 +1,4 @@
-"""Network benchmark: our rudp provider against Debian's libfabric (tcp;ofi_rxm,
+"""Network benchmark: our rudp and tcp providers against Debian's libfabric (tcp;ofi_rxm,
 udp;ofi_rxd) and UCX over TCP, on loopback and between two network
 namespaces, without and with 1% loss; and MPI between the namespaces.
 
@@ -8,6 +8,7 @@ the shm tables). Three tables and an MPI section:
   loopback   every series on 127.0.0.1, server pinned to core 0, client to
              core 1 (as the shm table):
                ours     rudp from our libfabric.so.1, FI_RUDP_IFACE=lo
+               ours tcp our tcp provider (RDM over TCP connections), FI_TCP_IFACE=lo
                tcp;rxm  Debian's libfabric1, provider "tcp;ofi_rxm", FI_TCP_IFACE=lo
                udp;rxd  Debian's libfabric1, provider "udp;ofi_rxd", FI_UDP_IFACE=lo
                UCX tcp  ucx_perftest, UCX_TLS=tcp,self UCX_NET_DEVICES=lo
@@ -58,14 +59,14 @@ MPI_TIMEOUT = 300
 GIVE_UP_AFTER = 5
 LOSS_PCT = 1
 
-LO_KEYS = ("ours", "rxm", "rxd", "ucx")
+LO_KEYS = ("ours", "ours_tcp", "rxm", "rxd", "ucx")
 VETH_KEYS = ("ours", "rxm", "ours_loss", "rxm_loss")
-SHORT = {"ours": "ours", "rxm": "tcp;rxm", "rxd": "udp;rxd", "ucx": "UCX tcp",
+SHORT = {"ours": "ours", "ours_tcp": "ours tcp", "rxm": "tcp;rxm", "rxd": "udp;rxd", "ucx": "UCX tcp",
          "ours_loss": "ours 1% loss", "rxm_loss": "tcp;rxm 1% loss"}
-LABELS = {"ours": "ours (rfabric rudp)", "rxm": "Debian 1.17 tcp;ofi_rxm",
+LABELS = {"ours": "ours (rfabric rudp)", "ours_tcp": "ours (rfabric tcp)", "rxm": "Debian 1.17 tcp;ofi_rxm",
           "rxd": "Debian 1.17 udp;ofi_rxd", "ucx": "UCX 1.13 tcp",
           "ours_loss": "ours, 1% loss", "rxm_loss": "tcp;ofi_rxm, 1% loss"}
-COLORS = {"ours": "#d62728", "rxm": "#1f77b4", "rxd": "#ff7f0e", "ucx": "#2ca02c",
+COLORS = {"ours": "#d62728", "ours_tcp": "#9467bd", "rxm": "#1f77b4", "rxd": "#ff7f0e", "ucx": "#2ca02c",
           "ours_loss": "#d62728", "rxm_loss": "#1f77b4"}
 MPI_PP_SIZES = [8, 64, 1024, 8192, 65536, 262144, 1 << 20, 4 << 20]
 MPI_AR_SIZES = [8, 1024, 65536, 1 << 20]
@@ -120,7 +121,7 @@ class Series:
         if self.provider is None:
             return {"UCX_TLS": "tcp,self", "UCX_NET_DEVICES": i}
         env = {"LD_LIBRARY_PATH": self.libdir}
-        env.update({"rudp": {"FI_RUDP_IFACE": i}, "tcp;ofi_rxm": {"FI_TCP_IFACE": i},
+        env.update({"rudp": {"FI_RUDP_IFACE": i}, "tcp": {"FI_TCP_IFACE": i}, "tcp;ofi_rxm": {"FI_TCP_IFACE": i},
                     "udp;ofi_rxd": {"FI_UDP_IFACE": i}}[self.provider])
         return env
 
@@ -130,6 +131,8 @@ def make_series(key, path, ours_lib):
     loss = LOSS_PCT if key.endswith("_loss") else 0
     if base == "ours":
         return Series(key, path, "rudp", ours_lib, loss)
+    if base == "ours_tcp":
+        return Series(key, path, "tcp", ours_lib, loss)
     if base == "rxm":
         return Series(key, path, "tcp;ofi_rxm", bench.DEBIAN_LIBDIR, loss)
     if base == "rxd":
@@ -600,8 +603,9 @@ def run(repo, ours_lib, ours_err, sizes, reps, parts, log, quick=False):
         med = medians(sizes, lat, stream)
         for k in lo_keys:
             med.setdefault(k, {s: (None, None, None) for s in sizes})
-        groups = [("ours", [k for k in lo_keys if k != "ours"])]
-        text += ["## Loopback: rudp vs tcp;ofi_rxm, udp;ofi_rxd, UCX tcp", "",
+        peers = [k for k in lo_keys if not k.startswith("ours")]
+        groups = [("ours", peers), ("ours_tcp", peers)]
+        text += ["## Loopback: rudp and our tcp vs tcp;ofi_rxm, udp;ofi_rxd, UCX tcp", "",
                  "127.0.0.1, server on core 0, client on core 1; %d run%s per case, %.0f s, %s at the start, "
                  "%s at the end." % (reps, "s" if reps > 1 else "", time.time() - t0, load0, uptime()), "",
                  "One-way latency, µs (median of runs; lower is better; ratio = ours ÷ best peer, target ≤ 1.0)", ""]
@@ -609,7 +613,7 @@ def run(repo, ours_lib, ours_err, sizes, reps, parts, log, quick=False):
         text += ["", "Streaming, window %d (median of runs; higher is better; ratio = ours ÷ best peer, "
                  "target ≥ 1.0 from 64 KiB)" % NET_WINDOW, ""]
         text += stream_table(sizes, med, groups)
-        text += ["", targets(sizes, med, "ours", groups[0][1])]
+        text += ["", targets(sizes, med, "ours", peers), "", targets(sizes, med, "ours_tcp", peers)]
         text += failures_md(fails) + [""]
         sections.append(("loopback", sizes, med, groups))
         lo_block = (sizes, med)
