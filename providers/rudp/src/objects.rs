@@ -324,7 +324,7 @@ impl<D: Device + 'static> Progress for EpShared<D> {
 fn slow_progress<D: Device>(prov: &str, st: &EpState<D>, t0: Instant) {
     let took = t0.elapsed();
     if took >= Duration::from_millis(100) {
-        rfabric_core::fi_warn!(prov, FI_LOG_EP_DATA, "endpoint {}: one round of progress took {:?} ({:?})", addr_text(&st.engine.dev.name()), took, st.engine.last_round());
+        rfabric_core::fi_info!(prov, FI_LOG_EP_DATA, "endpoint {}: one round of progress took {:?} ({:?})", addr_text(&st.engine.dev.name()), took, st.engine.last_round());
     }
 }
 
@@ -351,12 +351,12 @@ impl<D: Device + 'static> EpShared<D> {
                 // its peers give up on it after FI_RUDP_PEER_TIMEOUT_MS.
                 if busy_since.get_or_insert_with(Instant::now).elapsed() >= Duration::from_secs(1) && !warned {
                     warned = true;
-                    rfabric_core::fi_warn!(self.prov, FI_LOG_EP_DATA, "the keeper could not take the endpoint lock for 1 s (held, or taken again at once, by another thread)");
+                    rfabric_core::fi_info!(self.prov, FI_LOG_EP_DATA, "the keeper could not take the endpoint lock for 1 s (held, or taken again at once, by another thread)");
                 }
                 continue;
             };
             if warned {
-                rfabric_core::fi_warn!(self.prov, FI_LOG_EP_DATA, "the keeper took the endpoint lock again after {:?}", busy_since.map(|t| t.elapsed()));
+                rfabric_core::fi_info!(self.prov, FI_LOG_EP_DATA, "the keeper took the endpoint lock again after {:?}", busy_since.map(|t| t.elapsed()));
             }
             busy_since = None;
             warned = false;
