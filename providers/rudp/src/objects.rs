@@ -7,7 +7,8 @@
 use crate::device::Device;
 use crate::engine::{AddrMap, Engine, EngineConfig, Outputs};
 use crate::settings::Settings;
-use crate::udp::{UdpConfig, UdpDevice};
+use crate::local::LocalOrUdp;
+use crate::udp::UdpConfig;
 use rfabric_core::abi::*;
 use rfabric_core::error::{Error, Result, EINVAL};
 use rfabric_core::info::Info;
@@ -198,7 +199,7 @@ pub struct EpShared {
 }
 
 pub(crate) struct EpState {
-    pub(crate) engine: Engine<UdpDevice>,
+    pub(crate) engine: Engine<LocalOrUdp>,
     av: Option<Arc<RudpAv>>,
     /// fi_addr -> device peer, valid for one AV generation.
     peers: Vec<u32>,
@@ -298,7 +299,7 @@ impl RudpEp {
             max_peers: 1 << 16,
             sockbuf: s.sockbuf,
         };
-        let dev = UdpDevice::open(bind, cfg)?;
+        let dev = LocalOrUdp::open(bind, cfg, s.enable_shm)?;
         let tx = info.tx_attr.as_ref();
         let rx = info.rx_attr.as_ref();
         let caps = info.caps;
@@ -575,6 +576,20 @@ impl Endpoint for RudpEp {
                 st.engine.refused,
                 st.engine.bad_packets
             );
+            if st.engine.dev.has_shm() {
+                let m = st.engine.dev.shm_stats();
+                rfabric_core::fi_info!(
+                    PROV,
+                    FI_LOG_EP_CTRL,
+                    "endpoint {} closed: shared memory: {} packets sent, {} received, {} refused for lack of room, {} malformed; {} local peers",
+                    st.engine.dev.local_addr(),
+                    m.sent,
+                    m.received,
+                    m.rejected,
+                    m.malformed,
+                    st.engine.dev.shm_peers()
+                );
+            }
         }
         self.shared.stop.store(true, Ordering::Release);
         if let Some(h) = locked(&self.thread).take() {

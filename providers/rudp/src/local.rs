@@ -1,0 +1,294 @@
+//! The device an endpoint's engine runs on: peers on this host through
+//! shared memory (`shmdev`), the others through UDP (`udp`), behind one
+//! peer numbering, so the engine (matching, ordering, completions,
+//! `FI_SOURCE`) does not know which path a peer takes.
+//!
+//! The rule, the same at both ends: a peer goes through shared memory when
+//! shared memory is on here (`FI_RUDP_ENABLE_SHM`), its address is
+//! loopback or one of this namespace's interface addresses, and the
+//! segment named after that address in this namespace exists and takes our
+//! packets, at the moment the device first meets the peer (the first
+//! operation towards it, or its first packet: not the AV insertion). It
+//! keeps that path for the endpoint's life. A peer with shared memory off
+//! has no segment, so both ends use UDP. A peer that opens only after we
+//! first sent to it is reached through UDP, while it may reach us through
+//! shared memory: each direction is one path, and arrivals from both paths
+//! belong to the same peer (keyed by its UDP address), which the engine
+//! tolerates as it tolerates any order. A peer lost on either path is lost.
+
+use crate::device::{Device, PeerId, RxBatch, Stats};
+use crate::shmdev::ShmDevice;
+use crate::udp::{UdpConfig, UdpDevice};
+use rfabric_core::abi::*;
+use rfabric_core::error::{Result, EINVAL};
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
+use std::time::Instant;
+
+const PROV: &str = "rudp";
+const NONE: PeerId = PeerId::MAX;
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Path {
+    Udp,
+    Shm,
+}
+
+struct Peer {
+    raw: Vec<u8>,
+    /// The peer in each device, once it has one.
+    udp: PeerId,
+    shm: PeerId,
+    /// Where packets to it go.
+    path: Path,
+}
+
+pub struct LocalOrUdp {
+    udp: UdpDevice,
+    shm: Option<ShmDevice>,
+    /// This namespace's interface addresses.
+    own: Vec<IpAddr>,
+    peers: Vec<Peer>,
+    by_addr: HashMap<SocketAddr, PeerId>,
+    /// Device peer -> our peer.
+    of_udp: Vec<PeerId>,
+    of_shm: Vec<PeerId>,
+    /// Items of the current batch: the device and its sequence.
+    origin: Vec<(Path, u32)>,
+}
+
+impl LocalOrUdp {
+    /// The UDP device bound to `bind`, and with `shm` the shared-memory
+    /// inbox named after its address (without it, when it cannot be made:
+    /// logged, and local peers use UDP).
+    pub fn open(bind: SocketAddr, cfg: UdpConfig, shm: bool) -> Result<LocalOrUdp> {
+        let timeout = cfg.peer_timeout;
+        let udp = UdpDevice::open(bind, cfg)?;
+        let local = udp.local_addr();
+        let shm = if shm {
+            match ShmDevice::open(local, udp.max_packet(), timeout) {
+                Ok(d) => Some(d),
+                Err(e) => {
+                    rfabric_core::fi_info!(PROV, FI_LOG_EP_CTRL, "endpoint {}: no shared-memory path ({}): local peers go through UDP", local, e);
+                    None
+                }
+            }
+        } else {
+            None
+        };
+        let own = if shm.is_some() { crate::sys::interfaces().into_iter().map(|i| i.addr).collect() } else { Vec::new() };
+        Ok(LocalOrUdp { udp, shm, own, peers: Vec::new(), by_addr: HashMap::new(), of_udp: Vec::new(), of_shm: Vec::new(), origin: Vec::new() })
+    }
+
+    pub fn local_addr(&self) -> SocketAddr {
+        self.udp.local_addr()
+    }
+
+    /// Whether this endpoint has the shared-memory path.
+    pub fn has_shm(&self) -> bool {
+        self.shm.is_some()
+    }
+
+    /// Counters of the shared-memory path (zero without it).
+    pub fn shm_stats(&self) -> Stats {
+        self.shm.as_ref().map(|s| s.counters()).unwrap_or_default()
+    }
+
+    /// Peers that go through shared memory.
+    pub fn shm_peers(&self) -> usize {
+        self.peers.iter().filter(|p| p.path == Path::Shm).count()
+    }
+
+    pub fn describe(&self) -> String {
+        let mut s = self.udp.describe();
+        if let Some(d) = &self.shm {
+            s += &d.describe();
+        }
+        s
+    }
+
+    /// The shared-memory peer for `addr` when the rule says so.
+    fn shm_route(&mut self, addr: &SocketAddr) -> Option<PeerId> {
+        let d = self.shm.as_mut()?;
+        if !crate::shmdev::is_local(&addr.ip(), &self.own) {
+            return None;
+        }
+        d.connect(addr).ok()
+    }
+
+    fn add(&mut self, addr: SocketAddr, udp: PeerId, shm: PeerId) -> PeerId {
+        let id = self.peers.len() as PeerId;
+        let (shm, path) = match shm {
+            NONE => match self.shm_route(&addr) {
+                Some(s) => (s, Path::Shm),
+                None => (NONE, Path::Udp),
+            },
+            s => (s, Path::Shm),
+        };
+        self.peers.push(Peer { raw: crate::sockaddr::to_bytes(&addr), udp, shm, path });
+        self.by_addr.insert(addr, id);
+        if shm != NONE {
+            set(&mut self.of_shm, shm, id);
+        }
+        if udp != NONE {
+            set(&mut self.of_udp, udp, id);
+        }
+        rfabric_core::fi_dbg!(PROV, FI_LOG_EP_CTRL, "peer {} through {}", addr, if path == Path::Shm { "shared memory" } else { "UDP" });
+        id
+    }
+
+    /// Our peer for device peer `dp` of `path`, made on first sight.
+    fn ours(&mut self, path: Path, dp: PeerId) -> PeerId {
+        let map = if path == Path::Udp { &self.of_udp } else { &self.of_shm };
+        if let Some(&id) = map.get(dp as usize) {
+            if id != NONE {
+                return id;
+            }
+        }
+        let raw = match (path, &self.shm) {
+            (Path::Udp, _) => self.udp.peer_addr(dp),
+            (Path::Shm, Some(s)) => s.peer_addr(dp),
+            (Path::Shm, None) => return NONE,
+        };
+        // Both devices keep addresses they made with `to_bytes`.
+        let Some(addr) = crate::sockaddr::from_bytes(raw) else { return NONE };
+        match self.by_addr.get(&addr) {
+            Some(&id) => {
+                let p = &mut self.peers[id as usize];
+                if path == Path::Udp {
+                    p.udp = dp;
+                    set(&mut self.of_udp, dp, id);
+                } else {
+                    p.shm = dp;
+                    set(&mut self.of_shm, dp, id);
+                }
+                id
+            }
+            None if path == Path::Udp => self.add(addr, dp, NONE),
+            None => self.add(addr, NONE, dp),
+        }
+    }
+
+    /// The UDP peer of `id`, made on first use.
+    fn udp_peer(&mut self, id: PeerId) -> Result<PeerId> {
+        let p = &self.peers[id as usize];
+        if p.udp != NONE {
+            return Ok(p.udp);
+        }
+        let u = self.udp.peer(&p.raw)?;
+        self.peers[id as usize].udp = u;
+        set(&mut self.of_udp, u, id);
+        Ok(u)
+    }
+
+    /// Maps the device's items `from..`, and its losses `lost_from..`, to
+    /// our peers; numbers the items' sequences in `origin`.
+    fn adopt(&mut self, batch: &mut RxBatch, path: Path, from: usize, lost_from: usize) {
+        for k in from..batch.items.len() {
+            let it = batch.items[k];
+            let id = self.ours(path, it.peer);
+            self.origin.push((path, it.seq));
+            let it = &mut batch.items[k];
+            it.peer = id;
+            it.seq = (self.origin.len() - 1) as u32;
+        }
+        for k in lost_from..batch.lost.len() {
+            let dp = batch.lost[k];
+            batch.lost[k] = self.ours(path, dp);
+        }
+    }
+}
+
+fn set(map: &mut Vec<PeerId>, k: PeerId, v: PeerId) {
+    if map.len() <= k as usize {
+        map.resize(k as usize + 1, NONE);
+    }
+    map[k as usize] = v;
+}
+
+impl Device for LocalOrUdp {
+    fn max_packet(&self) -> usize {
+        self.udp.max_packet()
+    }
+
+    fn peer(&mut self, addr: &[u8]) -> Result<PeerId> {
+        let a = crate::sockaddr::from_bytes(addr).ok_or(EINVAL)?;
+        let id = match self.by_addr.get(&a) {
+            Some(&id) => id,
+            None => self.add(a, NONE, NONE),
+        };
+        if self.peers[id as usize].path == Path::Udp {
+            self.udp_peer(id)?;
+        }
+        Ok(id)
+    }
+
+    fn peer_addr(&self, p: PeerId) -> &[u8] {
+        &self.peers[p as usize].raw
+    }
+
+    fn room(&self, id: PeerId) -> usize {
+        let p = &self.peers[id as usize];
+        match (p.path, &self.shm) {
+            (Path::Shm, Some(s)) => s.room(p.shm),
+            _ if p.udp != NONE => self.udp.room(p.udp),
+            _ => 0,
+        }
+    }
+
+    fn send(&mut self, id: PeerId, proto: &[u8], payload: &[&[u8]], token: u64) -> Result<()> {
+        let p = &self.peers[id as usize];
+        match (p.path, &mut self.shm) {
+            (Path::Shm, Some(s)) => s.send(p.shm, proto, payload, token),
+            _ => {
+                let u = self.udp_peer(id)?;
+                self.udp.send(u, proto, payload, token)
+            }
+        }
+    }
+
+    fn recv(&mut self, batch: &mut RxBatch, now: Instant) -> usize {
+        self.origin.clear();
+        let mut n = self.udp.recv(batch, now);
+        self.adopt(batch, Path::Udp, 0, 0);
+        if self.shm.is_some() {
+            let (from, lost_from, off) = (batch.items.len(), batch.lost.len(), self.udp.rx_area());
+            if let Some(s) = self.shm.as_mut() {
+                n += s.recv_at(batch, off, now);
+            }
+            self.adopt(batch, Path::Shm, from, lost_from);
+        }
+        n
+    }
+
+    fn reject(&mut self, p: PeerId, seq: u32) {
+        let Some(&(path, dseq)) = self.origin.get(seq as usize) else { return };
+        let peer = &self.peers[p as usize];
+        match (path, &mut self.shm) {
+            (Path::Shm, Some(s)) => s.reject(peer.shm, dseq),
+            _ => self.udp.reject(peer.udp, dseq),
+        }
+    }
+
+    fn flush(&mut self, now: Instant, all: bool) {
+        self.udp.flush(now, all);
+        if let Some(s) = self.shm.as_mut() {
+            s.flush(now, all);
+        }
+    }
+
+    fn unacked(&self) -> bool {
+        self.udp.unacked() || self.shm.as_ref().is_some_and(|s| s.unacked())
+    }
+
+    /// The UDP device's counters (those of shared memory: `shm_stats`).
+    fn stats(&self) -> Stats {
+        self.udp.stats()
+    }
+
+    /// The UDP socket: the progress thread polls it with a 1 ms timeout,
+    /// which bounds how late it finds a packet in the ring (`shmdev`).
+    fn fd(&self) -> i32 {
+        self.udp.fd()
+    }
+}
