@@ -7,6 +7,10 @@
 #   2. FI_RUDP_MTU=1472 and FI_RUDP_MEDIUM_MAX=16384 (messages of many
 #      packets, the long protocol from 16 KiB), offset addressing with
 #      application keys (RUDP_MR=offset).
+# Both with the peers on shared memory (the default for local peers): the
+# endpoints' close lines (FI_LOG_LEVEL=info) must show every packet went
+# through shared memory and no datagram through UDP; then run 1 again with
+# FI_RUDP_ENABLE_SHM=0: datagrams through UDP, no shared-memory path.
 set -eu
 lib=$(cd "${1:?usage: rudp_features.sh LIBDIR}" && pwd)
 cd "$(dirname "$0")/../.."
@@ -14,8 +18,28 @@ cd "$(dirname "$0")/../.."
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 cc -std=gnu11 -Wall -Wextra -Werror -Iinclude $SAN_CFLAGS \
 	-o "$tmp/rudp_features" tests/c/rudp_features.c -L"$lib" -l:libfabric.so.1 -Wl,-rpath,"$lib"
-export FI_RUDP_IFACE=lo
+export FI_RUDP_IFACE=lo FI_LOG_LEVEL=info
+# "UDP_DATAGRAMS SHM_PACKETS ENDPOINTS": sums of the close lines in a log.
+sent() {
+	awk '/ closed: [0-9]+ datagrams sent/ { n++; for (i = 2; i <= NF; i++) if ($i == "datagrams" && $(i + 1) == "sent,") u += $(i - 1) }
+	     / closed: shared memory: / { for (i = 2; i <= NF; i++) if ($i == "packets" && $(i + 1) == "sent,") s += $(i - 1) }
+	     END { print u + 0, s + 0, n + 0 }' "$1"
+}
+# run NAME EXPECT (shm or udp) ENV...: the program with ENV, its library
+# log in $tmp/NAME.log, checked for the path that carried the traffic.
+run() {
+	name=$1 expect=$2; shift 2
+	(export "$@"; rf_run 120 "$tmp/rudp_features" 2>"$tmp/$name.log") || { tail -40 "$tmp/$name.log"; exit 1; }
+	set -- $(sent "$tmp/$name.log")
+	echo "$name: $3 endpoints closed, $1 UDP datagrams, $2 shared-memory packets"
+	case $expect in
+	shm) [ "$3" -gt 0 ] && [ "$1" -eq 0 ] && [ "$2" -gt 0 ] ;;
+	udp) [ "$3" -gt 0 ] && [ "$1" -gt 0 ] && [ "$2" -eq 0 ] && ! grep -q ' closed: shared memory: ' "$tmp/$name.log" ;;
+	esac || { echo "FAIL: $name: expected the traffic through $expect"; exit 1; }
+}
 echo "--- loopback datagrams, FI_MR_VIRT_ADDR"
-RUDP_MR=virt rf_run 120 "$tmp/rudp_features"
+run virt shm RUDP_MR=virt
 echo "--- FI_RUDP_MTU=1472 FI_RUDP_MEDIUM_MAX=16384, offsets"
-FI_RUDP_MTU=1472 FI_RUDP_MEDIUM_MAX=16384 RUDP_MR=offset rf_run 120 "$tmp/rudp_features"
+run offset shm FI_RUDP_MTU=1472 FI_RUDP_MEDIUM_MAX=16384 RUDP_MR=offset
+echo "--- FI_RUDP_ENABLE_SHM=0, loopback datagrams, FI_MR_VIRT_ADDR"
+run udp udp FI_RUDP_ENABLE_SHM=0 RUDP_MR=virt
