@@ -15,22 +15,17 @@ set -eu
 lib=$(cd "${1:?usage: rudp_features.sh LIBDIR}" && pwd)
 cd "$(dirname "$0")/../.."
 . tests/c/check_mode.sh
+. tests/c/rudp_paths.sh
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 cc -std=gnu11 -Wall -Wextra -Werror -Iinclude $SAN_CFLAGS \
 	-o "$tmp/rudp_features" tests/c/rudp_features.c -L"$lib" -l:libfabric.so.1 -Wl,-rpath,"$lib"
 export FI_RUDP_IFACE=lo FI_LOG_LEVEL=info
-# "UDP_DATAGRAMS SHM_PACKETS ENDPOINTS": sums of the close lines in a log.
-sent() {
-	awk '/ closed: [0-9]+ datagrams sent/ { n++; for (i = 2; i <= NF; i++) if ($i == "datagrams" && $(i + 1) == "sent,") u += $(i - 1) }
-	     / closed: shared memory: / { for (i = 2; i <= NF; i++) if ($i == "packets" && $(i + 1) == "sent,") s += $(i - 1) }
-	     END { print u + 0, s + 0, n + 0 }' "$1"
-}
 # run NAME EXPECT (shm or udp) ENV...: the program with ENV, its library
 # log in $tmp/NAME.log, checked for the path that carried the traffic.
 run() {
 	name=$1 expect=$2; shift 2
 	(export "$@"; rf_run 120 "$tmp/rudp_features" 2>"$tmp/$name.log") || { tail -40 "$tmp/$name.log"; exit 1; }
-	set -- $(sent "$tmp/$name.log")
+	set -- $(rudp_sent "$tmp/$name.log")
 	echo "$name: $3 endpoints closed, $1 UDP datagrams, $2 shared-memory packets"
 	case $expect in
 	shm) [ "$3" -gt 0 ] && [ "$1" -eq 0 ] && [ "$2" -gt 0 ] ;;
