@@ -7,3 +7,14 @@ rudp_sent() {
 	     / closed: shared memory: / { for (i = 2; i <= NF; i++) if ($i == "packets" && $(i + 1) == "sent,") s += $(i - 1) }
 	     END { print u + 0, s + 0, n + 0 }' "$1"
 }
+
+# rudp_both LOG: prints "ENDPOINTS BOTH", the endpoints with a close line in
+# LOG and those of them that sent both UDP datagrams and shared-memory
+# packets (a local peer and a remote one).
+rudp_both() {
+	awk 'function ep() { for (i = 1; i < NF; i++) if ($i == "endpoint") return $(i + 1) }
+	     function before(w1, w2) { for (i = 2; i < NF; i++) if ($i == w1 && $(i + 1) == w2) return $(i - 1) }
+	     / closed: [0-9]+ datagrams sent/ { u[ep()] = before("datagrams", "sent,") }
+	     / closed: shared memory: / { s[ep()] = before("packets", "sent,") }
+	     END { for (e in u) { n++; if (u[e] > 0 && s[e] > 0) b++ } print n + 0, b + 0 }' "$1"
+}
