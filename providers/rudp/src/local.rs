@@ -292,3 +292,96 @@ impl Device for LocalOrUdp {
         self.udp.fd()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn open(addr: SocketAddr, shm: bool) -> LocalOrUdp {
+        LocalOrUdp::open(addr, UdpConfig::default(), shm).unwrap()
+    }
+
+    /// Runs both devices until `b` has a packet; returns its peer and bytes.
+    #[track_caller]
+    fn exchange(a: &mut LocalOrUdp, b: &mut LocalOrUdp) -> (PeerId, Vec<u8>) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let mut batch = RxBatch::default();
+        loop {
+            assert!(Instant::now() < deadline, "no packet arrived: {:?} {}\n{:?} {}", a.stats(), a.describe(), b.stats(), b.describe());
+            let now = Instant::now();
+            a.recv(&mut batch, now);
+            a.flush(now, true);
+            b.recv(&mut batch, now);
+            if let Some(it) = batch.items.first() {
+                let got = (it.peer, batch.packet(it).to_vec());
+                b.flush(now, true);
+                return got;
+            }
+            b.flush(now, true);
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
+    /// A packet as long as the engine's header at least (the UDP device
+    /// drops shorter data packets).
+    fn pkt(s: &[u8]) -> Vec<u8> {
+        let mut v = s.to_vec();
+        v.resize(crate::wire::PROTO_HDR.max(s.len()), 0);
+        v
+    }
+
+    fn free_port() -> SocketAddr {
+        std::net::UdpSocket::bind("127.0.0.1:0").unwrap().local_addr().unwrap()
+    }
+
+    #[test]
+    fn local_peers_take_shared_memory() {
+        let mut a = open("127.0.0.1:0".parse().unwrap(), true);
+        let mut b = open("127.0.0.1:0".parse().unwrap(), true);
+        let pb = a.peer(&crate::sockaddr::to_bytes(&b.local_addr())).unwrap();
+        a.send(pb, &pkt(b"hi"), &[], 0).unwrap();
+        let (pa, data) = exchange(&mut a, &mut b);
+        assert_eq!(data, pkt(b"hi"));
+        assert_eq!(b.peer_addr(pa), &crate::sockaddr::to_bytes(&a.local_addr())[..]);
+        b.send(pa, &pkt(b"back"), &[], 0).unwrap();
+        let (p, data) = exchange(&mut b, &mut a);
+        assert_eq!((p, data), (pb, pkt(b"back")));
+        assert_eq!((a.shm_stats().sent, a.shm_stats().received), (1, 1));
+        assert_eq!(a.stats().sent + b.stats().sent, 0, "no datagram");
+    }
+
+    #[test]
+    fn path_rule_late_peer_and_shm_off() {
+        // The peer opens after the first packet to it: UDP from a to b;
+        // b finds a's segment, so b to a goes through shared memory, and
+        // both directions meet in one peer at each end.
+        let mut a = open("127.0.0.1:0".parse().unwrap(), true);
+        let baddr = free_port();
+        let pb = a.peer(&crate::sockaddr::to_bytes(&baddr)).unwrap();
+        a.send(pb, &pkt(b"early"), &[], 0).unwrap();
+        let mut b = open(baddr, true);
+        let (pa, data) = exchange(&mut a, &mut b);
+        assert_eq!(data, pkt(b"early"));
+        assert_eq!(a.shm_stats().sent, 0);
+        assert!(a.stats().sent > 0);
+        b.send(pa, &pkt(b"late"), &[], 0).unwrap();
+        let (p, data) = exchange(&mut b, &mut a);
+        assert_eq!((p, data), (pb, pkt(b"late")));
+        assert_eq!((b.shm_stats().sent, a.shm_stats().received), (1, 1));
+        assert_eq!(a.shm_peers() + b.shm_peers(), 1);
+
+        // Shared memory off at c: no segment, so a uses UDP to it as well.
+        let mut c = open("127.0.0.1:0".parse().unwrap(), false);
+        assert!(!c.has_shm());
+        let pc = a.peer(&crate::sockaddr::to_bytes(&c.local_addr())).unwrap();
+        a.send(pc, &pkt(b"udp"), &[], 0).unwrap();
+        let (pa_c, data) = exchange(&mut a, &mut c);
+        assert_eq!(data, pkt(b"udp"));
+        c.send(pa_c, &pkt(b"udp too"), &[], 0).unwrap();
+        let (p, _) = exchange(&mut c, &mut a);
+        assert_eq!(p, pc);
+        assert_eq!(a.shm_stats().sent, 0);
+        assert_eq!(a.shm_stats().received, 1, "only b's packet");
+    }
+}
