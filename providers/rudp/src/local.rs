@@ -16,6 +16,8 @@
 //! belong to the same peer (keyed by its UDP address), which the engine
 //! tolerates as it tolerates any order. A peer lost on either path is lost.
 
+#![forbid(unsafe_code)]
+
 use crate::device::{Device, PeerId, RxBatch, Stats};
 use crate::shmdev::ShmDevice;
 use crate::udp::{UdpConfig, UdpDevice};
