@@ -9,7 +9,8 @@
 //! segment named after that address in this namespace exists and takes our
 //! packets, at the moment the device first meets the peer (the first
 //! operation towards it, or its first packet: not the AV insertion). It
-//! keeps that path for the endpoint's life. A peer with shared memory off
+//! keeps that path until the peer is lost (on either path): the next packet
+//! to it decides again, as for a new peer. A peer with shared memory off
 //! has no segment, so both ends use UDP. A peer that opens only after we
 //! first sent to it is reached through UDP, while it may reach us through
 //! shared memory: each direction is one path, and arrivals from both paths
@@ -34,9 +35,12 @@ const NONE: PeerId = PeerId::MAX;
 enum Path {
     Udp,
     Shm,
+    /// Lost: decided again at the next packet to it.
+    Undecided,
 }
 
 struct Peer {
+    addr: SocketAddr,
     raw: Vec<u8>,
     /// The peer in each device, once it has one.
     udp: PeerId,
@@ -127,7 +131,7 @@ impl LocalOrUdp {
             },
             s => (s, Path::Shm),
         };
-        self.peers.push(Peer { raw: crate::sockaddr::to_bytes(&addr), udp, shm, path });
+        self.peers.push(Peer { addr, raw: crate::sockaddr::to_bytes(&addr), udp, shm, path });
         self.by_addr.insert(addr, id);
         if shm != NONE {
             set(&mut self.of_shm, shm, id);
@@ -150,7 +154,7 @@ impl LocalOrUdp {
         let raw = match (path, &self.shm) {
             (Path::Udp, _) => self.udp.peer_addr(dp),
             (Path::Shm, Some(s)) => s.peer_addr(dp),
-            (Path::Shm, None) => return NONE,
+            _ => return NONE,
         };
         // Both devices keep addresses they made with `to_bytes`.
         let Some(addr) = crate::sockaddr::from_bytes(raw) else { return NONE };
@@ -171,6 +175,24 @@ impl LocalOrUdp {
         }
     }
 
+    /// Applies the rule again to a peer that was lost.
+    fn decide(&mut self, id: PeerId) -> Result<()> {
+        let addr = self.peers[id as usize].addr;
+        match self.shm_route(&addr) {
+            Some(s) => {
+                let p = &mut self.peers[id as usize];
+                p.shm = s;
+                p.path = Path::Shm;
+                set(&mut self.of_shm, s, id);
+            }
+            None => {
+                self.peers[id as usize].path = Path::Udp;
+                self.udp_peer(id)?;
+            }
+        }
+        Ok(())
+    }
+
     /// The UDP peer of `id`, made on first use.
     fn udp_peer(&mut self, id: PeerId) -> Result<PeerId> {
         let p = &self.peers[id as usize];
@@ -186,9 +208,11 @@ impl LocalOrUdp {
     /// Maps the device's items `from..`, and its losses `lost_from..`, to
     /// our peers; numbers the items' sequences in `origin`.
     fn adopt(&mut self, batch: &mut RxBatch, path: Path, from: usize, lost_from: usize) {
+        let mut unknown = false;
         for k in from..batch.items.len() {
             let it = batch.items[k];
             let id = self.ours(path, it.peer);
+            unknown |= id == NONE;
             self.origin.push((path, it.seq));
             let it = &mut batch.items[k];
             it.peer = id;
@@ -196,7 +220,18 @@ impl LocalOrUdp {
         }
         for k in lost_from..batch.lost.len() {
             let dp = batch.lost[k];
-            batch.lost[k] = self.ours(path, dp);
+            let id = self.ours(path, dp);
+            batch.lost[k] = id;
+            unknown |= id == NONE;
+            if id != NONE {
+                self.peers[id as usize].path = Path::Undecided;
+            }
+        }
+        if unknown {
+            // Not expected (devices hand out addresses they made), but
+            // the engine must never see a peer that does not exist.
+            batch.items.retain(|it| it.peer != NONE);
+            batch.lost.retain(|&p| p != NONE);
         }
     }
 }
@@ -233,12 +268,17 @@ impl Device for LocalOrUdp {
         let p = &self.peers[id as usize];
         match (p.path, &self.shm) {
             (Path::Shm, Some(s)) => s.room(p.shm),
+            // `send` decides.
+            (Path::Undecided, _) => 1,
             _ if p.udp != NONE => self.udp.room(p.udp),
             _ => 0,
         }
     }
 
     fn send(&mut self, id: PeerId, proto: &[u8], payload: &[&[u8]], token: u64) -> Result<()> {
+        if self.peers[id as usize].path == Path::Undecided {
+            self.decide(id)?;
+        }
         let p = &self.peers[id as usize];
         match (p.path, &mut self.shm) {
             (Path::Shm, Some(s)) => s.send(p.shm, proto, payload, token),
@@ -268,7 +308,8 @@ impl Device for LocalOrUdp {
         let peer = &self.peers[p as usize];
         match (path, &mut self.shm) {
             (Path::Shm, Some(s)) => s.reject(peer.shm, dseq),
-            _ => self.udp.reject(peer.udp, dseq),
+            (Path::Udp, _) => self.udp.reject(peer.udp, dseq),
+            _ => {}
         }
     }
 
@@ -385,5 +426,39 @@ mod tests {
         assert_eq!(p, pc);
         assert_eq!(a.shm_stats().sent, 0);
         assert_eq!(a.shm_stats().received, 1, "only b's packet");
+    }
+
+    #[test]
+    fn lost_peer_is_decided_again() {
+        // A local peer on shared memory closes; a process with shared
+        // memory off takes its address: after the loss, UDP.
+        let mut a = open("127.0.0.1:0".parse().unwrap(), true);
+        let mut b = open("127.0.0.1:0".parse().unwrap(), true);
+        let baddr = b.local_addr();
+        let pb = a.peer(&crate::sockaddr::to_bytes(&baddr)).unwrap();
+        a.send(pb, &pkt(b"one"), &[], 5).unwrap();
+        exchange(&mut a, &mut b);
+        drop(b);
+        a.send(pb, &pkt(b"two"), &[], 6).unwrap();
+        let mut batch = RxBatch::default();
+        let mut acked = Vec::new();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            assert!(Instant::now() < deadline, "the closed peer was not given up on");
+            a.recv(&mut batch, Instant::now());
+            acked.extend_from_slice(&batch.acked);
+            if !batch.lost.is_empty() {
+                assert_eq!(batch.lost, vec![pb]);
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert_eq!(acked, vec![5], "the packet to the closed peer is not acknowledged");
+        let mut c = open(baddr, false);
+        a.send(pb, &pkt(b"three"), &[], 0).unwrap();
+        let (_, data) = exchange(&mut a, &mut c);
+        assert_eq!(data, pkt(b"three"));
+        assert_eq!(a.shm_stats().sent, 1, "the packet to the closed peer was dropped");
+        assert_eq!(a.shm_peers(), 0);
     }
 }

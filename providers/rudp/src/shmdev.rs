@@ -138,6 +138,9 @@ pub struct ShmDevice {
     pool: Vec<Vec<u8>>,
     acked: Vec<u64>,
     lost: Vec<PeerId>,
+    /// Losses held back one `recv`: acknowledgements of the same peers
+    /// went up first (the engine reads losses before acknowledgements).
+    lost_next: Vec<PeerId>,
     stats: Stats,
     last_check: Instant,
 }
@@ -176,6 +179,7 @@ impl ShmDevice {
             pool: Vec::new(),
             acked: Vec::new(),
             lost: Vec::new(),
+            lost_next: Vec::new(),
             stats: Stats::default(),
             last_check: now,
         })
@@ -267,6 +271,18 @@ impl ShmDevice {
     /// its segment detached.
     fn lose(&mut self, id: PeerId) {
         let p = &mut self.peers[id as usize];
+        // What it took before is acknowledged still.
+        if let Some((_, ring)) = &p.seg {
+            while let Some(o) = p.out.front() {
+                if !ring.consumed(o.pos) {
+                    break;
+                }
+                if o.token != 0 {
+                    self.acked.push(o.token);
+                }
+                p.out.pop_front();
+            }
+        }
         if !p.lost {
             rfabric_core::fi_warn!(PROV, FI_LOG_EP_DATA, "local peer {} lost ({} packets unconsumed)", p.addr, p.out.len());
             p.lost = true;
@@ -417,10 +433,6 @@ impl ShmDevice {
             self.finish();
         }
         let first = batch.items.len();
-        let check = now.saturating_duration_since(self.last_check) >= CHECK_EVERY;
-        if check {
-            self.last_check = now;
-        }
         self.poll_out(now, false);
         let mut w = off;
         let mut n = 0;
@@ -464,7 +476,8 @@ impl ShmDevice {
             w += len;
             self.taken.push((Taken::Cell(pos), peer, false));
         }
-        if empty && check {
+        if empty && now.saturating_duration_since(self.last_check) >= CHECK_EVERY {
+            self.last_check = now;
             // A writer that died between claiming a cell and publishing it
             // would hold the ring up for ever: step over its claim.
             let k = self.ring.dead_claim(self.head, |pid| !segment::pid_alive(pid, 0));
@@ -473,14 +486,17 @@ impl ShmDevice {
             }
             self.head = self.head.wrapping_add(k);
             self.stats.malformed += k;
-        }
-        // Losses only once what the ring held was read (see the module
-        // comment).
-        if empty && check {
+            // Losses only once what the ring held was read (see the
+            // module comment).
             self.poll_out(now, true);
         }
-        batch.acked.append(&mut self.acked);
-        batch.lost.append(&mut self.lost);
+        batch.lost.append(&mut self.lost_next);
+        if self.acked.is_empty() {
+            batch.lost.append(&mut self.lost);
+        } else {
+            batch.acked.append(&mut self.acked);
+            self.lost_next.append(&mut self.lost);
+        }
         n
     }
 
@@ -538,7 +554,7 @@ impl Device for ShmDevice {
             // Nobody there: the packet is dropped and the peer reported
             // lost (again), so the operation fails instead of waiting.
             let p = &mut self.peers[id as usize];
-            if !self.lost.contains(&id) {
+            if !self.lost.contains(&id) && !self.lost_next.contains(&id) {
                 p.lost = false;
                 self.lose(id);
             }
