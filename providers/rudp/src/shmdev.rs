@@ -635,6 +635,12 @@ impl Device for ShmDevice {
 mod tests {
     use super::*;
 
+    /// Port `k` of this test process: names only (no socket is bound),
+    /// apart from those of other processes running these tests.
+    fn port(k: u16) -> u16 {
+        10000 + (std::process::id() % 5000) as u16 * 10 + k
+    }
+
     fn dev(port: u16) -> ShmDevice {
         ShmDevice::open(SocketAddr::from(([127, 0, 0, 1], port)), 2000, Duration::from_secs(10)).unwrap()
     }
@@ -662,8 +668,8 @@ mod tests {
 
     #[test]
     fn send_recv_ack_reject() {
-        let mut a = dev(41001);
-        let mut b = dev(41002);
+        let mut a = dev(port(1));
+        let mut b = dev(port(2));
         let pb = a.connect(&b.local_addr()).unwrap();
         assert_eq!(a.room(pb), geometry(2000).ncells as usize / 2);
         a.send(pb, b"hd", &[b"one"], 7).unwrap();
@@ -694,8 +700,8 @@ mod tests {
 
     #[test]
     fn closed_peer_is_lost_and_looked_up_again() {
-        let mut a = dev(41003);
-        let b = dev(41004);
+        let mut a = dev(port(3));
+        let b = dev(port(4));
         let addr = b.local_addr();
         let pb = a.connect(&addr).unwrap();
         drop(b);
@@ -708,10 +714,54 @@ mod tests {
         let (_, bt) = drain(&mut a);
         assert_eq!(bt.lost, vec![pb]);
         // A new endpoint at the address: reached again.
-        let mut b2 = dev(41004);
+        let mut b2 = dev(port(4));
         a.send(pb, b"y", &[], 3).unwrap();
         let (v, _) = drain(&mut b2);
         assert_eq!(v.len(), 1);
-        assert!(a.connect(&SocketAddr::from(([127, 0, 0, 1], 41005))).is_err());
+        assert!(a.connect(&SocketAddr::from(([127, 0, 0, 1], port(5)))).is_err());
+    }
+
+    #[test]
+    fn peer_that_takes_nothing_is_lost_after_the_timeout() {
+        let mut a = ShmDevice::open(SocketAddr::from(([127, 0, 0, 1], port(6))), 2000, Duration::from_millis(100)).unwrap();
+        let b = dev(port(7));
+        let pb = a.connect(&b.local_addr()).unwrap();
+        a.send(pb, b"x", &[], 1).unwrap();
+        let t0 = Instant::now();
+        loop {
+            let (_, bt) = drain(&mut a);
+            if !bt.lost.is_empty() {
+                assert_eq!(bt.lost, vec![pb]);
+                break;
+            }
+            assert!(t0.elapsed() < Duration::from_secs(20), "never given up on");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert!(t0.elapsed() >= Duration::from_millis(100), "not before the timeout");
+        assert!(!a.unacked());
+    }
+
+    #[test]
+    fn new_process_at_an_address_replaces_the_old_one() {
+        let mut a = dev(port(8));
+        let mut b = dev(port(9));
+        let pa = b.connect(&a.local_addr()).unwrap();
+        b.send(pa, b"old", &[], 0).unwrap();
+        let (v, bt) = drain(&mut a);
+        assert_eq!(v.len(), 1);
+        assert!(bt.lost.is_empty());
+        let pb = v[0].0;
+        drop(b);
+        // Another endpoint (another segment nonce) at the same address.
+        let mut b2 = dev(port(9));
+        let pa2 = b2.connect(&a.local_addr()).unwrap();
+        b2.send(pa2, b"new", &[], 0).unwrap();
+        let (v, bt) = drain(&mut a);
+        assert_eq!(bt.lost, vec![pb], "the old one is lost first");
+        assert_eq!(v, vec![(pb, b"new".to_vec())]);
+        // Answers reach the new one.
+        a.send(pb, b"hi", &[], 4).unwrap();
+        let (v, _) = drain(&mut b2);
+        assert_eq!(v.len(), 1);
     }
 }
