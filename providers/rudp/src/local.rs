@@ -122,14 +122,15 @@ impl LocalOrUdp {
         d.connect(addr).ok()
     }
 
+    /// A new peer, first met through `udp` or `shm` (its packet) or
+    /// neither (our first packet to it); the rule decides its path even
+    /// when its packet came through shared memory (its packets may fit
+    /// our cells while ours do not fit its).
     fn add(&mut self, addr: SocketAddr, udp: PeerId, shm: PeerId) -> PeerId {
         let id = self.peers.len() as PeerId;
-        let (shm, path) = match shm {
-            NONE => match self.shm_route(&addr) {
-                Some(s) => (s, Path::Shm),
-                None => (NONE, Path::Udp),
-            },
-            s => (s, Path::Shm),
+        let (shm, path) = match self.shm_route(&addr) {
+            Some(s) => (s, Path::Shm),
+            None => (shm, Path::Udp),
         };
         self.peers.push(Peer { addr, raw: crate::sockaddr::to_bytes(&addr), udp, shm, path });
         self.by_addr.insert(addr, id);
@@ -426,6 +427,28 @@ mod tests {
         assert_eq!(p, pc);
         assert_eq!(a.shm_stats().sent, 0);
         assert_eq!(a.shm_stats().received, 1, "only b's packet");
+    }
+
+    #[test]
+    fn local_peers_of_other_datagram_sizes() {
+        // One endpoint as on loopback (64 KiB datagrams), one as on an
+        // interface of MTU 1500: cells take the larger packets, so both
+        // directions go through shared memory.
+        let large = UdpConfig { max_datagram: 65507, ..UdpConfig::default() };
+        let mut a = LocalOrUdp::open("127.0.0.1:0".parse().unwrap(), large, true).unwrap();
+        let small = UdpConfig { max_datagram: 1472, ..UdpConfig::default() };
+        let mut b = LocalOrUdp::open("127.0.0.1:0".parse().unwrap(), small, true).unwrap();
+        assert!(a.max_packet() > 60000 && b.max_packet() < 1472);
+        let pb = a.peer(&crate::sockaddr::to_bytes(&b.local_addr())).unwrap();
+        let big = vec![7u8; a.max_packet()];
+        a.send(pb, &big, &[], 0).unwrap();
+        let (pa, data) = exchange(&mut a, &mut b);
+        assert_eq!(data, big);
+        b.send(pa, &pkt(b"small"), &[], 0).unwrap();
+        let (p, _) = exchange(&mut b, &mut a);
+        assert_eq!(p, pb);
+        assert_eq!(a.shm_peers() + b.shm_peers(), 2);
+        assert_eq!(a.stats().sent + b.stats().sent, 0);
     }
 
     #[test]

@@ -12,9 +12,13 @@
 //! (`[8..12]` packet length, `[12..16]` sender pid, `[16..32]` the sender
 //! segment's nonce, `[32..60]` the sender's UDP address as a `sockaddr`,
 //! `[60]` its length), then the packet from byte 64. Cells hold the
-//! largest packet the UDP device sends ([`Geometry`] below), so the engine
-//! keeps one `max_packet`; a peer whose cells are smaller is not reached
-//! through shared memory.
+//! largest packet any UDP device sends (a 65507-byte datagram less its
+//! device header), whatever this endpoint's datagram size: the engine keeps
+//! one `max_packet` (the UDP device's), and local peers with other sizes
+//! (one bound on loopback, one on an interface of MTU 1500) still reach
+//! each other. 128 such cells are 8 MiB of address space; only the pages
+//! that packets touch become memory. A peer whose cells are smaller than
+//! our packets (not one of ours) is not reached through shared memory.
 //!
 //! Shared memory loses nothing, so there are no retransmissions. A send's
 //! token is acknowledged once the receiver has consumed its cell (the
@@ -56,8 +60,11 @@ const H_ADDR: usize = 32;
 const H_ADDRLEN: usize = 60;
 const ADDR_MAX: usize = crate::sockaddr::SIN6_LEN;
 const _: () = assert!(H_ADDR + ADDR_MAX <= H_ADDRLEN && H_ADDRLEN < CELL_HDR);
-/// Bytes of ring a segment aims at (cells of the largest packet).
-const RING_BYTES: usize = 4 << 20;
+/// The largest packet a cell holds: the largest UDP datagram less the
+/// UDP device's header.
+pub const CELL_PACKET_MAX: usize = 65507 - crate::wire::DEV_HDR;
+/// Cells of an inbox.
+const NCELLS: u32 = 128;
 /// Packets read from the ring per `recv`, at most.
 const RECV_BATCH: usize = 64;
 /// How often unconsumed packets make us look at their receiver's process,
@@ -79,13 +86,11 @@ fn netns() -> u64 {
     std::fs::metadata("/proc/self/ns/net").map_or(0, |m| m.ino())
 }
 
-/// The geometry of an endpoint's segment for packets of `max_packet` bytes.
-pub fn geometry(max_packet: usize) -> Geometry {
-    let cell = (CELL_HDR + max_packet).next_multiple_of(64);
-    let n = (RING_BYTES / cell).clamp(64, 1024);
-    // The largest power of two not above n.
-    let ncells = 1u32 << (usize::BITS - 1 - n.leading_zeros());
-    Geometry { ncells, cell_size: cell as u32, nslots: 1, nchunks: 1, chunk_size: 64 }
+/// The geometry of an endpoint's segment: a ring of [`NCELLS`] cells of
+/// [`CELL_PACKET_MAX`], no bounce slots to speak of.
+pub fn geometry() -> Geometry {
+    let cell = (CELL_HDR + CELL_PACKET_MAX).next_multiple_of(64);
+    Geometry { ncells: NCELLS, cell_size: cell as u32, nslots: 1, nchunks: 1, chunk_size: 64 }
 }
 
 /// One packet sent and not consumed yet.
@@ -152,7 +157,10 @@ impl ShmDevice {
             return Err(EINVAL);
         }
         let name = link_name(&local).ok_or(EINVAL)?;
-        let g = geometry(max_packet);
+        if max_packet > CELL_PACKET_MAX {
+            return Err(EINVAL);
+        }
+        let g = geometry();
         let seg = Segment::create(g)?;
         let link = seg.link_name(&name)?;
         // SAFETY: the geometry of our own segment, just created and checked.
@@ -659,11 +667,9 @@ mod tests {
         assert!(n.starts_with("r.") && n.ends_with(".127.0.0.1.12b7"), "{n}");
         assert!(link_name(&"[2001:db8:1234:5678:9abc:def0:1234:5678]:1".parse().unwrap()).is_none());
         assert!(link_name(&"[::1]:1".parse().unwrap()).is_some());
-        for mp in [200, 1444, 8972, 65507] {
-            let g = geometry(mp);
-            g.check().unwrap();
-            assert!(g.cell_size as usize >= CELL_HDR + mp);
-        }
+        let g = geometry();
+        g.check().unwrap();
+        assert!(g.cell_size as usize >= CELL_HDR + CELL_PACKET_MAX);
     }
 
     #[test]
@@ -671,7 +677,7 @@ mod tests {
         let mut a = dev(port(1));
         let mut b = dev(port(2));
         let pb = a.connect(&b.local_addr()).unwrap();
-        assert_eq!(a.room(pb), geometry(2000).ncells as usize / 2);
+        assert_eq!(a.room(pb), NCELLS as usize / 2);
         a.send(pb, b"hd", &[b"one"], 7).unwrap();
         a.send(pb, b"hd", &[b"two", b"!"], 8).unwrap();
         // Not consumed: no acknowledgement.
