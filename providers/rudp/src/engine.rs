@@ -437,6 +437,13 @@ impl<D: Device> Engine<D> {
     /// The buffers of `op` stay readable until the send completes (for
     /// injects: until this call returns).
     pub unsafe fn send(&mut self, peer: PeerId, op: &TxOp<'_>) -> Result<()> {
+        // SAFETY: forwarded contract.
+        let r = unsafe { self.send_op(peer, op) };
+        self.dev.push_out();
+        r
+    }
+
+    unsafe fn send_op(&mut self, peer: PeerId, op: &TxOp<'_>) -> Result<()> {
         let len = iov_len(op.iov);
         let (iov, niov) = copy_iov(op.iov)?;
         let inject = op.no_completion || op.flags & FI_INJECT != 0;
@@ -645,6 +652,13 @@ impl<D: Device> Engine<D> {
     /// # Safety
     /// The buffers of `op` stay writable until the receive completes.
     pub unsafe fn recv(&mut self, op: &RxOp<'_>) -> Result<()> {
+        // SAFETY: forwarded contract.
+        let r = unsafe { self.recv_op(op) };
+        self.dev.push_out();
+        r
+    }
+
+    unsafe fn recv_op(&mut self, op: &RxOp<'_>) -> Result<()> {
         self.refresh_sources();
         let (iov, niov) = copy_iov(op.iov)?;
         let len = iov_len(&iov[..niov]);
@@ -932,6 +946,7 @@ impl<D: Device> Engine<D> {
             self.last_probe = now;
             self.probe_awaited();
         }
+        self.dev.push_out();
         work
     }
 
@@ -1517,6 +1532,13 @@ impl<D: Device> Engine<D> {
     /// # Safety
     /// The local buffers stay valid until the operation completes.
     pub unsafe fn rma(&mut self, peer: PeerId, op: &RmaOp<'_>, write: bool) -> Result<()> {
+        // SAFETY: forwarded contract.
+        let r = unsafe { self.rma_op(peer, op, write) };
+        self.dev.push_out();
+        r
+    }
+
+    unsafe fn rma_op(&mut self, peer: PeerId, op: &RmaOp<'_>, write: bool) -> Result<()> {
         if op.rma.len() != 1 {
             return Err(EINVAL);
         }
@@ -1579,6 +1601,13 @@ impl<D: Device> Engine<D> {
     /// Operand buffers are read here; result buffers stay writable until
     /// the operation completes.
     pub unsafe fn atomic(&mut self, peer: PeerId, op: &AtomicOp<'_>) -> Result<()> {
+        // SAFETY: forwarded contract.
+        let r = unsafe { self.atomic_op(peer, op) };
+        self.dev.push_out();
+        r
+    }
+
+    unsafe fn atomic_op(&mut self, peer: PeerId, op: &AtomicOp<'_>) -> Result<()> {
         if op.rma.len() != 1 {
             return Err(EINVAL);
         }

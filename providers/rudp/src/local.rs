@@ -321,6 +321,10 @@ impl Device for LocalOrUdp {
         }
     }
 
+    fn push_out(&mut self) {
+        self.udp.push_out();
+    }
+
     fn unacked(&self) -> bool {
         self.udp.unacked() || self.shm.as_ref().is_some_and(|s| s.unacked())
     }

@@ -242,8 +242,20 @@ impl Progress for EpShared {
         if !st.enabled {
             return 0;
         }
-        st.last_progress = Instant::now();
-        st.engine.progress()
+        let t0 = Instant::now();
+        st.last_progress = t0;
+        let n = st.engine.progress();
+        slow_progress(&st, t0);
+        n
+    }
+}
+
+/// A round of progress that took long enough for peers to notice (each
+/// round handles a bounded batch; this should not happen).
+fn slow_progress(st: &EpState, t0: Instant) {
+    let took = t0.elapsed();
+    if took >= Duration::from_millis(100) {
+        rfabric_core::fi_warn!(PROV, FI_LOG_EP_DATA, "endpoint {}: one round of progress took {:?}", st.engine.dev.local_addr(), took);
     }
 }
 
@@ -261,16 +273,33 @@ impl EpShared {
     /// a live endpoint.
     fn keep(self: Arc<Self>) {
         let mut last_dump = Instant::now();
+        let mut busy_since: Option<Instant> = None;
+        let mut warned = false;
         while !self.stop.load(Ordering::Acquire) {
             std::thread::sleep(KEEPER_PERIOD);
-            let Ok(mut st) = self.st.try_lock() else { continue };
+            let Ok(mut st) = self.st.try_lock() else {
+                // Nobody can progress an endpoint whose lock stays taken;
+                // its peers give up on it after FI_RUDP_PEER_TIMEOUT_MS.
+                if busy_since.get_or_insert_with(Instant::now).elapsed() >= Duration::from_secs(1) && !warned {
+                    warned = true;
+                    rfabric_core::fi_warn!(PROV, FI_LOG_EP_DATA, "the keeper could not take the endpoint lock for 1 s (held, or taken again at once, by another thread)");
+                }
+                continue;
+            };
+            if warned {
+                rfabric_core::fi_warn!(PROV, FI_LOG_EP_DATA, "the keeper took the endpoint lock again after {:?}", busy_since.map(|t| t.elapsed()));
+            }
+            busy_since = None;
+            warned = false;
             if last_dump.elapsed() >= Duration::from_secs(2) && rfabric_core::log::enabled(PROV, rfabric_core::log::FI_LOG_DEBUG, FI_LOG_EP_DATA) {
                 last_dump = Instant::now();
                 rfabric_core::fi_dbg!(PROV, FI_LOG_EP_DATA, "endpoint {}: {}{}", st.engine.dev.local_addr(), st.engine.describe(), st.engine.dev.describe());
             }
             if st.enabled && st.last_progress.elapsed() >= KEEPER_PERIOD {
-                st.last_progress = Instant::now();
+                let t0 = Instant::now();
+                st.last_progress = t0;
                 st.engine.progress();
+                slow_progress(&st, t0);
             }
         }
     }

@@ -147,8 +147,153 @@ pub fn recv_many(sock: &UdpSocket, data: &mut [u8], slot: usize, lens: &mut [usi
     got
 }
 
+/// Datagrams one `sendmmsg` sends, at most.
+pub const SEND_MANY: usize = 64;
+
+/// Datagrams queued for one `sendmmsg`: copies of their bytes, one slot
+/// each, and their destinations.
+pub struct SendBatch {
+    data: Vec<u8>,
+    slot: usize,
+    lens: [usize; SEND_MANY],
+    names: [libc::sockaddr_storage; SEND_MANY],
+    namelens: [libc::socklen_t; SEND_MANY],
+    n: usize,
+}
+
+impl SendBatch {
+    /// A batch of datagrams of up to `slot` bytes.
+    pub fn new(slot: usize) -> Box<SendBatch> {
+        Box::new(SendBatch {
+            data: vec![0u8; slot * SEND_MANY],
+            slot,
+            lens: [0; SEND_MANY],
+            // SAFETY: sockaddr_storage is plain data; zeroes are valid.
+            names: unsafe { std::mem::zeroed() },
+            namelens: [0; SEND_MANY],
+            n: 0,
+        })
+    }
+
+    /// Queues a copy of `buf` (at most the slot size) for `to`; true when
+    /// the batch is now full (`send` it).
+    pub fn push(&mut self, buf: &[u8], to: &std::net::SocketAddr) -> bool {
+        let i = self.n;
+        let len = buf.len().min(self.slot);
+        self.data[i * self.slot..i * self.slot + len].copy_from_slice(&buf[..len]);
+        self.lens[i] = len;
+        self.namelens[i] = write_sockaddr(&mut self.names[i], to);
+        self.n += 1;
+        self.n == SEND_MANY
+    }
+
+    /// Sends what is queued with `sendmmsg` and empties the batch. A
+    /// datagram the socket does not take (full buffer) is dropped as the
+    /// network would drop it; returns how many were sent.
+    pub fn send(&mut self, sock: &UdpSocket) -> usize {
+        let n = self.n;
+        self.n = 0;
+        if n == 0 {
+            return 0;
+        }
+        // SAFETY: plain C structs; zeroes are valid (null pointers, lengths 0).
+        let mut iovs: [libc::iovec; SEND_MANY] = unsafe { std::mem::zeroed() };
+        // SAFETY: as above.
+        let mut hdrs: [libc::mmsghdr; SEND_MANY] = unsafe { std::mem::zeroed() };
+        let base = self.data.as_mut_ptr();
+        for i in 0..n {
+            // SAFETY: i < SEND_MANY, so the slot lies inside `data`.
+            iovs[i] = libc::iovec { iov_base: unsafe { base.add(i * self.slot) }.cast(), iov_len: self.lens[i] };
+            hdrs[i].msg_hdr.msg_iov = &mut iovs[i];
+            hdrs[i].msg_hdr.msg_iovlen = 1;
+            hdrs[i].msg_hdr.msg_name = (&mut self.names[i] as *mut libc::sockaddr_storage).cast();
+            hdrs[i].msg_hdr.msg_namelen = self.namelens[i];
+        }
+        let mut done = 0;
+        while done < n {
+            // SAFETY: headers done..n name live iovecs into this batch's
+            // own data and address slots; the kernel only reads them.
+            let r = unsafe { libc::sendmmsg(sock.as_raw_fd(), hdrs[done..].as_mut_ptr(), (n - done) as libc::c_uint, libc::MSG_DONTWAIT) };
+            if r <= 0 {
+                // EAGAIN (full socket buffer) or an error of the first
+                // datagram (e.g. an unreachable address): skip it.
+                if r < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EAGAIN) {
+                    break;
+                }
+                done += 1;
+                continue;
+            }
+            done += r as usize;
+        }
+        done
+    }
+}
+
+/// Writes `a` as a C socket address; returns its length.
+fn write_sockaddr(out: &mut libc::sockaddr_storage, a: &std::net::SocketAddr) -> libc::socklen_t {
+    match a {
+        std::net::SocketAddr::V4(v4) => {
+            let sin = libc::sockaddr_in {
+                sin_family: libc::AF_INET as libc::sa_family_t,
+                sin_port: v4.port().to_be(),
+                sin_addr: libc::in_addr { s_addr: u32::from_ne_bytes(v4.ip().octets()) },
+                sin_zero: [0; 8],
+            };
+            // SAFETY: sockaddr_storage is larger than and aligned for
+            // sockaddr_in.
+            unsafe { std::ptr::write((out as *mut libc::sockaddr_storage).cast::<libc::sockaddr_in>(), sin) };
+            std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t
+        }
+        std::net::SocketAddr::V6(v6) => {
+            let sin6 = libc::sockaddr_in6 {
+                sin6_family: libc::AF_INET6 as libc::sa_family_t,
+                sin6_port: v6.port().to_be(),
+                sin6_flowinfo: v6.flowinfo().to_be(),
+                sin6_addr: libc::in6_addr { s6_addr: v6.ip().octets() },
+                sin6_scope_id: v6.scope_id(),
+            };
+            // SAFETY: sockaddr_storage is larger than and aligned for
+            // sockaddr_in6.
+            unsafe { std::ptr::write((out as *mut libc::sockaddr_storage).cast::<libc::sockaddr_in6>(), sin6) };
+            std::mem::size_of::<libc::sockaddr_in6>() as libc::socklen_t
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn send_batch_reaches_v4_and_v6() {
+        use std::net::UdpSocket;
+        let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let to = rx.local_addr().unwrap();
+        let bufs: Vec<Vec<u8>> = (0..super::SEND_MANY + 3).map(|i| vec![i as u8; 10 + i]).collect();
+        let mut b = super::SendBatch::new(256);
+        let mut sent = 0;
+        for (i, buf) in bufs.iter().enumerate() {
+            if b.push(buf, &to) {
+                assert_eq!(i + 1, super::SEND_MANY);
+                sent += b.send(&tx);
+            }
+        }
+        sent += b.send(&tx);
+        assert_eq!(sent, bufs.len());
+        let mut got = [0u8; 256];
+        for buf in &bufs {
+            let (n, from) = rx.recv_from(&mut got).unwrap();
+            assert_eq!(&got[..n], &buf[..]);
+            assert_eq!(from, tx.local_addr().unwrap());
+        }
+        if let (Ok(tx6), Ok(rx6)) = (UdpSocket::bind("[::1]:0"), UdpSocket::bind("[::1]:0")) {
+            let one = [7u8; 33];
+            b.push(&one, &rx6.local_addr().unwrap());
+            assert_eq!(b.send(&tx6), 1);
+            let (n, _) = rx6.recv_from(&mut got).unwrap();
+            assert_eq!(&got[..n], &one[..]);
+        }
+    }
+
     #[test]
     fn loopback_is_listed() {
         let v = super::interfaces();

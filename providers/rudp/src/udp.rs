@@ -102,6 +102,9 @@ struct Peer {
     recover: Option<u32>,
     ack_owed: u32,
     busy: bool,
+    /// Datagrams of this address dropped for the connection state since
+    /// the last one accepted (logged once).
+    refused_conn: u32,
 }
 
 impl Peer {
@@ -125,6 +128,7 @@ impl Peer {
             recover: None,
             ack_owed: 0,
             busy: false,
+            refused_conn: 0,
         }
     }
     fn bit(&self, seq: u32) -> bool {
@@ -182,6 +186,9 @@ pub struct UdpDevice {
     addrs: crate::sys::RecvAddrs,
     /// The extended selective ack of the acknowledgement being read.
     ext_sack: Vec<u8>,
+    /// Data datagrams queued for one `sendmmsg` (sent by `push_out`,
+    /// `flush` and on entry to and exit from `recv`).
+    out: Box<crate::sys::SendBatch>,
 }
 
 /// A connection id: random, never 0.
@@ -212,6 +219,7 @@ impl UdpDevice {
             return Err(EINVAL);
         }
         let now = Instant::now();
+        let max_datagram = cfg.max_datagram;
         Ok(UdpDevice {
             sock,
             local,
@@ -227,11 +235,17 @@ impl UdpDevice {
             hold: false,
             addrs: crate::sys::RecvAddrs::default(),
             ext_sack: Vec::new(),
+            out: crate::sys::SendBatch::new(max_datagram),
         })
     }
 
     pub fn local_addr(&self) -> SocketAddr {
         self.local
+    }
+
+    /// Sends the queued data datagrams.
+    fn send_out(&mut self) {
+        self.out.send(&self.sock);
     }
 
     pub fn conn(&self) -> u32 {
@@ -301,7 +315,8 @@ impl UdpDevice {
     }
 
     /// (Re)sends one packet of the window, with fresh acknowledgement fields.
-    fn transmit(sock: &UdpSocket, conn: u32, hold: bool, p: &mut Peer, i: usize, now: Instant, stats: &mut Stats) {
+    #[allow(clippy::too_many_arguments)]
+    fn transmit(sock: &UdpSocket, out: &mut crate::sys::SendBatch, conn: u32, hold: bool, p: &mut Peer, i: usize, now: Instant, stats: &mut Stats) {
         if !hold {
             p.advance();
         }
@@ -314,9 +329,11 @@ impl UdpDevice {
         }
         pkt.last = now;
         pkt.tries += 1;
-        // A full socket buffer loses the datagram like the network would:
-        // the timer sends it again.
-        let _ = sock.send_to(&pkt.buf, addr);
+        // Queued for one sendmmsg; a full socket buffer loses the datagram
+        // like the network would: the timer sends it again.
+        if out.push(&pkt.buf, &addr) {
+            out.send(sock);
+        }
         stats.sent += 1;
         if !hold {
             p.ack_owed = 0;
@@ -335,13 +352,30 @@ impl UdpDevice {
             pkt.first = now;
             p.unacked.push_back(pkt);
             let i = p.unacked.len() - 1;
-            Self::transmit(&self.sock, self.conn, self.hold, p, i, now, &mut self.stats);
+            Self::transmit(&self.sock, &mut self.out, self.conn, self.hold, p, i, now, &mut self.stats);
         }
     }
 
     fn lose(&mut self, id: PeerId, batch: &mut RxBatch) {
+        let now = Instant::now();
         let p = &mut self.peers[id as usize];
-        rfabric_core::fi_warn!(PROV, FI_LOG_EP_DATA, "peer {} lost ({} packets unacknowledged)", p.addr, p.unacked.len() + p.backlog.len());
+        rfabric_core::fi_warn!(
+            PROV,
+            FI_LOG_EP_DATA,
+            "peer {} lost by {} ({} packets unacknowledged; heard from {:?} ago; oldest seq {} sent {} times, first {:?} ago; rx_next {} rx_high {} ack_owed {}; stats {:?})",
+            p.addr,
+            self.sock.local_addr().map_or_else(|_| "?".to_string(), |a| a.to_string()),
+            p.unacked.len() + p.backlog.len(),
+            now.saturating_duration_since(p.last_heard),
+            p.unacked.front().map_or(0, |t| t.seq),
+            p.unacked.front().map_or(0, |t| t.tries),
+            p.unacked.front().map_or(Duration::ZERO, |t| now.saturating_duration_since(t.first)),
+            p.rx_next,
+            p.rx_high,
+            p.ack_owed,
+            self.stats
+        );
+        let p = &mut self.peers[id as usize];
         p.state = State::Lost;
         let bufs: Vec<Vec<u8>> = p.unacked.drain(..).chain(p.backlog.drain(..)).map(|t| t.buf).collect();
         p.ack_owed = 0;
@@ -448,7 +482,7 @@ impl UdpDevice {
             }
             let wait = if t.tries > 1 { srtt.max(MIN_RTO) } else { reorder };
             if now.saturating_duration_since(t.last) >= wait {
-                Self::transmit(&self.sock, self.conn, self.hold, p, k, now, &mut self.stats);
+                Self::transmit(&self.sock, &mut self.out, self.conn, self.hold, p, k, now, &mut self.stats);
                 lost_any = true;
             }
         }
@@ -500,7 +534,7 @@ impl UdpDevice {
                         }
                         let wait = (rto * (1 << (t.tries - 1).min(MAX_BACKOFF))).min(MAX_RTO);
                         if now.saturating_duration_since(t.last) >= wait {
-                            Self::transmit(&self.sock, self.conn, self.hold, p, k, now, &mut self.stats);
+                            Self::transmit(&self.sock, &mut self.out, self.conn, self.hold, p, k, now, &mut self.stats);
                             fired = true;
                         }
                     }
@@ -683,6 +717,7 @@ impl Device for UdpDevice {
     }
 
     fn recv(&mut self, batch: &mut RxBatch, now: Instant) -> usize {
+        self.send_out();
         batch.clear();
         let dg = self.cfg.max_datagram;
         if batch.data.len() < dg * RECV_BATCH {
@@ -720,11 +755,27 @@ impl Device for UdpDevice {
                 self.stats.unknown_peer += 1;
                 continue;
             };
-            let p = &self.peers[id as usize];
+            let p = &mut self.peers[id as usize];
             if p.state != State::Up || h.src_conn != p.remote_conn || h.dst_conn != self.conn {
                 self.stats.bad_conn += 1;
+                p.refused_conn += 1;
+                if p.refused_conn == 1 {
+                    rfabric_core::fi_info!(
+                        PROV,
+                        FI_LOG_EP_DATA,
+                        "{}: dropping datagrams of {} (state {:?}, its connection id {:#x}, ours as it has it {:#x}; known {:#x}, ours {:#x})",
+                        self.local,
+                        from,
+                        p.state,
+                        h.src_conn,
+                        h.dst_conn,
+                        p.remote_conn,
+                        self.conn
+                    );
+                }
                 continue;
             }
+            p.refused_conn = 0;
             let mut ext = std::mem::take(&mut self.ext_sack);
             ext.clear();
             if kind == DevKind::Ack {
@@ -772,6 +823,7 @@ impl Device for UdpDevice {
             self.last_scan = now;
             self.timers(now, batch);
         }
+        self.send_out();
         n
     }
 
@@ -786,6 +838,7 @@ impl Device for UdpDevice {
     }
 
     fn flush(&mut self, _now: Instant, all: bool) {
+        self.send_out();
         self.hold = false;
         for i in 0..self.busy.len() {
             let id = self.busy[i];
@@ -798,6 +851,10 @@ impl Device for UdpDevice {
 
     fn stats(&self) -> Stats {
         self.stats
+    }
+
+    fn push_out(&mut self) {
+        self.send_out();
     }
 
     fn unacked(&self) -> bool {
