@@ -1,8 +1,9 @@
 //! The rudp objects behind the C handles: fabric, domain, address vector
 //! and endpoint. Completion queues and counters are the core's
 //! (`ProgressCq`, `ProgressCntr`): reading them drives the endpoints bound
-//! to them. An endpoint is a protocol engine over a UDP device behind one
-//! lock, with an optional progress thread (`FI_PROGRESS_AUTO`).
+//! to them. An endpoint is a protocol engine over a UDP device (and a
+//! shared-memory one for local peers, `local.rs`) behind one lock, with an
+//! optional progress thread (`FI_PROGRESS_AUTO`).
 
 use crate::device::Device;
 use crate::engine::{AddrMap, Engine, EngineConfig, Outputs};
