@@ -10,7 +10,9 @@
 # Both with the peers on shared memory (the default for local peers): the
 # endpoints' close lines (FI_LOG_LEVEL=info) must show every packet went
 # through shared memory and no datagram through UDP; then run 1 again with
-# FI_RUDP_ENABLE_SHM=0: datagrams through UDP, no shared-memory path.
+# FI_RUDP_ENABLE_SHM=0: datagrams through UDP, no shared-memory path; and
+# with FI_RUDP_UNEXPECTED_MAX=2 over shared memory: receivers refuse
+# packets for lack of room (counted in the close lines), which come again.
 set -eu
 lib=$(cd "${1:?usage: rudp_features.sh LIBDIR}" && pwd)
 cd "$(dirname "$0")/../.."
@@ -38,3 +40,8 @@ echo "--- FI_RUDP_MTU=1472 FI_RUDP_MEDIUM_MAX=16384, offsets"
 run offset shm FI_RUDP_MTU=1472 FI_RUDP_MEDIUM_MAX=16384 RUDP_MR=offset
 echo "--- FI_RUDP_ENABLE_SHM=0, loopback datagrams, FI_MR_VIRT_ADDR"
 run udp udp FI_RUDP_ENABLE_SHM=0 RUDP_MR=virt
+echo "--- FI_RUDP_UNEXPECTED_MAX=2, shared memory, FI_MR_VIRT_ADDR"
+run refuse shm FI_RUDP_UNEXPECTED_MAX=2 RUDP_MR=virt
+n=$(rudp_shm_refused "$tmp/refuse.log")
+echo "refuse: $n packets refused for lack of room on the shared-memory path"
+[ "$n" -gt 0 ] || { echo "FAIL: no packet was refused"; exit 1; }

@@ -18,3 +18,9 @@ rudp_both() {
 	     / closed: shared memory: / { s[ep()] = before("packets", "sent,") }
 	     END { for (e in u) { n++; if (u[e] > 0 && s[e] > 0) b++ } print n + 0, b + 0 }' "$1"
 }
+
+# rudp_shm_refused LOG: packets the endpoints' engines refused (no room)
+# on the shared-memory path, summed over LOG's close lines.
+rudp_shm_refused() {
+	awk '/ closed: shared memory: / { for (i = 2; i <= NF; i++) if ($i == "refused" && $(i + 1) == "for") r += $(i - 1) } END { print r + 0 }' "$1"
+}

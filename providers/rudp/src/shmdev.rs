@@ -25,7 +25,7 @@
 //! cell's sequence moved a lap on), which is when a UDP receiver would
 //! have acknowledged the datagram: an operation towards a stopped peer
 //! does not complete. A packet the engine refuses (`reject`) is copied out
-//! of its cell and offered again first at the next `recv`; while such
+//! of its cell and offered again a millisecond later; while such
 //! packets wait, at most one ring's worth, no new ones are read, and the
 //! ring filling up holds the senders back (their `room` turns 0).
 //!
@@ -70,6 +70,10 @@ const RECV_BATCH: usize = 64;
 /// How often unconsumed packets make us look at their receiver's process,
 /// and an unpublished cell at our ring's head at its writer's.
 const CHECK_EVERY: Duration = Duration::from_millis(50);
+/// How long refused packets wait before they are offered again (what a
+/// retransmission timer would do: an engine short of room is not asked
+/// again at every progress call).
+const REOFFER_AFTER: Duration = Duration::from_millis(1);
 
 /// The name of the segment of the endpoint at `addr` in this network
 /// namespace (`fi_setname`'s name space of the shm provider, so the same
@@ -138,8 +142,10 @@ pub struct ShmDevice {
     busy: Vec<PeerId>,
     /// The packets of the batch being handed up: source, peer, refused.
     taken: Vec<(Taken, PeerId, bool)>,
-    /// Refused packets, offered again first.
+    /// Refused packets, offered again after `REOFFER_AFTER`.
     held: VecDeque<(PeerId, Vec<u8>)>,
+    /// When a packet was last refused.
+    refused_at: Instant,
     pool: Vec<Vec<u8>>,
     acked: Vec<u64>,
     lost: Vec<PeerId>,
@@ -184,6 +190,7 @@ impl ShmDevice {
             busy: Vec::new(),
             taken: Vec::new(),
             held: VecDeque::new(),
+            refused_at: now,
             pool: Vec::new(),
             acked: Vec::new(),
             lost: Vec::new(),
@@ -356,6 +363,7 @@ impl ShmDevice {
             match src {
                 Taken::Cell(pos) => {
                     if refused {
+                        self.refused_at = Instant::now();
                         let mut b = self.pool.pop().unwrap_or_default();
                         b.clear();
                         let c = self.ring.cell(pos);
@@ -374,6 +382,7 @@ impl ShmDevice {
                 }
                 Taken::Held(b) => {
                     if refused {
+                        self.refused_at = Instant::now();
                         self.held.insert(back, (peer, b));
                         back += 1;
                     } else {
@@ -444,7 +453,8 @@ impl ShmDevice {
         self.poll_out(now, false);
         let mut w = off;
         let mut n = 0;
-        while self.taken.len() < RECV_BATCH {
+        let reoffer = now.saturating_duration_since(self.refused_at) >= REOFFER_AFTER;
+        while reoffer && self.taken.len() < RECV_BATCH {
             let Some((peer, b)) = self.held.pop_front() else { break };
             if batch.data.len() < w + b.len() {
                 batch.data.resize(w + b.len(), 0);
@@ -692,13 +702,22 @@ mod tests {
         assert_eq!(v[0].1, b"hdone");
         assert_eq!(v[1].1, b"hdtwo!");
         assert_eq!(b.peer_addr(v[0].0), &crate::sockaddr::to_bytes(&a.local_addr())[..]);
-        // Refuse the second: it comes again, first, and is consumed.
+        // Refuse the second: it comes again (a moment later), and is
+        // consumed then.
         b.reject(v[1].0, 1);
         b.flush(Instant::now(), true);
         a.send(pb, b"hd", &[b"three"], 9).unwrap();
-        let (v2, _) = drain(&mut b);
-        assert_eq!(v2.iter().map(|x| x.1.clone()).collect::<Vec<_>>(), vec![b"hdtwo!".to_vec(), b"hdthree".to_vec()]);
-        b.flush(Instant::now(), true);
+        let mut got = Vec::new();
+        let t0 = Instant::now();
+        while got.len() < 2 {
+            assert!(t0.elapsed() < Duration::from_secs(20), "the refused packet did not come again");
+            let (v2, _) = drain(&mut b);
+            b.flush(Instant::now(), true);
+            got.extend(v2.into_iter().map(|x| x.1));
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        got.sort();
+        assert_eq!(got, vec![b"hdthree".to_vec(), b"hdtwo!".to_vec()]);
         let (_, bt) = drain(&mut a);
         assert_eq!(bt.acked, vec![7, 8, 9]);
         assert!(!a.unacked());
