@@ -24,12 +24,12 @@ REAL := libfabric.so.1.$(VERSION)
 # PROVIDERS= builds one with none (DL providers only). Another set builds
 # in its own TARGET_DIR and LIB_OUT, e.g.
 #   make lib PROVIDERS= TARGET_DIR=target/nobuiltin LIB_OUT=build/nobuiltin/lib
-PROVIDERS ?= shm rudp efa
+PROVIDERS ?= shm rudp efa tcp verbs
 TARGET_DIR ?= target
 LIB_OUT ?= build/lib
 # The providers also built as DL providers (make dl): librf<name>-fi.so,
 # each from its own build (target/dl-<name>).
-DL_PROVIDERS ?= shm rudp
+DL_PROVIDERS ?= shm rudp tcp verbs
 DL_OUT ?= build/dl
 
 .PHONY: all build lib link dl install check check-ompi check-rust check-symbols check-compat-c check-valgrind check-install check-shm fuzz clean check-valgrind-c fuzz-campaign fuzz-cmin check-asan-rust check-tsan-rust check-peer-death

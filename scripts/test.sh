@@ -18,7 +18,7 @@ declare -A cmd
 add() { names+=("$1"); cmd[$1]=$2; }
 add cargo-tests 'cargo test -j2 --workspace'
 add clippy 'cargo clippy -j2 --workspace --all-targets -- -D warnings'
-add provider-features 'cargo build -j2 --workspace --no-default-features --target-dir target/features && cargo build -j2 -p rfabric-capi --no-default-features --features shm --target-dir target/features && cargo test -j2 -p rfabric-capi --no-default-features --target-dir target/features && cargo clippy -j2 --workspace --all-targets --no-default-features --target-dir target/features -- -D warnings && cargo clippy -j2 -p rfabric-capi --all-targets --no-default-features --features dl,shm --target-dir target/features -- -D warnings'
+add provider-features 'cargo build -j2 --workspace --no-default-features --target-dir target/features && cargo build -j2 -p rfabric-capi --no-default-features --features shm --target-dir target/features && cargo test -j2 -p rfabric-capi --no-default-features --target-dir target/features && cargo clippy -j2 --workspace --all-targets --no-default-features --target-dir target/features -- -D warnings && cargo clippy -j2 -p rfabric-capi --all-targets --no-default-features --features dl,shm --target-dir target/features -- -D warnings && cargo clippy -j2 -p rfabric-capi --all-targets --no-default-features --features dl,verbs --target-dir target/features -- -D warnings'
 add exports-header "sh -c 'cbindgen --config cbindgen.toml --crate rfabric-capi --output build/exports.h 2>/dev/null && diff -u include/rfabric/exports.h build/exports.h && tests/abi/check_exports.sh'"
 add header-abi 'tests/abi/check_headers.sh'
 add header-oracle 'tests/abi/oracle_debian.sh'
@@ -46,6 +46,13 @@ add rudp-peer-death 'tests/c/rudp_peer_death.sh "$lib"'
 add rudp-stream-loss 'tests/net/rudp_loss.sh "$lib" 20000'
 add rudp-fi-pingpong-2hosts 'env FI_RUDP_IFACE=rf0 sh -c "tests/net/fi_pingpong_netns.sh --lib \"$lib\" rudp rdm && tests/net/fi_pingpong_netns.sh --lib \"$lib\" --ipv6 --size 65536 rudp rdm && tests/net/fi_pingpong_netns.sh --lib \"$lib\" --loss 5 --size 1048576 rudp rdm && tests/net/fi_pingpong_netns.sh --lib \"$lib\" --relay reorder=10,dup=5,drop=2 --size 65536 rudp rdm && tests/net/fi_pingpong_netns.sh --lib \"$lib\" rudp dgram"'
 add rudp-mpich-2hosts 'env FI_RUDP_IFACE=rf0 tests/net/mpich_netns.sh --lib "$lib" rudp'
+add tcp-features 'env PROV=tcp tests/c/rudp_features.sh "$lib"'
+add tcp-bad-input 'env PROV=tcp tests/c/rudp_bad_input.sh "$lib"'
+add tcp-peer-death 'env PROV=tcp tests/c/rudp_peer_death.sh "$lib"'
+add tcp-faults 'tests/c/tcp_faults.sh "$lib"'
+add tcp-fi-pingpong-2hosts 'env FI_TCP_IFACE=rf0 sh -c "tests/net/fi_pingpong_netns.sh --lib \"$lib\" tcp rdm && tests/net/fi_pingpong_netns.sh --lib \"$lib\" --mode tagged tcp rdm && tests/net/fi_pingpong_netns.sh --lib \"$lib\" --ipv6 tcp rdm && tests/net/fi_pingpong_netns.sh --lib \"$lib\" tcp msg && tests/net/fi_pingpong_netns.sh --lib \"$lib\" --ipv6 tcp msg && tests/net/fi_pingpong_netns.sh --lib \"$lib\" --relay reorder=0,dup=0,drop=0 --size 1048576 tcp rdm"'
+add tcp-mpich-2hosts 'env FI_TCP_IFACE=rf0 tests/net/mpich_netns.sh --lib "$lib" tcp'
+add tcp-msg 'tests/c/tcp_msg.sh "$lib"'
 add log-params 'tests/c/log_params.sh "$lib"'
 add sanitizers 'env CFLAGS_EXTRA="-fsanitize=address,undefined -fno-sanitize-recover=all" tests/c/log_params.sh "$lib"'
 add dl-providers 'tests/dl/run.sh "$lib"'
@@ -55,6 +62,7 @@ add mpich-bindings 'tests/clients/mpich_bindings.sh "$lib" "$mpich_lib"'
 add mpich-4ranks 'env MPI_TIMEOUT=300 tests/mpi/run_mpich.sh "$lib"'
 add dl-shm-mpich 'need_dl && env MPI_TIMEOUT=300 tests/mpi/run_mpich.sh --dl build/dl'
 add rudp-mpich-4ranks 'env OURS_PROV=rudp CONTROL_PROV=tcp FI_RUDP_IFACE=lo MPI_TIMEOUT=300 tests/mpi/run_mpich.sh "$lib"'
+add tcp-mpich-4ranks 'env OURS_PROV=tcp CONTROL_PROV=tcp FI_TCP_IFACE=lo MPI_TIMEOUT=300 tests/mpi/run_mpich.sh "$lib"'
 add mpich-soak 'tests/mpi/run_soak.sh --control "$lib" 40'
 add install-pkgconfig 'make -s check-install'
 add demo-no-peers 'make -s install >/dev/null && tests/tools/demo_no_peers.sh prefix'
@@ -67,6 +75,11 @@ add rudp-ompi-2hosts 'need_ompi && env FI_RUDP_IFACE=rf0 tests/mpi/run_ompi.sh -
 # Debian's openmpi-mca-params.conf excludes btl ofi: re-enabled so that
 # one-sided between hosts runs over libfabric (osc rdma on btl ofi).
 add rudp-ompi-admin-swap 'env FI_RUDP_IFACE=rf0 sh -c "tests/mpi/admin_swap.sh \"$lib\" divert --hosts two -- --mca btl ^uct,openib && tests/mpi/admin_swap.sh \"$lib\" ldconf --hosts one"'
+add tcp-fi-pingpong 'env PROV=tcp tests/clients/fi_pingpong.sh "$lib"'
+add tcp-dl-debian 'need_dl && tests/dl/rftcp_debian.sh build/dl'
+add verbs-standin 'cargo test -j2 -p rfabric-verbs -p rfabric-ibverbs && cargo test -j2 -p rfabric-core --lib mr_cache && tests/ibverbs/layout.sh'
+add verbs-no-device 'need_dl && tests/verbs/no_device.sh "$lib"'
+add mr-cache-unprivileged 'tests/verbs/mr_cache_unprivileged.sh'
 add testing-doc 'check_testing_doc'
 
 if [ "${1:-}" = --list ]; then
@@ -84,7 +97,7 @@ step() { echo; echo "=== $*"; }
 
 # ---------- install ----------
 step "install test dependencies"
-pkgs="libfabric-bin libfabric-dev libfabric1 ucx-utils libibverbs1 ibverbs-providers rdma-core libibverbs-dev
+pkgs="libfabric-bin libfabric-dev libfabric1 ucx-utils libibverbs1 ibverbs-providers rdma-core libibverbs-dev librdmacm1 librdmacm-dev
       valgrind pkg-config gcc g++ make python3-venv binutils iproute2 nftables openmpi-bin libopenmpi-dev"
 missing=""
 for p in $pkgs; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done

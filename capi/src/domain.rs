@@ -127,17 +127,60 @@ unsafe fn open_endpoint(d: *mut fid_domain, i: *mut fi_info, ep: *mut *mut fid_e
             Ok(c) => c,
             Err(e) => return e,
         };
-        match h.obj.endpoint(&info) {
+        // The info of an FI_CONNREQ event: the endpoint takes its request.
+        // SAFETY: handle is NULL or a fid (fi_info(3)); checked below.
+        let req = match unsafe { connreq_of(info.handle) } {
+            Ok(r) => r,
+            Err(e) => return e,
+        };
+        let made = match &req {
+            // SAFETY: r is the live handle connreq_of checked.
+            Some(r) => match unsafe { &**r }.take_for_endpoint() {
+                Some(x) => h.obj.accept_endpoint(&info, x),
+                None => {
+                    rfabric_core::fi_warn!("core", FI_LOG_EP_CTRL, "fi_endpoint: the connection request was already answered");
+                    return -FI_EINVAL;
+                }
+            },
+            None => h.obj.endpoint(&info),
+        };
+        if let (Err(_), Some(r)) = (&made, req) {
+            // SAFETY: as above.
+            unsafe { &*r }.failed();
+        }
+        match made {
             Ok(obj) => {
                 let op_flags = (info.tx_attr.map_or(0, |t| t.op_flags), info.rx_attr.map_or(0, |r| r.op_flags));
                 let iov_limits = (info.tx_attr.map_or(0, |t| t.iov_limit), info.rx_attr.map_or(0, |r| r.iov_limit));
                 let xpu = xctx.map(crate::xpu::XpuEp::new);
+                let addr_format = info.addr_format;
                 // SAFETY: ep non-NULL; the domain outlives its endpoints (its count).
-                unsafe { crate::endpoint::publish_ep(obj, &h.children, op_flags, iov_limits, xpu, ctx, ep) }
+                unsafe { crate::endpoint::publish_ep(obj, &h.children, op_flags, iov_limits, crate::endpoint::EpInit { xpu, connreq: req.unwrap_or(std::ptr::null_mut()), addr_format }, ctx, ep) }
             }
             Err(e) => e.to_c(),
         }
     })
+}
+
+/// The connection request named by an info's `handle`: `None` when the
+/// handle is NULL or another object (a passive endpoint, as some
+/// applications pass), `-FI_EINVAL` for a connection request that is not
+/// ours.
+///
+/// # Safety
+/// `handle` NULL or a readable fid.
+unsafe fn connreq_of(handle: usize) -> Result<Option<*mut crate::pep::ConnReqHandle>, c_int> {
+    let f = handle as *mut fid;
+    // SAFETY: caller; checked against the connection-request ops table.
+    if let Some(r) = unsafe { <crate::pep::ConnReqHandle as Handle>::from_fid(f) } {
+        return Ok(Some(r as *const _ as *mut _));
+    }
+    // SAFETY: f non-NULL is a readable fid (caller).
+    if !f.is_null() && unsafe { (*f).fclass } == FI_CLASS_CONNREQ {
+        rfabric_core::fi_warn!("core", FI_LOG_EP_CTRL, "fi_endpoint: info->handle is a connection request of another library");
+        return Err(-FI_EINVAL);
+    }
+    Ok(None)
 }
 
 unsafe extern "C" fn domain_endpoint2(d: *mut fid_domain, i: *mut fi_info, ep: *mut *mut fid_ep, fl: u64, ctx: *mut c_void) -> c_int {

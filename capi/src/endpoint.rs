@@ -36,6 +36,24 @@ pub(crate) struct EpHandle {
     rx_iov_limit: usize,
     /// The XPU state of an endpoint opened with an XPU context.
     xpu: Option<crate::xpu::XpuEp>,
+    /// What connection management needs of the info it was opened with.
+    cm: CmInit,
+}
+
+/// What `publish_ep` takes besides the provider's object and the limits.
+pub(crate) struct EpInit {
+    pub(crate) xpu: Option<crate::xpu::XpuEp>,
+    pub(crate) connreq: *mut crate::pep::ConnReqHandle,
+    pub(crate) addr_format: u32,
+}
+
+/// What an endpoint's connection management keeps of its `fi_info`.
+pub(crate) struct CmInit {
+    /// The connection request (`info->handle` of an `FI_CONNREQ`) the
+    /// endpoint was opened for, freed at its close; NULL if none.
+    pub(crate) connreq: *mut crate::pep::ConnReqHandle,
+    /// `info->addr_format`: how long the address of `fi_connect` is.
+    pub(crate) addr_format: u32,
 }
 
 /// Marks a call without a flags argument (fi_send, fi_trecv, ...): its flags
@@ -95,6 +113,10 @@ unsafe extern "C" fn ep_close(f: *mut fid) -> c_int {
         }
         // SAFETY: the domain outlives its endpoints.
         unsafe { (*h.parent).put() };
+        if !h.cm.connreq.is_null() {
+            // SAFETY: owned by this endpoint since fi_endpoint; freed once.
+            unsafe { crate::pep::free_owned(h.cm.connreq) };
+        }
         // SAFETY: created by Box::into_raw in publish_ep; closed once.
         drop(unsafe { EpHandle::from_raw(h) });
         0
@@ -122,10 +144,9 @@ unsafe extern "C" fn ep_bind(f: *mut fid, b: *mut fid, flags: u64) -> c_int {
             (h.obj.bind(Bind::Av(&a.obj), flags), &a.refs as *const RefCount)
         } else if class == FI_CLASS_EQ {
             // SAFETY: checked against the EQ ops table.
-            if unsafe { crate::eq::EqHandle::from_fid(b) }.is_none() {
-                return -FI_EINVAL;
-            }
-            return rc(h.obj.bind(Bind::Eq, flags));
+            let Some(eq) = (unsafe { crate::eq::EqHandle::from_fid(b) }) else { return -FI_EINVAL };
+            let binding = rfabric_core::provider::EqBinding { eq: eq.shared(), fid: f as usize, context: h.fid.fid.context as usize };
+            return rc(h.obj.bind(Bind::Eq(&binding), flags));
         } else if class == FI_CLASS_CNTR {
             // SAFETY: checked against the counter ops table.
             let Some(c) = (unsafe { CntrHandle::from_fid(b) }) else { return -FI_EINVAL };
@@ -278,22 +299,8 @@ unsafe extern "C" fn cm_getname(f: fid_t, addr: *mut c_void, addrlen: *mut usize
         null_check!(addrlen);
         // SAFETY: checked against our ops table.
         let Some(h) = (unsafe { ep(f) }) else { return -FI_EINVAL };
-        let mut tmp = [0u8; 1024];
-        let n = match h.obj.getname(&mut tmp) {
-            Ok(n) if n <= tmp.len() => n,
-            Ok(_) => return -FI_EOTHER,
-            Err(e) => return e.to_c(),
-        };
-        // SAFETY: addrlen non-NULL.
-        let cap = unsafe { *addrlen };
-        // SAFETY: as above.
-        unsafe { *addrlen = n };
-        if addr.is_null() || cap < n {
-            return -FI_ETOOSMALL;
-        }
-        // SAFETY: addr holds cap >= n bytes.
-        unsafe { std::ptr::copy_nonoverlapping(tmp.as_ptr(), addr as *mut u8, n) };
-        0
+        // SAFETY: addrlen non-NULL; addr holds *addrlen bytes (caller).
+        unsafe { crate::pep::addr_out(|b| h.obj.getname(b), addr, addrlen) }
     })
 }
 
@@ -307,12 +314,96 @@ unsafe extern "C" fn cm_setname(f: fid_t, addr: *mut c_void, addrlen: usize) -> 
     })
 }
 
-enosys_fn!(cm_getpeer<EpHandle>(*mut fid_ep, *mut c_void, *mut usize) -> c_int);
-enosys_fn!(cm_connect<EpHandle>(*mut fid_ep, *const c_void, *const c_void, usize) -> c_int);
+unsafe extern "C" fn cm_getpeer(e: *mut fid_ep, addr: *mut c_void, addrlen: *mut usize) -> c_int {
+    guard!(-FI_EOTHER, {
+        // SAFETY: checked against our ops table.
+        let Some(h) = (unsafe { ep(e) }) else { return -FI_EINVAL };
+        null_check!(addrlen);
+        // SAFETY: addrlen non-NULL; addr holds *addrlen bytes (caller).
+        unsafe { crate::pep::addr_out(|b| h.obj.getpeer(b), addr, addrlen) }
+    })
+}
+
+/// `fi_connect`: `addr` in the endpoint's format (its length is the
+/// provider's to check; up to 128 bytes, `struct sockaddr_storage`, are
+/// read).
+unsafe extern "C" fn cm_connect(e: *mut fid_ep, addr: *const c_void, param: *const c_void, len: usize) -> c_int {
+    guard!(-FI_EOTHER, {
+        // SAFETY: checked against our ops table.
+        let Some(h) = (unsafe { ep(e) }) else { return -FI_EINVAL };
+        null_check!(addr);
+        // SAFETY: param holds len bytes (caller).
+        let data = match unsafe { crate::pep::cm_param(param, len, "fi_connect") } {
+            Ok(d) => d,
+            Err(err) => return err.to_c(),
+        };
+        // SAFETY: addr is an address of the endpoint's format (caller).
+        let Some(n) = (unsafe { addr_len(h.cm.addr_format, addr as *const u8) }) else {
+            rfabric_core::fi_warn!("core", FI_LOG_EP_CTRL, "fi_connect: address format {} of the endpoint is not one fi_connect takes", h.cm.addr_format);
+            return -FI_EINVAL;
+        };
+        // SAFETY: addr holds n bytes (its format's length).
+        let a = unsafe { std::slice::from_raw_parts(addr as *const u8, n) };
+        rc(h.obj.connect(a, data))
+    })
+}
+
+/// The length of an address of `format` at `a`: fixed for the sockaddr
+/// formats (`FI_SOCKADDR` by its family), up to the NUL for `FI_ADDR_STR`
+/// (at most 4096 bytes); `None` for formats without a known length.
+///
+/// # Safety
+/// `a` points to an address of `format`.
+unsafe fn addr_len(format: u32, a: *const u8) -> Option<usize> {
+    match format {
+        FI_SOCKADDR_IN => Some(16),
+        FI_SOCKADDR_IN6 => Some(28),
+        FI_SOCKADDR_IB => Some(48),
+        FI_SOCKADDR => {
+            // SAFETY: a sockaddr starts with its family (caller).
+            let fam = unsafe { (a as *const libc::sa_family_t).read_unaligned() } as i32;
+            match fam {
+                libc::AF_INET => Some(16),
+                libc::AF_INET6 => Some(28),
+                libc::AF_IB => Some(48),
+                _ => None,
+            }
+        }
+        FI_ADDR_STR => {
+            // SAFETY: a NUL-terminated string (caller); at most 4096 bytes read.
+            (0..4096).find(|&i| unsafe { *a.add(i) } == 0).map(|n| n + 1)
+        }
+        _ => None,
+    }
+}
+
+unsafe extern "C" fn cm_accept(e: *mut fid_ep, param: *const c_void, len: usize) -> c_int {
+    guard!(-FI_EOTHER, {
+        // SAFETY: checked against our ops table.
+        let Some(h) = (unsafe { ep(e) }) else { return -FI_EINVAL };
+        // SAFETY: param holds len bytes (caller).
+        let data = match unsafe { crate::pep::cm_param(param, len, "fi_accept") } {
+            Ok(d) => d,
+            Err(err) => return err.to_c(),
+        };
+        rc(h.obj.accept(data))
+    })
+}
+
+unsafe extern "C" fn cm_shutdown(e: *mut fid_ep, flags: u64) -> c_int {
+    guard!(-FI_EOTHER, {
+        // SAFETY: checked against our ops table.
+        let Some(h) = (unsafe { ep(e) }) else { return -FI_EINVAL };
+        if flags != 0 {
+            rfabric_core::fi_warn!("core", FI_LOG_EP_CTRL, "fi_shutdown: flags {:#x} (reserved, must be 0)", flags);
+            return -FI_EBADFLAGS;
+        }
+        rc(h.obj.shutdown(flags))
+    })
+}
+
 enosys_fn!(cm_listen<EpHandle>(*mut fid_pep) -> c_int);
-enosys_fn!(cm_accept<EpHandle>(*mut fid_ep, *const c_void, usize) -> c_int);
 enosys_fn!(cm_reject<EpHandle>(*mut fid_pep, fid_t, *const c_void, usize) -> c_int);
-enosys_fn!(cm_shutdown<EpHandle>(*mut fid_ep, u64) -> c_int);
 enosys_fn!(cm_join<EpHandle>(*mut fid_ep, *const c_void, u64, *mut *mut fid_mc, *mut c_void) -> c_int);
 
 static CM_OPS: fi_ops_cm = fi_ops_cm {
@@ -606,7 +697,7 @@ pub(crate) unsafe fn publish_ep(
     parent: &RefCount,
     op_flags: (u64, u64),
     iov_limits: (usize, usize),
-    xpu: Option<crate::xpu::XpuEp>,
+    init: EpInit,
     context: *mut c_void,
     out: *mut *mut fid_ep,
 ) -> c_int {
@@ -630,7 +721,8 @@ pub(crate) unsafe fn publish_ep(
         rx_op_flags: op_flags.1 & !OP_DEFAULTS,
         tx_iov_limit: limit(iov_limits.0),
         rx_iov_limit: limit(iov_limits.1),
-        xpu,
+        xpu: init.xpu,
+        cm: CmInit { connreq: init.connreq, addr_format: init.addr_format },
     });
     // SAFETY: caller's out pointer.
     unsafe { *out = Box::into_raw(h) as *mut fid_ep };

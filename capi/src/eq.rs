@@ -6,11 +6,14 @@ use rfabric_core::abi::*;
 use rfabric_core::objects::cq::ErrDataLoc;
 use rfabric_core::objects::eq::Eq;
 use rfabric_core::objects::wait::Locked;
+use std::sync::Arc;
 
 #[repr(C)]
 pub(crate) struct EqHandle {
     fid: fid_eq,
-    eq: Locked<Eq>,
+    /// Shared with the providers' endpoints bound to it (they queue CM
+    /// events from their own threads).
+    eq: Arc<Locked<Eq>>,
     /// The fabric's count of children.
     parent: *const RefCount,
     api_version: u32,
@@ -26,6 +29,12 @@ unsafe extern "C" fn eq_close(f: *mut fid) -> c_int {
         drop(unsafe { EqHandle::from_raw(h) });
         0
     })
+}
+
+impl EqHandle {
+    pub(crate) fn shared(&self) -> Arc<Locked<Eq>> {
+        self.eq.clone()
+    }
 }
 
 // SAFETY: #[repr(C)] with the fid first (in fid_eq); EQ_FI_OPS is used by
@@ -185,17 +194,18 @@ pub(crate) unsafe fn eq_open(parent: &RefCount, api_version: u32, a: &fi_eq_attr
     if !a.wait_set.is_null() {
         return -FI_ENOSYS;
     }
-    let eq = match Eq::new(a.size, a.wait_obj as u32) {
+    let mut eq = match Eq::new(a.size, a.wait_obj as u32) {
         Ok(q) => q,
         Err(e) => return e.to_c(),
     };
+    eq.set_info_hooks(crate::pep::INFO_HOOKS);
     parent.get();
     let h = Box::new(EqHandle {
         fid: fid_eq {
             fid: fid { fclass: FI_CLASS_EQ, context, ops: EqHandle::fi_ops_ptr() },
             ops: &EQ_OPS as *const fi_ops_eq as *mut fi_ops_eq,
         },
-        eq: Locked::new(eq),
+        eq: Arc::new(Locked::new(eq)),
         parent,
         api_version,
     });

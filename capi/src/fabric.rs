@@ -85,7 +85,28 @@ unsafe extern "C" fn fabric_domain2(f: *mut fid_fabric, i: *mut fi_info, d: *mut
     // SAFETY: same contract as fi_domain.
     unsafe { fabric_domain(f, i, d, c) }
 }
-enosys_fn!(fabric_passive_ep<FabricHandle>(*mut fid_fabric, *mut fi_info, *mut *mut fid_pep, *mut c_void) -> c_int);
+/// `fi_passive_ep`.
+unsafe extern "C" fn fabric_passive_ep(f: *mut fid_fabric, i: *mut fi_info, p: *mut *mut fid_pep, c: *mut c_void) -> c_int {
+    guard!(-FI_EOTHER, {
+        // SAFETY: checked conversion.
+        let Some(fh) = (unsafe { FabricHandle::from_fid(f) }) else { return -FI_EINVAL };
+        null_check!(i, p);
+        // SAFETY: i is the caller's fi_info.
+        let info = match unsafe { crate::info::info_from_c(i) } {
+            Ok(x) => x,
+            Err(e) => return e.to_c(),
+        };
+        if info.ep_type() != FI_EP_MSG {
+            rfabric_core::fi_warn!("core", FI_LOG_EP_CTRL, "fi_passive_ep: the info's endpoint type is {}, not FI_EP_MSG", info.ep_type());
+            return -FI_EINVAL;
+        }
+        match fh.obj.passive_ep(&info) {
+            // SAFETY: p non-NULL; the fabric outlives the pep (its count).
+            Ok(obj) => unsafe { crate::pep::publish_pep(obj, &fh.children, c, p) },
+            Err(e) => e.to_c(),
+        }
+    })
+}
 unsafe extern "C" fn fabric_eq_open(f: *mut fid_fabric, a: *mut fi_eq_attr, e: *mut *mut fid_eq, c: *mut c_void) -> c_int {
     guard!(-FI_EOTHER, {
         // SAFETY: checked conversion.

@@ -27,6 +27,7 @@ mod cntr;
 mod av;
 mod mr;
 mod eq;
+mod pep;
 mod xpu;
 mod dl_calls;
 #[cfg(feature = "dl")]
@@ -35,7 +36,7 @@ mod prov_ini;
 use rfabric_core::provider::Provider;
 
 /// The providers built into this library, in preference order: one entry
-/// per provider feature (`shm` and `rudp`, the defaults). Without any, the table holds
+/// per provider feature (`shm`, `rudp`, `efa`, `tcp` and `verbs`, the defaults). Without any, the table holds
 /// only DL providers and `fi_getinfo` answers `-FI_ENODATA` until one loads.
 pub(crate) fn builtin_providers() -> Vec<Box<dyn Provider>> {
     #[allow(unused_mut)]
@@ -46,5 +47,9 @@ pub(crate) fn builtin_providers() -> Vec<Box<dyn Provider>> {
     v.extend(rfabric_rudp::providers());
     #[cfg(feature = "efa")]
     v.extend(rfabric_rudp::efa::providers());
+    #[cfg(feature = "tcp")]
+    v.extend(rfabric_tcp::providers());
+    #[cfg(feature = "verbs")]
+    v.extend(rfabric_verbs::providers());
     v
 }

@@ -48,18 +48,31 @@ use std::ptr;
 use std::sync::OnceLock;
 
 /// The provider's own name (checked against the provider at init).
-#[cfg(all(feature = "shm", not(feature = "rudp")))]
+#[cfg(all(feature = "shm", not(any(feature = "rudp", feature = "tcp", feature = "verbs"))))]
 const BASE_NAME: &str = "shm";
 /// The DL provider's name: `rf` and the provider's own.
-#[cfg(all(feature = "shm", not(feature = "rudp")))]
+#[cfg(all(feature = "shm", not(any(feature = "rudp", feature = "tcp", feature = "verbs"))))]
 const DL_NAME: &CStr = c"rfshm";
-#[cfg(all(feature = "rudp", not(feature = "shm")))]
+#[cfg(all(feature = "rudp", not(any(feature = "shm", feature = "tcp", feature = "verbs"))))]
 const BASE_NAME: &str = "rudp";
-#[cfg(all(feature = "rudp", not(feature = "shm")))]
+#[cfg(all(feature = "rudp", not(any(feature = "shm", feature = "tcp", feature = "verbs"))))]
 const DL_NAME: &CStr = c"rfrudp";
+#[cfg(all(feature = "tcp", not(any(feature = "shm", feature = "rudp", feature = "verbs"))))]
+const BASE_NAME: &str = "tcp";
+#[cfg(all(feature = "tcp", not(any(feature = "shm", feature = "rudp", feature = "verbs"))))]
+const DL_NAME: &CStr = c"rftcp";
+#[cfg(all(feature = "verbs", not(any(feature = "shm", feature = "rudp", feature = "tcp"))))]
+const BASE_NAME: &str = "verbs";
+#[cfg(all(feature = "verbs", not(any(feature = "shm", feature = "rudp", feature = "tcp"))))]
+const DL_NAME: &CStr = c"rfverbs";
 
-#[cfg(not(any(all(feature = "shm", not(feature = "rudp")), all(feature = "rudp", not(feature = "shm")))))]
-compile_error!("the `dl` feature builds one provider: enable exactly one provider feature (shm or rudp)");
+#[cfg(not(any(
+    all(feature = "shm", not(any(feature = "rudp", feature = "tcp", feature = "verbs"))),
+    all(feature = "rudp", not(any(feature = "shm", feature = "tcp", feature = "verbs"))),
+    all(feature = "tcp", not(any(feature = "shm", feature = "rudp", feature = "verbs"))),
+    all(feature = "verbs", not(any(feature = "shm", feature = "rudp", feature = "tcp")))
+)))]
+compile_error!("the `dl` feature builds one provider: enable exactly one provider feature (shm, rudp, tcp or verbs)");
 
 /// The flags upstream's core passes to a provider's getinfo for its own
 /// bookkeeping (`OFI_GETINFO_INTERNAL`, `OFI_CORE_PROV_ONLY`,

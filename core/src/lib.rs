@@ -20,3 +20,4 @@ pub mod dl;
 pub mod tostr;
 pub mod objects;
 pub mod xpu;
+pub mod net;

@@ -5,6 +5,7 @@ use crate::dl::DlProvider;
 use crate::error::{Result, ENOSYS};
 use crate::info::{FabricAttr, Info};
 use crate::objects::cq::{CqAttr, CqErrInfo};
+pub use crate::objects::eq::{ConnReq, EqBinding};
 pub use crate::objects::local_mr::Descs;
 use crate::objects::local_mr::{Dmabuf, LocalMr};
 use crate::xpu::{XpuAttr, XpuCtx};
@@ -36,6 +37,48 @@ pub trait Fabric: Send + Sync + std::any::Any {
     /// under the domain. `capi`'s `fi_domain` passes on the application's.
     unsafe fn domain(&self, _info: &Info) -> Result<Box<dyn Domain>> {
         Err(ENOSYS)
+    }
+    /// `fi_passive_ep`: a listening endpoint for an `FI_EP_MSG` info.
+    fn passive_ep(&self, _info: &Info) -> Result<Box<dyn PassiveEndpoint>> {
+        Err(ENOSYS)
+    }
+}
+
+/// A passive endpoint (`fid_pep`, fi_endpoint(3)): it listens for
+/// connection requests and reports each as an `FI_CONNREQ` event on its
+/// EQ, whose info's `handle` is the provider's [`ConnReq`]; the application
+/// answers with an endpoint opened on that info ([`Domain::accept_endpoint`]
+/// and [`Endpoint::accept`]) or with [`PassiveEndpoint::reject`].
+pub trait PassiveEndpoint: Send + Sync {
+    /// `fi_pep_bind` to an EQ (the only object a passive endpoint binds).
+    fn bind_eq(&self, _eq: &EqBinding, _flags: u64) -> Result<()> {
+        Err(ENOSYS)
+    }
+    /// `fi_listen`; `-FI_ENOEQ` without a bound EQ.
+    fn listen(&self) -> Result<()> {
+        Err(ENOSYS)
+    }
+    /// `fi_reject`: refuses a request of this endpoint, sending `data` (the
+    /// peer sees it as the `err_data` of its `FI_ECONNREFUSED` event).
+    fn reject(&self, _req: ConnReq, _data: &[u8]) -> Result<()> {
+        Err(ENOSYS)
+    }
+    /// `fi_getname`: copies what fits, returns the full length.
+    fn getname(&self, _buf: &mut [u8]) -> Result<usize> {
+        Err(ENOSYS)
+    }
+    fn setname(&self, _addr: &[u8]) -> Result<()> {
+        Err(ENOSYS)
+    }
+    fn getopt(&self, _level: i32, _name: i32, _buf: &mut [u8]) -> Result<usize> {
+        Err(ENOSYS)
+    }
+    fn setopt(&self, _level: i32, _name: i32, _val: &[u8]) -> Result<()> {
+        Err(ENOSYS)
+    }
+    /// Stops listening; called once by `fi_close`.
+    fn close(&self) -> Result<()> {
+        Ok(())
     }
 }
 
@@ -74,6 +117,11 @@ pub struct MrReg {
 /// implement answers `ENOSYS`, which the application sees as `-FI_ENOSYS`.
 pub trait Domain: Send + Sync {
     fn endpoint(&self, _info: &Info) -> Result<Box<dyn Endpoint>> {
+        Err(ENOSYS)
+    }
+    /// `fi_endpoint` with the info of an `FI_CONNREQ` event: the endpoint
+    /// that `fi_accept` will connect through `req`.
+    fn accept_endpoint(&self, _info: &Info, _req: ConnReq) -> Result<Box<dyn Endpoint>> {
         Err(ENOSYS)
     }
     fn cq_open(&self, _attr: &CqAttr) -> Result<Arc<dyn CompletionQueue>> {
@@ -181,7 +229,7 @@ pub enum Bind<'a> {
     Cq(&'a Arc<dyn CompletionQueue>),
     Av(&'a Arc<dyn AddressVector>),
     Cntr(&'a Arc<dyn Counter>),
-    Eq,
+    Eq(&'a EqBinding),
 }
 
 /// One buffer of an operation: application memory, by address.
@@ -285,6 +333,24 @@ pub trait Endpoint: Send + Sync {
         Err(ENOSYS)
     }
     fn setname(&self, _addr: &[u8]) -> Result<()> {
+        Err(ENOSYS)
+    }
+    /// `fi_getpeer`: copies what fits, returns the full length.
+    fn getpeer(&self, _buf: &mut [u8]) -> Result<usize> {
+        Err(ENOSYS)
+    }
+    /// `fi_connect` to `addr` (in the endpoint's address format) with
+    /// connection data; the result arrives on the bound EQ
+    /// (`FI_CONNECTED`, or an error event).
+    fn connect(&self, _addr: &[u8], _data: &[u8]) -> Result<()> {
+        Err(ENOSYS)
+    }
+    /// `fi_accept` on an endpoint opened with [`Domain::accept_endpoint`].
+    fn accept(&self, _data: &[u8]) -> Result<()> {
+        Err(ENOSYS)
+    }
+    /// `fi_shutdown`.
+    fn shutdown(&self, _flags: u64) -> Result<()> {
         Err(ENOSYS)
     }
     /// # Safety
@@ -456,8 +522,14 @@ impl Provider for Renamed {
     fn version(&self) -> u32 {
         self.inner.version()
     }
+    /// The inner provider's offers, renamed, without `FI_EP_MSG`: the
+    /// upstream library that loads a DL provider layers its `ofi_rxm` over
+    /// every `FI_EP_MSG` offer and lists that `FI_EP_RDM` before the
+    /// provider's own (Debian's `fi_pingpong -p rftcp -e rdm` took
+    /// `rftcp;ofi_rxm`, whose domain failed with `-FI_ENODATA`).
     fn offers(&self) -> Vec<Info> {
         let mut offers = self.inner.offers();
+        offers.retain(|o| o.ep_type() != crate::abi::FI_EP_MSG);
         for o in &mut offers {
             if let Some(f) = o.fabric_attr.as_mut() {
                 f.prov_name = Some(self.name.to_string());

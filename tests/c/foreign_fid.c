@@ -1,6 +1,7 @@
 /* Foreign fids: every slot of every ops table of every handle type the
  * library hands out (fabric, domain with its MR slots, CQ, counter, EQ, AV,
- * MR, endpoint with all seven of its tables, XPU context), called on a fid
+ * MR, endpoint with all seven of its tables, XPU context, and a tcp passive
+ * endpoint with its three), called on a fid
  * that is not one of ours, must answer -FI_EINVAL (NULL for the slots that
  * return a string, 0 for fi_cntr_read/readerr) and touch nothing.
  *
@@ -85,6 +86,63 @@ static void fid_slots(const struct fid *real, struct fid *f, struct fid *other)
 	EINVAL_(o->ops_open(f, "x", 0, &p, NULL));
 	EINVAL_(o->tostr(f, buf, sizeof(buf)));
 	EINVAL_(o->ops_set(f, "x", 0, NULL, NULL));
+}
+
+/* A passive endpoint of the tcp provider (FI_EP_MSG on loopback): every
+ * slot of its fi_ops, fi_ops_ep and fi_ops_cm, on fakes of it; fi_pep_bind
+ * of a fake EQ; fi_reject with a fake request. */
+static void passive_endpoint(void)
+{
+	struct fi_info *hints = fi_allocinfo(), *info = NULL;
+	struct fid_fabric *fab;
+	struct fid_eq *eq;
+	struct fid_pep *pep;
+	struct fi_eq_attr ea = { .size = 8 };
+	hints->ep_attr->type = FI_EP_MSG;
+	hints->fabric_attr->prov_name = strdup("tcp");
+	int rc = fi_getinfo(FI_VERSION(2, 8), "127.0.0.1", NULL, FI_SOURCE, hints, &info);
+	fi_freeinfo(hints);
+	kind_name = "pep";
+	CHECK(rc == 0, "fi_getinfo tcp msg");
+	if (rc)
+		return;
+	if (fi_fabric(info->fabric_attr, &fab, NULL) || fi_eq_open(fab, &ea, &eq, NULL) ||
+	    fi_passive_ep(fab, info, &pep, NULL)) {
+		CHECK(0, "opening the passive endpoint");
+		return;
+	}
+	size_t len;
+	for (int k = 0; k < 2; k++) {
+		struct fid_pep *fp = fake(k, &pep->fid, sizeof(*pep));
+		fid_slots(&pep->fid, &fp->fid, &eq->fid);
+		len = sizeof(buf);
+		EINVAL_(pep->ops->getopt(&fp->fid, FI_OPT_ENDPOINT, FI_OPT_CM_DATA_SIZE, buf, &len));
+		EINVAL_(pep->ops->setopt(&fp->fid, FI_OPT_ENDPOINT, FI_OPT_CM_DATA_SIZE, &len, sizeof(len)));
+		EINVAL_(pep->ops->cancel(&fp->fid, NULL));
+		EINVAL_(pep->ops->rx_size_left((struct fid_ep *) fp));
+		EINVAL_(pep->ops->tx_size_left((struct fid_ep *) fp));
+		EINVAL_(pep->cm->setname(&fp->fid, buf, 16));
+		len = sizeof(buf);
+		EINVAL_(pep->cm->getname(&fp->fid, buf, &len));
+		len = sizeof(buf);
+		EINVAL_(pep->cm->getpeer((struct fid_ep *) fp, buf, &len));
+		EINVAL_(pep->cm->connect((struct fid_ep *) fp, buf, NULL, 0));
+		EINVAL_(pep->cm->listen(fp));
+		EINVAL_(pep->cm->accept((struct fid_ep *) fp, NULL, 0));
+		EINVAL_(pep->cm->reject(fp, &pep->fid, NULL, 0));
+		EINVAL_(pep->cm->shutdown((struct fid_ep *) fp, 0));
+		/* Foreign objects as arguments of the real passive endpoint. */
+		struct fid_eq *fe = fake(k, &eq->fid, sizeof(*eq));
+		EINVAL_(fi_pep_bind(pep, &fe->fid, 0));
+		struct fid *fr = fake(k, &eq->fid, sizeof(*eq));
+		fr->fclass = FI_CLASS_CONNREQ;
+		EINVAL_(fi_reject(pep, fr, NULL, 0));
+	}
+	kind_name = "pep";
+	CHECK(fi_close(&pep->fid) == 0, "close pep");
+	CHECK(fi_close(&eq->fid) == 0, "close eq (pep)");
+	CHECK(fi_close(&fab->fid) == 0, "close fabric (pep)");
+	fi_freeinfo(info);
 }
 
 int main(void)
@@ -368,6 +426,7 @@ int main(void)
 	      !stx2 && !xctx2 && !aset && !mc, "no object was opened on a foreign fid");
 
 	/* The real objects are untouched and close in order. */
+	passive_endpoint();
 	CHECK(fi_close(&ep->fid) == 0, "close ep");
 	CHECK(fi_close(&xctx->fid) == 0, "close xpu ctx");
 	CHECK(fi_close(&mr->fid) == 0, "close mr");

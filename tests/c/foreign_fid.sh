@@ -7,4 +7,4 @@ cd "$(dirname "$0")/../.."
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 cc -std=c11 -Wall -Wextra -Werror -Iinclude -fsanitize=address,undefined -fno-sanitize-recover=all \
 	-o "$tmp/foreign_fid" tests/c/foreign_fid.c -L"$lib" -l:libfabric.so.1 -Wl,-rpath,"$lib"
-ASAN_OPTIONS=detect_leaks=1 "$tmp/foreign_fid"
+FI_TCP_IFACE=lo ASAN_OPTIONS=detect_leaks=1 "$tmp/foreign_fid"

@@ -19,6 +19,14 @@
  *   afterwards, and the counters it logs when closed (FI_LOG_LEVEL=info)
  *   show exactly those drops. The wire layout used here is the one
  *   providers/rudp/src/wire.rs documents.
+ * RF_PROV=tcp runs the API cases on the tcp provider (FI_TCP_*; it has no
+ * FI_EP_DGRAM, and nobody listening is a refused connection, an error at
+ * once), and forges TCP connections instead: a length beyond the largest
+ * packet, a first message that is no hello, a hello with a bad address, and
+ * after a good hello (from an address that is not in the AV) a packet the
+ * endpoint acknowledges, then an acknowledgement where none belongs, which
+ * closes the connection. The framing is the one providers/tcp/src/tcp.rs
+ * and device.rs document.
  * Prints "N passed, N failed". */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -39,6 +47,31 @@
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
+
+/* The provider under test: RF_PROV (rudp unless set), and the name of its
+ * setting NAME (FI_RUDP_NAME, FI_TCP_NAME). */
+static const char *prov_name(void)
+{
+	const char *p = getenv("RF_PROV");
+	return p && *p ? p : "rudp";
+}
+
+static int is_tcp(void)
+{
+	return !strcmp(prov_name(), "tcp");
+}
+
+static const char *pvar(const char *name)
+{
+	static char buf[8][64];
+	static int next;
+	char *b = buf[next++ % 8];
+	int n = snprintf(b, 64, "FI_%s_%s", prov_name(), name);
+	for (int i = 0; i < n && i < 63; i++)
+		if (b[i] >= 'a' && b[i] <= 'z')
+			b[i] -= 'a' - 'A';
+	return b;
+}
 
 static int passed, failed;
 
@@ -96,7 +129,7 @@ static struct fi_info *rudp_info(enum fi_ep_type type)
 	hints->caps = CAPS;
 	hints->addr_format = FI_SOCKADDR_IN;
 	hints->domain_attr->mr_mode = FI_MR_VIRT_ADDR | FI_MR_PROV_KEY | FI_MR_ALLOCATED;
-	hints->fabric_attr->prov_name = strdup("rudp");
+	hints->fabric_attr->prov_name = strdup(prov_name());
 	int ret = fi_getinfo(FI_VERSION(1, 18), NULL, NULL, 0, hints, &info);
 	fi_freeinfo(hints);
 	return ret ? NULL : info;
@@ -220,16 +253,16 @@ static void api_checks(struct res *A, struct res *B, fi_addr_t to_b)
 	/* endpoint types other than RDM */
 	{
 		struct fi_info *msg = rudp_info(FI_EP_MSG);
-		CHECK(msg == NULL, "fi_getinfo offers rudp for FI_EP_MSG");
+		CHECK(msg == NULL, "fi_getinfo offers %s for FI_EP_MSG", prov_name());
 		fi_freeinfo(msg);
 		struct fi_info *i2 = fi_dupinfo(A->info);
 		struct fid_ep *ep = NULL;
 		i2->ep_attr->type = FI_EP_MSG;
 		RC(fi_endpoint(A->domain, i2, &ep, NULL), -FI_EINVAL);
 		CHECK(ep == NULL, "no endpoint handed out");
-		/* FI_EP_DGRAM is offered: the same domain opens one. */
+		/* rudp offers FI_EP_DGRAM: the same domain opens one; tcp has none. */
 		i2->ep_attr->type = FI_EP_DGRAM;
-		RC(fi_endpoint(A->domain, i2, &ep, NULL), 0);
+		RC(fi_endpoint(A->domain, i2, &ep, NULL), is_tcp() ? -FI_EINVAL : 0);
 		if (ep)
 			RC(fi_close(&ep->fid), 0);
 		fi_freeinfo(i2);
@@ -394,7 +427,8 @@ static void nobody(struct res *A)
 	RC(fi_send(A->ep, "x", 2, NULL, to, &ctx), 0);
 	int err = wait_err(A->cq, &ctx, NULL, 20000);
 	long ms = now_ms() - t0;
-	CHECK(err == FI_ECONNRESET && ms >= TIMEOUT_MS - 50 && ms < TIMEOUT_MS + 5000, "send to nobody: %d (%s) after %ld ms", err,
+	long lo = is_tcp() ? 0 : TIMEOUT_MS - 50; /* tcp: the connection is refused */
+	CHECK(err == FI_ECONNRESET && ms >= lo && ms < TIMEOUT_MS + 5000, "send to nobody: %d (%s) after %ld ms", err,
 	      err > 0 ? fi_strerror(err) : "-", ms);
 	RC(fi_av_remove(A->av, &to, 1, 0), 0);
 }
@@ -564,6 +598,99 @@ static void forge(struct res *A, struct drops *want)
 	close(s3);
 }
 
+/* ------------------------------------------------- the wire, over TCP */
+
+enum { T_HELLO = 1, T_DATA = 2, T_ACK = 3 };
+
+/* A plain TCP connection to A's listener. */
+static int tcp_to(const struct res *A)
+{
+	int s = socket(AF_INET, SOCK_STREAM, 0);
+	if (s < 0 || connect(s, (const struct sockaddr *)A->name, sizeof(struct sockaddr_in)))
+		exit(2);
+	return s;
+}
+
+/* One framed message: 4-byte little-endian length, then the bytes. */
+static void tcp_msg(int s, const void *b, uint32_t n)
+{
+	uint8_t h[4];
+	le32(h, n);
+	if (write(s, h, 4) != 4 || (n && write(s, b, n) != (ssize_t)n))
+		CHECK(0, "write");
+}
+
+/* Reads up to n bytes from s within ms, driving A's progress meanwhile;
+ * the bytes read, or -1 at end of file. */
+static int tcp_read(int s, struct res *A, uint8_t *b, int n, int ms)
+{
+	long end = now_ms() + ms;
+	int got = 0;
+	while (got < n && now_ms() < end) {
+		struct fi_cq_tagged_entry e;
+		(void)fi_cq_read(A->cq, &e, 1);
+		struct pollfd p = { .fd = s, .events = POLLIN };
+		if (poll(&p, 1, 1) == 1) {
+			ssize_t r = read(s, b + got, n - got);
+			if (r == 0)
+				return got ? got : -1;
+			if (r < 0)
+				return -1;
+			got += r;
+		}
+	}
+	return got;
+}
+
+static void forge_tcp(struct res *A, struct drops *want)
+{
+	uint8_t b[256];
+	memset(want, 0, sizeof(*want));
+	int s1 = tcp_to(A), s2 = tcp_to(A), s3 = tcp_to(A), s4 = tcp_to(A);
+
+	/* a length beyond the largest packet */
+	le32(b, 0x7fffffff);
+	CHECK(write(s1, b, 4) == 4, "write");
+	want->malformed++;
+	/* a first message that is no hello */
+	b[0] = T_DATA;
+	memset(b + 1, 0, 64);
+	tcp_msg(s2, b, 65);
+	want->malformed++;
+	/* a hello with a bad address */
+	b[0] = T_HELLO;
+	le64(b + 1, 42);
+	memset(b + 9, 0xab, 3);
+	tcp_msg(s3, b, 12);
+	want->malformed++;
+	for (int s = 0; s < 3; s++)
+		CHECK(tcp_read((int[]){ s1, s2, s3 }[s], A, b, 1, 5000) == -1, "forged connection %d closed by the endpoint", s + 1);
+
+	/* a good hello (port 9 of loopback, not in the AV), a packet the
+	 * engine drops (too short for its header) and acknowledges, then an
+	 * acknowledgement on the peer's own connection: it is closed */
+	struct sockaddr_in me = { .sin_family = AF_INET, .sin_port = htons(9), .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	b[0] = T_HELLO;
+	le64(b + 1, 42);
+	memcpy(b + 9, &me, sizeof(me));
+	tcp_msg(s4, b, 9 + sizeof(me));
+	b[0] = T_DATA;
+	b[1] = 0xee;
+	tcp_msg(s4, b, 2);
+	uint8_t ack[9];
+	int n = tcp_read(s4, A, ack, 9, 5000);
+	CHECK(n == 9 && rd32(ack) == 5 && ack[4] == T_ACK && rd32(ack + 5) == 1, "the endpoint acknowledges the hand-made packet (%d bytes)", n);
+	b[0] = T_ACK;
+	le32(b + 1, 1);
+	tcp_msg(s4, b, 5);
+	want->malformed++;
+	CHECK(tcp_read(s4, A, b, 1, 5000) == -1, "the connection with a stray acknowledgement is closed");
+	close(s1);
+	close(s2);
+	close(s3);
+	close(s4);
+}
+
 /* Exchanges messages both ways, short and long. */
 static void still_works(struct res *A, fi_addr_t to_b, struct res *B, fi_addr_t to_a)
 {
@@ -622,11 +749,11 @@ int main(void)
 {
 	struct res A, B;
 	setvbuf(stdout, NULL, _IONBF, 0);
-	setenv("FI_RUDP_IFACE", "lo", 0);
-	setenv("FI_RUDP_PEER_TIMEOUT_MS", "500", 1);
+	setenv(pvar("IFACE"), "lo", 0);
+	setenv(pvar("PEER_TIMEOUT_MS"), "500", 1);
 	/* the counters an endpoint logs when it closes */
 	setenv("FI_LOG_LEVEL", "info", 1);
-	setenv("FI_LOG_PROV", "rudp", 1);
+	setenv("FI_LOG_PROV", prov_name(), 1);
 	setenv("FI_LOG_SUBSYS", "ep_ctrl", 1);
 
 	open_res(&A);
@@ -649,7 +776,10 @@ int main(void)
 	printf("no listener:   %s\n", failed == f0 ? "ok" : "FAILED");
 	f0 = failed;
 	struct drops want, got = { 0 };
-	forge(&A, &want);
+	if (is_tcp())
+		forge_tcp(&A, &want);
+	else
+		forge(&A, &want);
 	still_works(&A, to_b, &B, to_a);
 	CHECK(close_and_count(&A, &got), "A logged its counters when closed");
 	CHECK(got.malformed == want.malformed && got.unknown == want.unknown && got.conn == want.conn && got.window == want.window &&

@@ -41,6 +41,26 @@
 #include <time.h>
 #include <unistd.h>
 
+/* The provider under test: RF_PROV (rudp unless set; tcp runs the same
+ * cases), and the name of its setting NAME (FI_RUDP_NAME, FI_TCP_NAME). */
+static const char *prov_name(void)
+{
+	const char *p = getenv("RF_PROV");
+	return p && *p ? p : "rudp";
+}
+
+static const char *pvar(const char *name)
+{
+	static char buf[8][64];
+	static int next;
+	char *b = buf[next++ % 8];
+	int n = snprintf(b, 64, "FI_%s_%s", prov_name(), name);
+	for (int i = 0; i < n && i < 63; i++)
+		if (b[i] >= 'a' && b[i] <= 'z')
+			b[i] -= 'a' - 'A';
+	return b;
+}
+
 static int passed, failed;
 static const char *who = "receiver";
 
@@ -105,7 +125,7 @@ static void open_res(struct res *r, enum fi_progress progress, enum fi_wait_obj 
 	hints->addr_format = FI_SOCKADDR_IN;
 	hints->domain_attr->data_progress = progress;
 	hints->domain_attr->mr_mode = virt ? FI_MR_VIRT_ADDR | FI_MR_PROV_KEY | FI_MR_ALLOCATED : FI_MR_ALLOCATED;
-	hints->fabric_attr->prov_name = strdup("rudp");
+	hints->fabric_attr->prov_name = strdup(prov_name());
 	ret = fi_getinfo(FI_VERSION(1, 18), NULL, NULL, 0, hints, &r->info);
 	fi_freeinfo(hints);
 	if (ret) {
@@ -1409,10 +1429,10 @@ int main(void)
 {
 	int to_child[2], to_parent[2];
 	setvbuf(stdout, NULL, _IONBF, 0);
-	setenv("FI_RUDP_IFACE", "lo", 0);
+	setenv(pvar("IFACE"), "lo", 0);
 	const char *m = getenv("RUDP_MR");
 	virt = !(m && !strcmp(m, "offset"));
-	printf("rudp features: %s addressing\n", virt ? "FI_MR_VIRT_ADDR" : "offset");
+	printf("%s features: %s addressing\n", prov_name(), virt ? "FI_MR_VIRT_ADDR" : "offset");
 	if (pipe(to_child) || pipe(to_parent))
 		return 2;
 	pid_t pid = fork();

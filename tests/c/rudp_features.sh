@@ -7,13 +7,17 @@
 #   2. FI_RUDP_MTU=1472 and FI_RUDP_MEDIUM_MAX=16384 (messages of many
 #      packets, the long protocol from 16 KiB), offset addressing with
 #      application keys (RUDP_MR=offset).
-# Both with the peers on shared memory (the default for local peers): the
+# rudp: both with the peers on shared memory (the default for local peers): the
 # endpoints' close lines (FI_LOG_LEVEL=info) must show every packet went
 # through shared memory and no datagram through UDP; then run 1 again with
 # FI_RUDP_ENABLE_SHM=0: datagrams through UDP, no shared-memory path; and
 # with FI_RUDP_UNEXPECTED_MAX=2 over shared memory: receivers refuse
 # packets for lack of room (counted in the close lines), which come again.
+# PROV=tcp runs the same cases on the tcp provider (FI_TCP_IFACE=lo; the
+# second run with FI_TCP_MAX_PACKET=1472 and FI_TCP_MEDIUM_MAX=16384).
 set -eu
+prov=${PROV:-rudp}
+P=$(echo "$prov" | tr a-z A-Z)
 lib=$(cd "${1:?usage: rudp_features.sh LIBDIR}" && pwd)
 cd "$(dirname "$0")/../.."
 . tests/c/check_mode.sh
@@ -21,7 +25,16 @@ cd "$(dirname "$0")/../.."
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 cc -std=gnu11 -Wall -Wextra -Werror -Iinclude $SAN_CFLAGS \
 	-o "$tmp/rudp_features" tests/c/rudp_features.c -L"$lib" -l:libfabric.so.1 -Wl,-rpath,"$lib"
-export FI_RUDP_IFACE=lo FI_LOG_LEVEL=info
+export RF_PROV=$prov "FI_${P}_IFACE=lo"
+if [ "$prov" != rudp ]; then
+	small="FI_TCP_MAX_PACKET=1472"
+	echo "--- $prov: loopback, largest packets, FI_MR_VIRT_ADDR"
+	RUDP_MR=virt rf_run 120 "$tmp/rudp_features"
+	echo "--- $prov: $small FI_${P}_MEDIUM_MAX=16384, offsets"
+	(export "$small" "FI_${P}_MEDIUM_MAX=16384" RUDP_MR=offset; rf_run 120 "$tmp/rudp_features")
+	exit 0
+fi
+export FI_LOG_LEVEL=info
 # run NAME EXPECT (shm or udp) ENV...: the program with ENV, its library
 # log in $tmp/NAME.log, checked for the path that carried the traffic.
 run() {

@@ -45,6 +45,26 @@
 #include <time.h>
 #include <unistd.h>
 
+/* The provider under test: RF_PROV (rudp unless set; tcp runs the same
+ * cases), and the name of its setting NAME (FI_RUDP_NAME, FI_TCP_NAME). */
+static const char *prov_name(void)
+{
+	const char *p = getenv("RF_PROV");
+	return p && *p ? p : "rudp";
+}
+
+static const char *pvar(const char *name)
+{
+	static char buf[8][64];
+	static int next;
+	char *b = buf[next++ % 8];
+	int n = snprintf(b, 64, "FI_%s_%s", prov_name(), name);
+	for (int i = 0; i < n && i < 63; i++)
+		if (b[i] >= 'a' && b[i] <= 'z')
+			b[i] -= 'a' - 'A';
+	return b;
+}
+
 static int passed, failed;
 static const char *who = "survivor";
 
@@ -83,6 +103,7 @@ struct res {
 };
 
 static long timeout_ms, slack_ms;
+static int connected;
 /* the earliest a killed peer's work may fail (from posting it) */
 static long dead_lo_ms;
 
@@ -106,7 +127,7 @@ static void open_res(struct res *r, int port)
 	hints->caps = FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC | FI_SOURCE;
 	hints->addr_format = FI_SOCKADDR_IN;
 	hints->domain_attr->mr_mode = FI_MR_VIRT_ADDR | FI_MR_PROV_KEY | FI_MR_ALLOCATED;
-	hints->fabric_attr->prov_name = strdup("rudp");
+	hints->fabric_attr->prov_name = strdup(prov_name());
 	snprintf(service, sizeof(service), "%d", port);
 	int ret = fi_getinfo(FI_VERSION(1, 18), NULL, port ? service : NULL, port ? FI_SOURCE : 0, hints, &r->info);
 	fi_freeinfo(hints);
@@ -487,7 +508,7 @@ static void case_restart(void)
 	static char big[BIG], small[100], hello[16];
 	struct ops o = { 0 };
 	/* a peer timeout no case here may reach */
-	setenv("FI_RUDP_PEER_TIMEOUT_MS", "60000", 1);
+	setenv(pvar("PEER_TIMEOUT_MS"), "60000", 1);
 	open_res(&S, 0);
 	spawn(&v, &S, 0);
 	CHECK(echo(&S, &v, 100), "the peer answers");
@@ -523,17 +544,21 @@ static void case_restart(void)
 int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IONBF, 0);
-	setenv("FI_RUDP_IFACE", "lo", 0);
-	setenv("FI_RUDP_PEER_TIMEOUT_MS", "500", 0);
+	setenv(pvar("IFACE"), "lo", 0);
+	setenv(pvar("PEER_TIMEOUT_MS"), "500", 0);
 	if (argc == 6 && !strcmp(argv[1], "peer"))
 		return peer_main(argv);
 	self = argv[0];
-	timeout_ms = atol(getenv("FI_RUDP_PEER_TIMEOUT_MS"));
+	timeout_ms = atol(getenv(pvar("PEER_TIMEOUT_MS")));
+	/* Over connections a killed peer's sockets are reset at once: its
+	 * operations fail from then on, not only after the peer timeout. */
+	connected = !strcmp(prov_name(), "tcp");
 	slack_ms = getenv("PEER_DEATH_SLACK_MS") ? atol(getenv("PEER_DEATH_SLACK_MS")) : 5000;
 	const char *shm = getenv("FI_RUDP_ENABLE_SHM");
-	int shm_on = !shm || !(!strcmp(shm, "0") || !strcasecmp(shm, "false") || !strcasecmp(shm, "no") || !strcasecmp(shm, "off"));
-	dead_lo_ms = shm_on ? 0 : timeout_ms - 50;
-	printf("peer timeout %ld ms, slack %ld ms, local peers through %s\n", timeout_ms, slack_ms, shm_on ? "shared memory" : "UDP");
+	int shm_on = !connected && (!shm || !(!strcmp(shm, "0") || !strcasecmp(shm, "false") || !strcasecmp(shm, "no") || !strcasecmp(shm, "off")));
+	dead_lo_ms = connected || shm_on ? 0 : timeout_ms - 50;
+	printf("peer timeout %ld ms, slack %ld ms, local peers through %s\n", timeout_ms, slack_ms,
+	       connected ? "connections" : shm_on ? "shared memory" : "UDP");
 	signal(SIGPIPE, SIG_IGN);
 
 	struct res S;

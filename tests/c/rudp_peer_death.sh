@@ -5,9 +5,13 @@
 # program, exec'd) killed with work outstanding, one restarted at its old
 # address, a third one alive throughout. PEER_DEATH_SLACK_MS (default 5000;
 # 20000 under valgrind) is how late past the timeout an error may come.
-# Twice: local peers through shared memory (the default), then through UDP
-# (FI_RUDP_ENABLE_SHM=0).
+# PROV=tcp runs the same cases on the tcp provider (FI_TCP_*), where a
+# killed peer's connections fail at once (errors from the kill on).
+# rudp runs twice: local peers through shared memory (the default), then
+# through UDP (FI_RUDP_ENABLE_SHM=0).
 set -eu
+prov=${PROV:-rudp}
+P=$(echo "$prov" | tr a-z A-Z)
 lib=$(cd "${1:?usage: rudp_peer_death.sh LIBDIR}" && pwd)
 cd "$(dirname "$0")/../.."
 . tests/c/check_mode.sh
@@ -17,7 +21,11 @@ cc -std=gnu11 -Wall -Wextra -Werror -Iinclude $SAN_CFLAGS \
 if [ "$RF_CHECK" = valgrind ]; then
 	export PEER_DEATH_SLACK_MS=${PEER_DEATH_SLACK_MS:-20000}
 fi
+if [ "$prov" != rudp ]; then
+	(export RF_PROV="$prov" "FI_${P}_IFACE=lo" "FI_${P}_PEER_TIMEOUT_MS=500"; rf_run 90 "$tmp/rudp_peer_death")
+	exit 0
+fi
 echo "--- shared memory"
-FI_RUDP_IFACE=lo FI_RUDP_PEER_TIMEOUT_MS=500 rf_run 90 "$tmp/rudp_peer_death"
+(export RF_PROV=rudp FI_RUDP_IFACE=lo FI_RUDP_PEER_TIMEOUT_MS=500; rf_run 90 "$tmp/rudp_peer_death")
 echo "--- FI_RUDP_ENABLE_SHM=0"
-FI_RUDP_ENABLE_SHM=0 FI_RUDP_IFACE=lo FI_RUDP_PEER_TIMEOUT_MS=500 rf_run 90 "$tmp/rudp_peer_death"
+(export RF_PROV=rudp FI_RUDP_ENABLE_SHM=0 FI_RUDP_IFACE=lo FI_RUDP_PEER_TIMEOUT_MS=500; rf_run 90 "$tmp/rudp_peer_death")

@@ -1,11 +1,13 @@
 #!/bin/sh
 # Run the distribution's fi_pingpong (built against upstream libfabric)
 # unchanged on our library: an RDM pair over the shm provider (or, with
-# PROV=rudp, over rudp on loopback), message sends of every size (-S all),
+# PROV=rudp or PROV=tcp, over that provider on loopback; with PROV=tcp also
+# FI_EP_MSG pairs), message sends of
+# every size (-S all),
 # with data verification (-c). The pair finds each other through a TCP
 # socket on loopback, on a random control port.
 #
-# Usage: [PROV=rudp] tests/clients/fi_pingpong.sh LIBDIR
+# Usage: [PROV=rudp|tcp] tests/clients/fi_pingpong.sh LIBDIR
 # Prints one line per case and "N passed, N failed"; exits non-zero on a
 # failure. Skips (exit 0) when fi_pingpong is not installed.
 # RF_CHECK=valgrind runs both sides under valgrind memcheck
@@ -63,6 +65,24 @@ if [ "$prov" = rudp ]; then
 	run "rudp: 64 bytes, 1000 iterations, data check" FI_LOG_LEVEL=warn 1 -S 64 -I 1000 -c
 	# The later -e wins: FI_EP_DGRAM, sizes up to the datagram size.
 	run "rudp: dgram, all sizes that fit a datagram, data check" FI_LOG_LEVEL=warn 30 -e dgram -S all -c
+	echo "$pass passed, $fail failed"
+	[ $fail -eq 0 ]
+	exit
+fi
+
+if [ "$prov" = tcp ]; then
+	# -S all: one packet, medium and RTS/CTS messages over connections
+	# made on demand, on loopback (FI_TCP_IFACE=lo); then small packets.
+	export FI_TCP_IFACE=lo
+	run "tcp: all sizes, data check" FI_LOG_LEVEL=warn 40 -S all -c
+	run "tcp: tagged, all sizes, data check" FI_LOG_LEVEL=warn 40 -m tagged -S all -c
+	run "tcp: all sizes, 1472-byte packets, data check" FI_TCP_MAX_PACKET=1472 40 -S all -c
+	run "tcp: 64 bytes, 1000 iterations, data check" FI_LOG_LEVEL=warn 1 -S 64 -I 1000 -c
+	# The later -e wins: FI_EP_MSG pairs (passive endpoint, fi_connect,
+	# fi_accept), messages of many 64 KiB segments from 64 KiB on.
+	run "tcp msg: all sizes, data check" FI_LOG_LEVEL=warn 40 -e msg -S all -c
+	run "tcp msg: 64 bytes, 1000 iterations, data check" FI_LOG_LEVEL=warn 1 -e msg -S 64 -I 1000 -c
+	run "tcp msg: 1 MiB, data check" FI_LOG_LEVEL=warn 1 -e msg -S 1048576 -I 20 -c
 	echo "$pass passed, $fail failed"
 	[ $fail -eq 0 ]
 	exit

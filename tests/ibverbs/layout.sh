@@ -2,11 +2,11 @@
 # rfabric-ibverbs' hand-written #[repr(C)] types and constants against
 # rdma-core's real headers: a C program generated from the crate's own
 # records (ibverbs_layout c) is compiled against <infiniband/verbs.h> and
-# <infiniband/efadv.h> and must print what Rust prints (ibverbs_layout
+# <infiniband/efadv.h> and <rdma/rdma_cma.h> and must print what Rust prints (ibverbs_layout
 # rust): the size and alignment of every type, the offset and size of
 # every field, the value of every constant. Any difference fails.
 #
-# Without the headers (Debian: libibverbs-dev) this fails, unless
+# Without the headers (Debian: libibverbs-dev, librdmacm-dev) this fails, unless
 # RFABRIC_TEST_IBVERBS_SKIP_LAYOUT=1 says skipping is fine (then: SKIP,
 # exit 0).
 #
@@ -17,15 +17,15 @@ cc=${CC:-cc}
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 
 command -v ${cc%% *} >/dev/null || { echo "FAIL layout: no C compiler ($cc)"; exit 1; }
-printf '#include <infiniband/verbs.h>\n#include <infiniband/efadv.h>\n' >"$tmp/probe.c"
+printf '#include <infiniband/verbs.h>\n#include <infiniband/efadv.h>\n#include <rdma/rdma_cma.h>\n' >"$tmp/probe.c"
 if ! $cc -E "$tmp/probe.c" >/dev/null 2>"$tmp/probe.err"; then
 	# Skipping is for headers that are not there, not for a broken compiler.
 	if [ "${RFABRIC_TEST_IBVERBS_SKIP_LAYOUT:-}" = 1 ] \
-		&& grep -q 'infiniband/[a-z]*\.h.*No such file' "$tmp/probe.err"; then
+		&& grep -q -e 'infiniband/[a-z]*\.h.*No such file' -e 'rdma/rdma_cma\.h.*No such file' "$tmp/probe.err"; then
 		echo "SKIP layout: no rdma-core headers ($(head -1 "$tmp/probe.err"))"
 		exit 0
 	fi
-	echo "FAIL layout: rdma-core's headers are missing (Debian: apt-get install libibverbs-dev;"
+	echo "FAIL layout: rdma-core's headers are missing (Debian: apt-get install libibverbs-dev librdmacm-dev;"
 	echo "     RFABRIC_TEST_IBVERBS_SKIP_LAYOUT=1 skips instead):"
 	sed 's/^/     /' "$tmp/probe.err"
 	exit 1

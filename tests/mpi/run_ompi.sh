@@ -18,6 +18,8 @@
 #                     RE are expected (reported as XFAIL): the run passes if
 #                     they are its only failures
 #   --keep            leave the namespaces up at exit
+#   --log FILE        keep the run's whole output in FILE (on failure it is
+#                     kept in $TMPDIR/run_ompi.last.log anyway)
 #   --system FILE     Debian's own Open MPI 4.1 (openmpi-bin, libopenmpi-dev:
 #                     /usr/bin/mpicc, /usr/bin/mpirun; its libopenmpi3 links
 #                     the system libfabric.so.1) instead of the wheel, no
@@ -41,7 +43,7 @@
 set -u
 root=$(cd "$(dirname "$0")/../.." && pwd)
 net=$root/tests/net
-system="" preload="" include="" hosts=one relay="" loss="" np=4 limit=300 xfail="" keep=0
+keeplog="" system="" preload="" include="" hosts=one relay="" loss="" np=4 limit=300 xfail="" keep=0
 usage() { sed -n '2,/^set -u/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 2; }
 while [ $# -gt 0 ]; do
 	case $1 in
@@ -54,6 +56,7 @@ while [ $# -gt 0 ]; do
 	--timeout) limit=${2:?}; shift 2 ;;
 	--expect-fail) xfail=${2:?}; shift 2 ;;
 	--keep) keep=1; shift ;;
+	--log) keeplog=${2:?}; shift 2 ;;
 	--system) system=${2:?}; shift 2 ;;
 	-h|--help) usage ;;
 	--) shift; break ;;
@@ -189,6 +192,7 @@ read -r nmap nbad < <(awk -v w="$want" '{
 echo "$nmap of $np ranks seen with $want mapped, $nbad with another libfabric.so"
 for ns in $lossset; do echo "loss $ns: $(ip netns exec $ns nft list chain inet rfloss pre | grep -o 'counter packets [0-9]*')"; done
 why="${why#; }"
+[ -n "$keeplog" ] && cp "$log" "$keeplog"
 if [ -n "$why" ]; then
 	grep -aE ' FAIL |Error|error|<warn>|<crit>|abort' "$log" | grep -v 'PMIX ERROR.*pmix_client_topology' | sort | uniq -c | sort -rn | head -n 15 | sed 's/^/  /'
 	cp "$log" "${TMPDIR:-/tmp}/run_ompi.last.log" && echo "  (full output: ${TMPDIR:-/tmp}/run_ompi.last.log)"

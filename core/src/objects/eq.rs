@@ -9,9 +9,26 @@
 use super::c;
 use super::cq::{ErrDataLoc, API_1_5};
 use super::wait::{block_until, timeout_ms, Locked, WaitObj};
-use crate::error::{Error, Result, EINVAL, ENOSYS};
+use crate::error::{Error, Result, EINVAL, ENOMEM, ENOSYS};
+use crate::info::Info;
+use std::any::Any;
 use std::collections::VecDeque;
 use std::sync::Arc;
+
+/// A provider's connection request (`FI_CONNREQ`): whatever it needs to
+/// accept or reject it later. The C edge wraps it in the `fid_t handle` of
+/// the event's `fi_info`; `fi_endpoint` and `fi_reject` hand it back.
+pub type ConnReq = Box<dyn Any + Send + Sync>;
+
+/// How the C edge turns a CM event's `Info` (and its connection request)
+/// into the `struct fi_info *` of an `fi_eq_cm_entry`, and frees one it made
+/// but never handed out (an unread event on a closing EQ). `to_c` returns 0
+/// when it could not allocate.
+#[derive(Clone, Copy)]
+pub struct InfoHooks {
+    pub to_c: fn(&Info, Option<ConnReq>) -> usize,
+    pub free: fn(usize),
+}
 
 pub const DEFAULT_EQ_SIZE: usize = 1024;
 pub const MAX_EQ_SIZE: usize = 1 << 20;
@@ -66,8 +83,23 @@ pub struct EqErrInfo {
     pub err_data: ErrDataLoc,
 }
 
+/// A connection-management event a provider queues (`FI_CONNREQ`,
+/// `FI_CONNECTED`, `FI_SHUTDOWN`): read as an `fi_eq_cm_entry` followed by
+/// its connection data. Only `FI_CONNREQ` carries an `Info`.
+struct CmEvent {
+    event: u32,
+    fid: usize,
+    info: Option<Box<Info>>,
+    req: Option<ConnReq>,
+    data: Vec<u8>,
+    /// The C `fi_info` made for it by [`InfoHooks::to_c`] (at the first
+    /// read or peek), 0 before.
+    c_info: usize,
+}
+
 enum Entry {
     Event { event: u32, payload: Vec<u8> },
+    Cm(CmEvent),
     Err(EqErr),
 }
 
@@ -76,6 +108,19 @@ pub struct Eq {
     cap: usize,
     last_err_data: Vec<u8>,
     wait: Option<Arc<WaitObj>>,
+    hooks: Option<InfoHooks>,
+}
+
+impl Drop for Eq {
+    fn drop(&mut self) {
+        for e in self.q.drain(..) {
+            if let (Entry::Cm(c), Some(h)) = (e, self.hooks) {
+                if c.c_info != 0 {
+                    (h.free)(c.c_info);
+                }
+            }
+        }
+    }
 }
 
 impl Eq {
@@ -90,7 +135,13 @@ impl Eq {
             cap,
             last_err_data: Vec::new(),
             wait: WaitObj::new(wait_obj)?.map(Arc::new),
+            hooks: None,
         })
+    }
+    /// Set by the C edge before the EQ is handed to anyone: without hooks a
+    /// `FI_CONNREQ` is read with a NULL info.
+    pub fn set_info_hooks(&mut self, h: InfoHooks) {
+        self.hooks = Some(h);
     }
     pub fn len(&self) -> usize {
         self.q.len()
@@ -126,6 +177,17 @@ impl Eq {
         Ok(payload.len())
     }
 
+    /// Queues a provider's CM event: `fid` is the endpoint's (the passive
+    /// endpoint's for `FI_CONNREQ`), `info` and `req` are given with
+    /// `FI_CONNREQ` only.
+    pub fn write_cm(&mut self, event: u32, fid: usize, info: Option<Info>, req: Option<ConnReq>, data: &[u8]) -> Result<()> {
+        if !matches!(event, c::FI_CONNREQ | c::FI_CONNECTED | c::FI_SHUTDOWN) || data.len() > MAX_EQ_PAYLOAD {
+            return Err(EINVAL);
+        }
+        let info = info.map(Box::new);
+        self.push(Entry::Cm(CmEvent { event, fid, info, req, data: data.to_vec(), c_info: 0 }))
+    }
+
     /// Queues an error event (`err` a positive `FI_E*`).
     pub fn write_err(&mut self, e: EqErr) -> Result<()> {
         if e.err <= 0 {
@@ -142,7 +204,8 @@ impl Eq {
         if flags & !c::FI_PEEK != 0 {
             return Err(EINVAL);
         }
-        let (event, n) = match self.q.front() {
+        let hooks = self.hooks;
+        let (event, n) = match self.q.front_mut() {
             None => return Err(Error(c::FI_EAGAIN)),
             Some(Entry::Err(_)) => return Err(Error(c::FI_EAVAIL)),
             Some(Entry::Event { event, payload }) => {
@@ -151,6 +214,22 @@ impl Eq {
                 }
                 buf[..payload.len()].copy_from_slice(payload);
                 (*event, payload.len())
+            }
+            Some(Entry::Cm(cm)) => {
+                let n = EQ_CM_ENTRY_SIZE + cm.data.len();
+                if buf.len() < n {
+                    return Err(Error(c::FI_ETOOSMALL));
+                }
+                if cm.c_info == 0 {
+                    if let (Some(info), Some(h)) = (cm.info.as_deref(), hooks) {
+                        cm.c_info = (h.to_c)(info, cm.req.take());
+                        if cm.c_info == 0 {
+                            return Err(ENOMEM);
+                        }
+                    }
+                }
+                buf[..n].copy_from_slice(&eq_cm_entry(cm.fid, cm.c_info, &cm.data));
+                (cm.event, n)
             }
         };
         if flags & c::FI_PEEK == 0 {
@@ -216,6 +295,39 @@ impl Eq {
     pub fn signal(&self) -> Result<()> {
         self.wait.as_ref().ok_or(ENOSYS)?.signal();
         Ok(())
+    }
+}
+
+/// An EQ bound to an endpoint or a passive endpoint (`fi_ep_bind`,
+/// `fi_pep_bind`), with what the events of that endpoint name: its fid and
+/// the context it was opened with. The provider keeps it and queues the
+/// endpoint's CM events through it, from any thread.
+#[derive(Clone)]
+pub struct EqBinding {
+    pub eq: Arc<Locked<Eq>>,
+    pub fid: usize,
+    pub context: usize,
+}
+
+impl EqBinding {
+    /// Queues a CM event (see [`Eq::write_cm`]); a full queue loses it with
+    /// a warning from `prov`.
+    pub fn cm(&self, prov: &str, event: u32, info: Option<Info>, req: Option<ConnReq>, data: &[u8]) -> Result<()> {
+        let r = self.eq.lock().write_cm(event, self.fid, info, req, data);
+        if let Err(e) = r {
+            crate::fi_warn!(prov, c::FI_LOG_EQ, "event {} for fid {:#x} not queued: {}", event, self.fid, e);
+        }
+        r
+    }
+    /// Queues an error event for the endpoint (`err` a positive `FI_E*`),
+    /// with `err_data` (a peer's reject data).
+    pub fn error(&self, prov: &str, err: i32, prov_errno: i32, err_data: &[u8]) -> Result<()> {
+        let e = EqErr { fid: self.fid, context: self.context, data: 0, err, prov_errno, err_data: err_data.to_vec() };
+        let r = self.eq.lock().write_err(e);
+        if let Err(x) = r {
+            crate::fi_warn!(prov, c::FI_LOG_EQ, "error event {} for fid {:#x} not queued: {}", err, self.fid, x);
+        }
+        r
     }
 }
 
@@ -316,6 +428,48 @@ mod tests {
         assert_eq!((e.err_data, e.err_data_size), (ErrDataLoc::Provider, 6));
         assert_eq!(q.last_err_data(), &[9; 6]);
         assert_eq!(q.read(&mut buf, 0), Ok((c::FI_SHUTDOWN, 16)));
+    }
+
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static MADE: AtomicUsize = AtomicUsize::new(0);
+    static FREED: AtomicUsize = AtomicUsize::new(0);
+    fn to_c(i: &Info, req: Option<ConnReq>) -> usize {
+        assert_eq!(i.caps, 5);
+        assert_eq!(req.and_then(|r| r.downcast::<u32>().ok()).map(|b| *b), Some(77));
+        MADE.fetch_add(1, Ordering::SeqCst);
+        0x1000 + MADE.load(Ordering::SeqCst)
+    }
+    fn free(p: usize) {
+        assert!(p > 0x1000);
+        FREED.fetch_add(1, Ordering::SeqCst);
+    }
+
+    #[test]
+    fn cm_events() {
+        let mut q = eq();
+        q.set_info_hooks(InfoHooks { to_c, free });
+        let info = Info { caps: 5, ..Info::default() };
+        assert_eq!(q.write_cm(c::FI_NOTIFY, 1, None, None, b""), Err(EINVAL));
+        q.write_cm(c::FI_CONNREQ, 0x50, Some(info.clone()), Some(Box::new(77u32)), b"abc").unwrap();
+        q.write_cm(c::FI_CONNECTED, 0x60, None, None, b"").unwrap();
+        let mut buf = [0u8; 64];
+        assert_eq!(q.read(&mut buf[..18], 0), Err(Error(c::FI_ETOOSMALL)));
+        // A peek makes the C info once; the read hands out the same one.
+        assert_eq!(q.read(&mut buf, c::FI_PEEK), Ok((c::FI_CONNREQ, 19)));
+        let p1 = u64::from_ne_bytes(buf[8..16].try_into().unwrap());
+        assert_eq!(q.read(&mut buf, 0), Ok((c::FI_CONNREQ, 19)));
+        assert_eq!(u64::from_ne_bytes(buf[8..16].try_into().unwrap()), p1);
+        assert_eq!(u64::from_ne_bytes(buf[0..8].try_into().unwrap()), 0x50);
+        assert_eq!(&buf[16..19], b"abc");
+        assert_eq!(q.read(&mut buf, 0), Ok((c::FI_CONNECTED, 16)));
+        assert_eq!(u64::from_ne_bytes(buf[8..16].try_into().unwrap()), 0);
+        // An unread request whose info was made is freed with the queue.
+        q.write_cm(c::FI_CONNREQ, 0x50, Some(info.clone()), Some(Box::new(77u32)), b"").unwrap();
+        q.read(&mut buf, c::FI_PEEK).unwrap();
+        q.write_cm(c::FI_CONNREQ, 0x50, Some(info), Some(Box::new(77u32)), b"").unwrap();
+        let before = FREED.load(Ordering::SeqCst);
+        drop(q);
+        assert_eq!(FREED.load(Ordering::SeqCst), before + 1);
     }
 
     #[test]

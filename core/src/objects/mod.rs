@@ -16,6 +16,7 @@ pub mod eq;
 pub mod av;
 pub mod mr;
 pub mod local_mr;
+pub mod mr_cache;
 pub mod matching;
 pub mod atomic;
 pub mod progress;

@@ -78,6 +78,11 @@ pub struct VerbsFns {
         comp_vector: c_int,
     ) -> *mut ibv_cq,
     pub destroy_cq: unsafe extern "C" fn(cq: *mut ibv_cq) -> c_int,
+    pub create_comp_channel: unsafe extern "C" fn(context: *mut ibv_context) -> *mut ibv_comp_channel,
+    pub destroy_comp_channel: unsafe extern "C" fn(channel: *mut ibv_comp_channel) -> c_int,
+    pub get_cq_event:
+        unsafe extern "C" fn(channel: *mut ibv_comp_channel, cq: *mut *mut ibv_cq, cq_context: *mut *mut c_void) -> c_int,
+    pub ack_cq_events: unsafe extern "C" fn(cq: *mut ibv_cq, nevents: c_uint),
     pub create_qp: unsafe extern "C" fn(pd: *mut ibv_pd, attr: *mut ibv_qp_init_attr) -> *mut ibv_qp,
     pub destroy_qp: unsafe extern "C" fn(qp: *mut ibv_qp) -> c_int,
     pub modify_qp: unsafe extern "C" fn(qp: *mut ibv_qp, attr: *mut ibv_qp_attr, attr_mask: c_int) -> c_int,
@@ -147,7 +152,7 @@ impl Library {
     ///
     /// # Safety
     /// `F` must be the `unsafe extern "C" fn` type of `symbol`'s prototype.
-    unsafe fn required<F: Copy>(&self, symbol: &'static str, version: &'static str) -> Result<F, LoadError> {
+    pub(crate) unsafe fn required<F: Copy>(&self, symbol: &'static str, version: &'static str) -> Result<F, LoadError> {
         let p = self.sym(symbol, version).ok_or_else(|| LoadError::NoSymbol {
             library: self.name.clone(),
             symbol,
@@ -161,7 +166,7 @@ impl Library {
     ///
     /// # Safety
     /// As for `required`.
-    unsafe fn optional<F: Copy>(&self, symbol: &'static str, version: &'static str) -> Option<F> {
+    pub(crate) unsafe fn optional<F: Copy>(&self, symbol: &'static str, version: &'static str) -> Option<F> {
         // SAFETY: the caller promises `F` is the symbol's function type.
         self.sym(symbol, version).map(|p| unsafe { cast::<F>(p) })
     }
@@ -202,6 +207,10 @@ impl VerbsFns {
             dereg_mr: lib.required("ibv_dereg_mr", V)?,
             create_cq: lib.required("ibv_create_cq", V)?,
             destroy_cq: lib.required("ibv_destroy_cq", V)?,
+            create_comp_channel: lib.required("ibv_create_comp_channel", "IBVERBS_1.0")?,
+            destroy_comp_channel: lib.required("ibv_destroy_comp_channel", "IBVERBS_1.0")?,
+            get_cq_event: lib.required("ibv_get_cq_event", V)?,
+            ack_cq_events: lib.required("ibv_ack_cq_events", V)?,
             create_qp: lib.required("ibv_create_qp", V)?,
             destroy_qp: lib.required("ibv_destroy_qp", V)?,
             modify_qp: lib.required("ibv_modify_qp", V)?,

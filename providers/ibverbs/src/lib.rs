@@ -21,8 +21,12 @@ pub mod inline;
 #[doc(hidden)]
 pub mod layout;
 pub mod objects;
+pub mod rdmacm;
 pub mod sys;
 pub mod verbs;
+#[cfg(any(test, feature = "standin"))]
+#[doc(hidden)]
+pub mod standin;
 
 #[cfg(test)]
 mod tests;
@@ -30,5 +34,6 @@ mod tests;
 pub use error::{LoadError, VerbsError};
 pub use fns::{EfaFns, LibNames, VerbsFns};
 pub use info::{DeviceDetail, DeviceInfo, EfaInfo, LinkLayer, Mtu, NodeType, PortInfo, PortState, Transport};
-pub use objects::{Context, Cq, Mr, Pd, PostError, Qp};
+pub use objects::{CompChannel, Context, Cq, Mr, Pd, PostError, Qp};
+pub use rdmacm::{RdmaCm, RdmaCmFns};
 pub use verbs::Verbs;

@@ -112,11 +112,26 @@ impl Context {
     /// `ibv_create_cq(context, cqe, NULL, NULL, comp_vector)`: a CQ of at
     /// least `cqe` entries, without a completion channel.
     pub fn create_cq(&self, cqe: i32, comp_vector: i32) -> Result<Cq, VerbsError> {
-        let null = std::ptr::null_mut();
-        // SAFETY: a live context of this library; no channel, no user context.
-        let cq = unsafe { (self.lib().fns.create_cq)(self.as_ptr(), cqe, null, null.cast(), comp_vector) };
+        self.create_cq_on(cqe, None, comp_vector)
+    }
+
+    /// `ibv_create_cq` with completions notified on `channel` (after
+    /// `Cq::req_notify`).
+    pub fn create_cq_on(&self, cqe: i32, channel: Option<&CompChannel>, comp_vector: i32) -> Result<Cq, VerbsError> {
+        let ch = channel.map_or(std::ptr::null_mut(), |c| c.ch.as_ptr());
+        // SAFETY: a live context of this library, and a live channel of it
+        // (held by the CQ below); no user context.
+        let cq = unsafe { (self.lib().fns.create_cq)(self.as_ptr(), cqe, std::ptr::null_mut(), ch, comp_vector) };
         let cq = NonNull::new(cq).ok_or_else(|| VerbsError::last("ibv_create_cq"))?;
-        Ok(Cq { inner: Arc::new(CqInner { ctx: self.inner.clone(), cq }) })
+        Ok(Cq { inner: Arc::new(CqInner { ctx: self.inner.clone(), cq, _channel: channel.map(|c| c.inner.clone()) }) })
+    }
+
+    /// `ibv_create_comp_channel`
+    pub fn create_comp_channel(&self) -> Result<CompChannel, VerbsError> {
+        // SAFETY: a live context of this library.
+        let ch = unsafe { (self.lib().fns.create_comp_channel)(self.as_ptr()) };
+        let ch = NonNull::new(ch).ok_or_else(|| VerbsError::last("ibv_create_comp_channel"))?;
+        Ok(CompChannel { ch, inner: Arc::new(ChanInner { ctx: self.inner.clone(), ch }) })
     }
 }
 
@@ -295,9 +310,72 @@ impl Drop for Mr {
     }
 }
 
+pub(crate) struct ChanInner {
+    ctx: Arc<CtxInner>,
+    ch: NonNull<ibv_comp_channel>,
+}
+
+// SAFETY: as for `CtxInner`.
+unsafe impl Send for ChanInner {}
+// SAFETY: as for `CtxInner`.
+unsafe impl Sync for ChanInner {}
+
+impl Drop for ChanInner {
+    fn drop(&mut self) {
+        // SAFETY: from ibv_create_comp_channel, destroyed once, after every
+        // CQ on it (each holds this `ChanInner`).
+        unsafe { (self.ctx.lib.fns.destroy_comp_channel)(self.ch.as_ptr()) };
+    }
+}
+
+/// A completion channel (`ibv_create_comp_channel`); destroyed when it and
+/// every CQ on it are dropped.
+#[derive(Clone)]
+pub struct CompChannel {
+    ch: NonNull<ibv_comp_channel>,
+    inner: Arc<ChanInner>,
+}
+
+// SAFETY: as for `CtxInner`.
+unsafe impl Send for CompChannel {}
+// SAFETY: as for `CtxInner`.
+unsafe impl Sync for CompChannel {}
+
+impl CompChannel {
+    pub fn as_ptr(&self) -> *mut ibv_comp_channel {
+        self.ch.as_ptr()
+    }
+
+    /// The fd that turns readable on a notified completion.
+    pub fn fd(&self) -> i32 {
+        // SAFETY: a live channel.
+        unsafe { (*self.ch.as_ptr()).fd }
+    }
+
+    /// `ibv_get_cq_event` for every event queued (the fd should be
+    /// non-blocking, else this waits for one), each acknowledged with
+    /// `ibv_ack_cq_events`; how many there were.
+    pub fn drain(&self) -> usize {
+        let f = &self.inner.ctx.lib.fns;
+        let mut n = 0;
+        loop {
+            let mut cq = std::ptr::null_mut();
+            let mut cq_ctx = std::ptr::null_mut();
+            // SAFETY: a live channel; both out-parameters writable.
+            if unsafe { (f.get_cq_event)(self.as_ptr(), &mut cq, &mut cq_ctx) } != 0 || cq.is_null() {
+                return n;
+            }
+            // SAFETY: the CQ the event came from, live (the event keeps it).
+            unsafe { (f.ack_cq_events)(cq, 1) };
+            n += 1;
+        }
+    }
+}
+
 pub(crate) struct CqInner {
     ctx: Arc<CtxInner>,
     cq: NonNull<ibv_cq>,
+    _channel: Option<Arc<ChanInner>>,
 }
 
 // SAFETY: as for `CtxInner`.

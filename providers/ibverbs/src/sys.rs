@@ -1,6 +1,6 @@
 //! Hand-written `#[repr(C)]` mirrors of the rdma-core types this crate
 //! uses, with the names and field order of `<infiniband/verbs.h>` and
-//! `<infiniband/efadv.h>` (rdma-core 44, Debian 12).
+//! `<infiniband/efadv.h>` and `<rdma/rdma_cma.h>` (rdma-core 44, Debian 12).
 //!
 //! Every struct and union here is declared through `c_types!`, which also
 //! records its Rust layout (size, alignment, the offset and size of every
@@ -107,8 +107,6 @@ macro_rules! opaque {
 }
 
 opaque! {
-    /// `struct ibv_comp_channel`
-    ibv_comp_channel,
     /// `struct ibv_srq`
     ibv_srq,
     /// `struct ibv_ah`
@@ -360,6 +358,14 @@ c_types! {
     pub struct ibv_gid_global = "union ibv_gid" @ "global" {
         pub subnet_prefix: u64,
         pub interface_id: u64,
+    }
+
+    /// `struct ibv_comp_channel`: its `fd` turns readable when a CQ armed
+    /// with `ibv_req_notify_cq` gets a completion.
+    pub struct ibv_comp_channel = "struct ibv_comp_channel" {
+        pub context: *mut ibv_context,
+        pub fd: c_int,
+        pub refcnt: c_int,
     }
 
     /// `struct ibv_pd`
@@ -650,6 +656,71 @@ c_types! {
         pub invalidated_rkey: u32,
     }
 
+    /// `struct rdma_event_channel` (`<rdma/rdma_cma.h>`)
+    pub struct rdma_event_channel = "struct rdma_event_channel" {
+        pub fd: c_int,
+    }
+
+    /// `struct rdma_cm_id`: `route` (addresses and path records) is kept
+    /// as bytes; this crate reads none of it.
+    pub struct rdma_cm_id = "struct rdma_cm_id" {
+        pub verbs: *mut ibv_context,
+        pub channel: *mut rdma_event_channel,
+        pub context: *mut c_void,
+        pub qp: *mut ibv_qp,
+        pub route: [u64; 39],
+        /// `enum rdma_port_space`
+        pub ps: u32,
+        pub port_num: u8,
+        pub event: *mut rdma_cm_event,
+        pub send_cq_channel: *mut ibv_comp_channel,
+        pub send_cq: *mut ibv_cq,
+        pub recv_cq_channel: *mut ibv_comp_channel,
+        pub recv_cq: *mut ibv_cq,
+        pub srq: *mut ibv_srq,
+        pub pd: *mut ibv_pd,
+        /// `enum ibv_qp_type`
+        pub qp_type: u32,
+    }
+
+    /// `struct rdma_conn_param`
+    pub struct rdma_conn_param = "struct rdma_conn_param" {
+        pub private_data: *const c_void,
+        pub private_data_len: u8,
+        pub responder_resources: u8,
+        pub initiator_depth: u8,
+        pub flow_control: u8,
+        pub retry_count: u8,
+        pub rnr_retry_count: u8,
+        pub srq: u8,
+        pub qp_num: u32,
+    }
+
+    /// `struct rdma_ud_param`
+    pub struct rdma_ud_param = "struct rdma_ud_param" {
+        pub private_data: *const c_void,
+        pub private_data_len: u8,
+        pub ah_attr: ibv_ah_attr,
+        pub qp_num: u32,
+        pub qkey: u32,
+    }
+
+    /// `rdma_cm_event.param`
+    pub union rdma_cm_event_param = "struct rdma_cm_event" @ "param" {
+        pub conn: rdma_conn_param,
+        pub ud: rdma_ud_param,
+    }
+
+    /// `struct rdma_cm_event`
+    pub struct rdma_cm_event = "struct rdma_cm_event" {
+        pub id: *mut rdma_cm_id,
+        pub listen_id: *mut rdma_cm_id,
+        /// `enum rdma_cm_event_type`
+        pub event: u32,
+        pub status: c_int,
+        pub param: rdma_cm_event_param,
+    }
+
     /// `struct efadv_device_attr`
     pub struct efadv_device_attr = "struct efadv_device_attr" {
         pub comp_mask: u64,
@@ -783,6 +854,26 @@ c_consts! {
     pub const IBV_WC_RECV: u32 = 1 << 7;
     pub const IBV_WC_RECV_RDMA_WITH_IMM: u32 = (1 << 7) + 1;
     pub const IBV_WC_WITH_IMM: u32 = 1 << 1;
+
+    pub const RDMA_PS_IPOIB: u32 = 0x0002;
+    pub const RDMA_PS_TCP: u32 = 0x0106;
+    pub const RDMA_PS_UDP: u32 = 0x0111;
+    pub const RDMA_PS_IB: u32 = 0x013f;
+
+    pub const RDMA_CM_EVENT_ADDR_RESOLVED: u32 = 0;
+    pub const RDMA_CM_EVENT_ADDR_ERROR: u32 = 1;
+    pub const RDMA_CM_EVENT_ROUTE_RESOLVED: u32 = 2;
+    pub const RDMA_CM_EVENT_ROUTE_ERROR: u32 = 3;
+    pub const RDMA_CM_EVENT_CONNECT_REQUEST: u32 = 4;
+    pub const RDMA_CM_EVENT_CONNECT_RESPONSE: u32 = 5;
+    pub const RDMA_CM_EVENT_CONNECT_ERROR: u32 = 6;
+    pub const RDMA_CM_EVENT_UNREACHABLE: u32 = 7;
+    pub const RDMA_CM_EVENT_REJECTED: u32 = 8;
+    pub const RDMA_CM_EVENT_ESTABLISHED: u32 = 9;
+    pub const RDMA_CM_EVENT_DISCONNECTED: u32 = 10;
+    pub const RDMA_CM_EVENT_DEVICE_REMOVAL: u32 = 11;
+    pub const RDMA_CM_EVENT_ADDR_CHANGE: u32 = 14;
+    pub const RDMA_CM_EVENT_TIMEWAIT_EXIT: u32 = 15;
 
     pub const EFADV_QP_DRIVER_TYPE_SRD: u32 = 0;
     pub const EFADV_DEVICE_ATTR_CAPS_RDMA_READ: u32 = 1 << 0;

@@ -50,9 +50,10 @@ impl Verbs {
         Ok(Verbs { lib: Arc::new(Lib { fns, efa, efa_error, _libs: libs }) })
     }
 
-    /// A `Verbs` over stand-in tables (the crate's tests only).
-    #[cfg(test)]
-    pub(crate) fn from_fns(fns: VerbsFns, efa: Option<EfaFns>) -> Verbs {
+    /// A `Verbs` over stand-in tables (tests only: this crate's, and with
+    /// the `standin` feature those of providers built on it).
+    #[cfg(any(test, feature = "standin"))]
+    pub fn from_fns(fns: VerbsFns, efa: Option<EfaFns>) -> Verbs {
         Verbs { lib: Arc::new(Lib { fns, efa, efa_error: None, _libs: Vec::new() }) }
     }
 

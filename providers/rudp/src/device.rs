@@ -73,6 +73,18 @@ pub trait Device: Send {
     fn stats(&self) -> Stats;
     /// A file descriptor that turns readable when packets arrive.
     fn fd(&self) -> i32;
+    /// The endpoint's own address, as peers hold it in their AV
+    /// (`fi_getname`).
+    fn name(&self) -> Vec<u8>;
+    /// The device's state, for `FI_LOG_LEVEL=debug` dumps.
+    fn describe(&self) -> String {
+        String::new()
+    }
+    /// Counters beyond `stats` for the endpoint's close line (another
+    /// path's), if the device has any.
+    fn close_note(&self) -> Option<String> {
+        None
+    }
 }
 
 /// Datagrams the device dropped, by reason, and its retransmissions.

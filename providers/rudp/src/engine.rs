@@ -60,6 +60,17 @@ pub struct EngineConfig {
     pub directed: bool,
 }
 
+/// The phases of one round of progress.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RoundTimes {
+    pub recv: Duration,
+    pub acked: Duration,
+    pub arrivals: Duration,
+    pub pending: Duration,
+    pub rest: Duration,
+    pub packets: usize,
+}
+
 /// Where completions and counts go (what the endpoint is bound to).
 #[derive(Default, Clone)]
 pub struct Outputs {
@@ -158,6 +169,9 @@ struct RxMsg {
     /// Bytes expected: `total`, or what a CTS granted.
     want: usize,
     state: RxState,
+    /// Unexpected and unfinished when its sender was lost: the rest never
+    /// comes, so a receive that takes it fails (`FI_ECONNRESET`).
+    orphan: bool,
 }
 
 #[derive(Default)]
@@ -321,6 +335,7 @@ pub struct Engine<D: Device> {
     /// Packets that failed protocol checks, dropped.
     pub bad_packets: u64,
     last_probe: Instant,
+    last_round: RoundTimes,
 }
 
 impl<D: Device> Engine<D> {
@@ -346,6 +361,7 @@ impl<D: Device> Engine<D> {
             refused: 0,
             bad_packets: 0,
             last_probe: Instant::now(),
+            last_round: RoundTimes::default(),
             cfg,
         })
     }
@@ -783,7 +799,10 @@ impl<D: Device> Engine<D> {
             self.held_bytes -= b.capacity();
         }
         m.state = RxState::Discarding;
-        let (long, peer, send_op) = (m.long, m.peer, m.send_op);
+        if m.orphan {
+            m.want = m.got;
+        }
+        let (long, peer, send_op) = (m.long && !m.orphan, m.peer, m.send_op);
         if long {
             m.want = 0;
             self.send_cts(peer, send_op, slot, 0);
@@ -828,6 +847,11 @@ impl<D: Device> Engine<D> {
         if let RxState::Unexpected(buf) = old {
             self.held_bytes -= buf.capacity();
             let msg = self.rx.get_mut(slot).expect("slot");
+            if msg.orphan {
+                // No clear-to-send to a peer that is not the sender any more.
+                self.fail_rx(slot);
+                return;
+            }
             if msg.long {
                 let cap = match msg.state {
                     RxState::Matched { cap, .. } => cap,
@@ -918,6 +942,7 @@ impl<D: Device> Engine<D> {
         self.dev.flush(now, true);
         let mut batch = std::mem::take(&mut self.batch);
         let n = self.dev.recv(&mut batch, now);
+        let t_recv = Instant::now();
         let mut work = n + batch.acked.len() + batch.lost.len();
         for k in 0..batch.lost.len() {
             let p = batch.lost[k];
@@ -927,6 +952,7 @@ impl<D: Device> Engine<D> {
             let t = batch.acked[k];
             self.on_acked(t);
         }
+        let t_acked = Instant::now();
         for k in 0..batch.items.len() {
             let it = batch.items[k];
             if !self.on_packet(&batch, &it) {
@@ -934,20 +960,37 @@ impl<D: Device> Engine<D> {
                 self.dev.reject(it.peer, it.seq);
             }
         }
+        let items = batch.items.len();
         self.batch = batch;
         if !self.stalled.is_empty() {
             for p in std::mem::take(&mut self.stalled) {
                 self.drain_early(p);
             }
         }
+        let t_arrivals = Instant::now();
         self.dev.flush(now, false);
         work += self.run_pending();
+        let t_pending = Instant::now();
         if now.saturating_duration_since(self.last_probe) >= PROBE_EVERY {
             self.last_probe = now;
             self.probe_awaited();
         }
         self.dev.push_out();
+        self.last_round = RoundTimes {
+            recv: t_recv - now,
+            acked: t_acked - t_recv,
+            arrivals: t_arrivals - t_acked,
+            pending: t_pending - t_arrivals,
+            rest: t_pending.elapsed(),
+            packets: items,
+        };
         work
+    }
+
+    /// Where the last round of `progress` spent its time (logged when a
+    /// round is slow).
+    pub fn last_round(&self) -> RoundTimes {
+        self.last_round
     }
 
     /// Sends a `Nop` to each peer that an operation waits on for an answer
@@ -1037,28 +1080,37 @@ impl<D: Device> Engine<D> {
         }
         let rslots: Vec<u32> = (0..self.rx.v.len() as u32).filter(|&i| self.rx.v[i as usize].as_ref().is_some_and(|m| m.peer == p)).collect();
         for s in rslots {
-            let is_matched = matches!(self.rx.v[s as usize].as_ref().map(|m| &m.state), Some(RxState::Matched { .. }));
-            if !is_matched {
-                continue;
-            }
-            let m = self.rx.remove(s).expect("slot");
-            if let RxState::Matched { ctx, .. } = m.state {
-                if let Some(k) = &self.out.recv {
-                    k.c.adderr(1);
-                }
-                if let Some(cq) = &self.out.rx_cq {
-                    cq.push_err(ErrCompletion {
-                        base: Completion { op_context: ctx, flags: FI_RECV | if m.tagged { FI_TAGGED } else { FI_MSG }, tag: m.tag, ..Completion::default() },
-                        err: FI_ECONNRESET,
-                        ..ErrCompletion::default()
-                    });
-                }
+            let Some(m) = self.rx.get_mut(s) else { continue };
+            match m.state {
+                RxState::Matched { .. } => self.fail_rx(s),
+                // What arrived whole is still received (it was sent before
+                // the loss); the rest of an unfinished one never comes.
+                RxState::Unexpected(_) => m.orphan = m.long || m.got < m.total,
+                RxState::Discarding => {}
             }
         }
         let st = self.peer_st(p);
         let dropped: usize = st.early.values().flatten().map(|v| v.capacity()).sum();
         *st = PeerSt { fi_addr: FI_ADDR_NOTAVAIL, av_gen: u64::MAX, ..PeerSt::default() };
         self.held_bytes = self.held_bytes.saturating_sub(dropped);
+    }
+
+    /// Ends the matched receive in `slot` with `FI_ECONNRESET` (its sender
+    /// was lost).
+    fn fail_rx(&mut self, slot: u32) {
+        let Some(m) = self.rx.remove(slot) else { return };
+        if let RxState::Matched { ctx, .. } = m.state {
+            if let Some(k) = &self.out.recv {
+                k.c.adderr(1);
+            }
+            if let Some(cq) = &self.out.rx_cq {
+                cq.push_err(ErrCompletion {
+                    base: Completion { op_context: ctx, flags: FI_RECV | if m.tagged { FI_TAGGED } else { FI_MSG }, tag: m.tag, ..Completion::default() },
+                    err: FI_ECONNRESET,
+                    ..ErrCompletion::default()
+                });
+            }
+        }
     }
 
     /// Handles one arrived packet; false refuses it (it comes again).
@@ -1214,6 +1266,7 @@ impl<D: Device> Engine<D> {
             got: 0,
             want: if long { 0 } else { total },
             state: RxState::Discarding,
+            orphan: false,
         };
         match self.matcher.match_arrival(tagged, src, msg.tag, total) {
             Some(m) => {

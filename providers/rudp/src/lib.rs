@@ -17,7 +17,7 @@ pub mod provider;
 pub mod settings;
 pub mod shmdev;
 pub mod sockaddr;
-mod sys;
+pub mod sys;
 pub mod udp;
 pub mod wire;
 

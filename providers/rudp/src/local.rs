@@ -82,7 +82,7 @@ impl LocalOrUdp {
         } else {
             None
         };
-        let own = if shm.is_some() { crate::sys::interfaces().into_iter().map(|i| i.addr).collect() } else { Vec::new() };
+        let own = if shm.is_some() { rfabric_core::net::interfaces().into_iter().map(|i| i.addr).collect() } else { Vec::new() };
         Ok(LocalOrUdp { udp, shm, own, peers: Vec::new(), by_addr: HashMap::new(), of_udp: Vec::new(), of_shm: Vec::new(), origin: Vec::new() })
     }
 
@@ -338,6 +338,27 @@ impl Device for LocalOrUdp {
     /// which bounds how late it finds a packet in the ring (`shmdev`).
     fn fd(&self) -> i32 {
         self.udp.fd()
+    }
+
+    fn name(&self) -> Vec<u8> {
+        self.udp.name()
+    }
+
+    fn describe(&self) -> String {
+        LocalOrUdp::describe(self)
+    }
+
+    /// The shared-memory path's counters (`shm_stats`).
+    fn close_note(&self) -> Option<String> {
+        let m = self.shm.as_ref()?.counters();
+        Some(format!(
+            "shared memory: {} packets sent, {} received, {} refused for lack of room, {} malformed; {} local peers",
+            m.sent,
+            m.received,
+            m.rejected,
+            m.malformed,
+            self.shm_peers()
+        ))
     }
 }
 

@@ -1,9 +1,12 @@
-//! The rudp objects behind the C handles: fabric, domain, address vector
-//! and endpoint. Completion queues and counters are the core's
-//! (`ProgressCq`, `ProgressCntr`): reading them drives the endpoints bound
-//! to them. An endpoint is a protocol engine over a UDP device (and a
-//! shared-memory one for local peers, `local.rs`) behind one lock, with an
-//! optional progress thread (`FI_PROGRESS_AUTO`).
+//! The objects behind the C handles of the RDM providers built on the
+//! protocol engine: fabric, domain, address vector and endpoint.
+//! Completion queues and counters are the core's (`ProgressCq`,
+//! `ProgressCntr`): reading them drives the endpoints bound to them. An
+//! endpoint is a protocol engine over a device behind one lock, with an
+//! optional progress thread (`FI_PROGRESS_AUTO`). The domain and endpoint
+//! are generic over the device (`RdmDevices` says how a provider opens
+//! one): rudp opens a `LocalOrUdp` (UDP, and shared memory for local
+//! peers, `local.rs`), the tcp provider a `ConnDevice` over TCP.
 
 use crate::device::Device;
 use crate::engine::{AddrMap, Engine, EngineConfig, Outputs};
@@ -28,7 +31,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use std::time::{Duration, Instant};
 
-const PROV: &str = crate::provider::NAME;
+/// An endpoint address for log lines: `1.2.3.4:5`, `[::1]:5`.
+fn addr_text(raw: &[u8]) -> String {
+    crate::sockaddr::from_bytes(raw).map_or_else(|| "?".to_string(), |a| a.to_string())
+}
 
 fn locked<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
@@ -41,51 +47,114 @@ impl Fabric for RudpFabric {
         self
     }
     unsafe fn domain(&self, info: &Info) -> Result<Box<dyn Domain>> {
-        Ok(Box::new(RudpDomain::new(info)?))
+        Ok(Box::new(RdmDomain::new(info, UdpDevices { settings: Settings::read() })?))
     }
 }
 
-pub struct RudpDomain {
+/// Engine settings of an RDM provider.
+#[derive(Clone, Copy, Debug)]
+pub struct RdmLimits {
+    /// Largest message sent without a clear-to-send.
+    pub medium_max: usize,
+    /// Unexpected messages an endpoint holds.
+    pub unexpected_max: usize,
+    /// How long `fi_close` of an endpoint waits for its last packets.
+    pub linger: Duration,
+}
+
+/// What an RDM provider on the engine contributes: its name and how an
+/// endpoint's device opens.
+pub trait RdmDevices: Send + Sync + 'static {
+    type Dev: Device + 'static;
+    /// The provider's name (logs, thread names).
+    fn prov(&self) -> &'static str;
+    fn limits(&self) -> RdmLimits;
+    /// The device of an `FI_EP_RDM` endpoint bound to `bind`.
+    fn open(&self, bind: SocketAddr) -> Result<Self::Dev>;
+    /// Endpoints of another type (`FI_EP_RDM` and `FI_EP_UNSPEC` are the
+    /// engine's): `EINVAL` unless the provider has them.
+    fn other_endpoint(&self, _info: &Info, _bind: SocketAddr, _local: &Arc<LocalRegs>) -> Result<Box<dyn Endpoint>> {
+        Err(EINVAL)
+    }
+}
+
+/// rudp: a UDP device per endpoint, and `FI_EP_DGRAM` endpoints.
+pub struct UdpDevices {
+    pub settings: Settings,
+}
+
+impl RdmDevices for UdpDevices {
+    type Dev = LocalOrUdp;
+    fn prov(&self) -> &'static str {
+        crate::provider::NAME
+    }
+    fn limits(&self) -> RdmLimits {
+        let s = &self.settings;
+        RdmLimits { medium_max: s.medium_max, unexpected_max: s.unexpected_max, linger: Duration::from_millis(s.linger_ms) }
+    }
+    fn open(&self, bind: SocketAddr) -> Result<LocalOrUdp> {
+        let s = &self.settings;
+        let ifmtu = crate::provider::mtu_for(&bind.ip());
+        let cfg = UdpConfig {
+            max_datagram: s.max_datagram(ifmtu, bind.is_ipv6()),
+            peer_timeout: Duration::from_millis(s.peer_timeout_ms),
+            max_inflight_bytes: s.inflight_bytes,
+            max_peers: 1 << 16,
+            sockbuf: s.sockbuf,
+        };
+        let dev = LocalOrUdp::open(bind, cfg, s.enable_shm)?;
+        rfabric_core::fi_info!(crate::provider::NAME, FI_LOG_EP_CTRL, "endpoint bound to {} (datagrams up to {} bytes)", dev.local_addr(), dev.max_packet() + crate::wire::DEV_HDR);
+        Ok(dev)
+    }
+    fn other_endpoint(&self, info: &Info, bind: SocketAddr, local: &Arc<LocalRegs>) -> Result<Box<dyn Endpoint>> {
+        if info.ep_type() != FI_EP_DGRAM {
+            return Err(EINVAL);
+        }
+        let max = self.settings.max_datagram(crate::provider::mtu_for(&bind.ip()), bind.is_ipv6());
+        let rx = info.rx_attr.as_ref().map_or(1024, |r| r.size.max(1));
+        Ok(Box::new(Checked::new(crate::dgram::DgramEp::open(bind, max, rx)?, local.clone())))
+    }
+}
+
+/// The domain of an RDM provider on the engine.
+pub struct RdmDomain<M: RdmDevices> {
+    devices: Arc<M>,
     mr: Arc<Locked<MrRegistry>>,
     local: Arc<LocalRegs>,
     auto_progress: bool,
-    settings: Settings,
     /// The interface address endpoints bind to when their info names none.
     bind: Option<SocketAddr>,
     addr_format: u32,
 }
 
-impl RudpDomain {
-    pub fn new(info: &Info) -> Result<RudpDomain> {
+/// rudp's domain.
+pub type RudpDomain = RdmDomain<UdpDevices>;
+
+impl<M: RdmDevices> RdmDomain<M> {
+    pub fn new(info: &Info, devices: M) -> Result<RdmDomain<M>> {
         let d = info.domain_attr.as_ref();
         let mode = rfabric_core::getinfo::mr_mode_bits(d.map_or(0, |d| d.mr_mode), fi_version(1, 5));
         let key_size = d.map_or(8, |d| if d.mr_key_size == 0 { 8 } else { d.mr_key_size });
-        let settings = Settings::read();
         let bind = info.src_addr.as_deref().and_then(crate::sockaddr::from_bytes_any);
-        Ok(RudpDomain {
+        Ok(RdmDomain {
+            devices: Arc::new(devices),
             mr: Arc::new(Locked::new(MrRegistry::new(mode, key_size)?)),
             local: LocalRegs::new(mode),
             auto_progress: d.is_some_and(|d| d.data_progress == FI_PROGRESS_AUTO),
-            settings,
             bind,
             addr_format: if info.addr_format == FI_SOCKADDR_IN6 { FI_SOCKADDR_IN6 } else { FI_SOCKADDR_IN },
         })
     }
 }
 
-impl Domain for RudpDomain {
+impl<M: RdmDevices> Domain for RdmDomain<M> {
     fn endpoint(&self, info: &Info) -> Result<Box<dyn Endpoint>> {
         let ep_type = info.ep_type();
         let bind = info.src_addr.as_deref().and_then(crate::sockaddr::from_bytes_any).or(self.bind).ok_or(EINVAL)?;
-        if ep_type == FI_EP_DGRAM {
-            let max = self.settings.max_datagram(crate::provider::mtu_for(&bind.ip()), bind.is_ipv6());
-            let rx = info.rx_attr.as_ref().map_or(1024, |r| r.size.max(1));
-            return Ok(Box::new(Checked::new(crate::dgram::DgramEp::open(bind, max, rx)?, self.local.clone())));
-        }
         if ep_type != FI_EP_RDM && ep_type != FI_EP_UNSPEC {
-            return Err(EINVAL);
+            return self.devices.other_endpoint(info, bind, &self.local);
         }
-        let ep = RudpEp::open(info, bind, &self.settings, self.mr.clone(), self.auto_progress)?;
+        let ep = RdmEp::open(info, bind, &*self.devices, self.mr.clone(), self.auto_progress)?;
         Ok(Box::new(Checked::new(ep, self.local.clone())))
     }
     fn cq_open(&self, attr: &CqAttr) -> Result<Arc<dyn CompletionQueue>> {
@@ -103,7 +172,7 @@ impl Domain for RudpDomain {
     fn mr_reg(&self, req: &MrReq) -> Result<MrReg> {
         // A dma-buf is mapped for CPU access: the UDP device copies through
         // the CPU. The mapping is what gets registered.
-        let map = req.dmabuf.as_ref().map(|b| DmabufMap::new(b, PROV)).transpose()?;
+        let map = req.dmabuf.as_ref().map(|b| DmabufMap::new(b, self.devices.prov())).transpose()?;
         let (base, len) = map.as_ref().map_or((req.addr, req.len), |m| (m.data(), m.len()));
         let r = MrRegion { base, len, access: req.access, dmabuf: req.dmabuf.map(|b| (b.fd, b.offset)), ..MrRegion::default() };
         let key = self.mr.lock().register(r, req.requested_key)?;
@@ -194,13 +263,14 @@ impl AddressVector for RudpAv {
 
 /// What the progress of an endpoint needs, shared with the CQs and counters
 /// it is bound to and with its progress thread.
-pub struct EpShared {
-    pub(crate) st: Mutex<EpState>,
+pub struct EpShared<D: Device> {
+    pub(crate) st: Mutex<EpState<D>>,
     stop: AtomicBool,
+    prov: &'static str,
 }
 
-pub(crate) struct EpState {
-    pub(crate) engine: Engine<LocalOrUdp>,
+pub(crate) struct EpState<D: Device> {
+    pub(crate) engine: Engine<D>,
     av: Option<Arc<RudpAv>>,
     /// fi_addr -> device peer, valid for one AV generation.
     peers: Vec<u32>,
@@ -212,7 +282,7 @@ pub(crate) struct EpState {
 
 const NO_PEER: u32 = u32::MAX;
 
-impl EpState {
+impl<D: Device> EpState<D> {
     /// The device peer of `fi_addr`.
     fn peer(&mut self, fi_addr: u64) -> Result<u32> {
         let av = self.av.as_ref().ok_or(Error(FI_ENOAV))?;
@@ -237,7 +307,7 @@ impl EpState {
     }
 }
 
-impl Progress for EpShared {
+impl<D: Device + 'static> Progress for EpShared<D> {
     fn progress(&self) -> usize {
         let mut st = locked(&self.st);
         if !st.enabled {
@@ -246,17 +316,17 @@ impl Progress for EpShared {
         let t0 = Instant::now();
         st.last_progress = t0;
         let n = st.engine.progress();
-        slow_progress(&st, t0);
+        slow_progress(self.prov, &st, t0);
         n
     }
 }
 
 /// A round of progress that took long enough for peers to notice (each
 /// round handles a bounded batch; this should not happen).
-fn slow_progress(st: &EpState, t0: Instant) {
+fn slow_progress<D: Device>(prov: &str, st: &EpState<D>, t0: Instant) {
     let took = t0.elapsed();
     if took >= Duration::from_millis(100) {
-        rfabric_core::fi_warn!(PROV, FI_LOG_EP_DATA, "endpoint {}: one round of progress took {:?}", st.engine.dev.local_addr(), took);
+        rfabric_core::fi_warn!(prov, FI_LOG_EP_DATA, "endpoint {}: one round of progress took {:?} ({:?})", addr_text(&st.engine.dev.name()), took, st.engine.last_round());
     }
 }
 
@@ -266,7 +336,7 @@ const CLOSE_QUIET: Duration = Duration::from_millis(100);
 /// How often the keeper of a manual-progress endpoint looks at it.
 const KEEPER_PERIOD: Duration = Duration::from_millis(1);
 
-impl EpShared {
+impl<D: Device + 'static> EpShared<D> {
     /// The keeper of a manual-progress endpoint: when the application has
     /// not progressed it for a while (it waits on something else, or has
     /// stopped after its last receive), acknowledgements and retransmissions
@@ -283,53 +353,51 @@ impl EpShared {
                 // its peers give up on it after FI_RUDP_PEER_TIMEOUT_MS.
                 if busy_since.get_or_insert_with(Instant::now).elapsed() >= Duration::from_secs(1) && !warned {
                     warned = true;
-                    rfabric_core::fi_warn!(PROV, FI_LOG_EP_DATA, "the keeper could not take the endpoint lock for 1 s (held, or taken again at once, by another thread)");
+                    rfabric_core::fi_warn!(self.prov, FI_LOG_EP_DATA, "the keeper could not take the endpoint lock for 1 s (held, or taken again at once, by another thread)");
                 }
                 continue;
             };
             if warned {
-                rfabric_core::fi_warn!(PROV, FI_LOG_EP_DATA, "the keeper took the endpoint lock again after {:?}", busy_since.map(|t| t.elapsed()));
+                rfabric_core::fi_warn!(self.prov, FI_LOG_EP_DATA, "the keeper took the endpoint lock again after {:?}", busy_since.map(|t| t.elapsed()));
             }
             busy_since = None;
             warned = false;
-            if last_dump.elapsed() >= Duration::from_secs(2) && rfabric_core::log::enabled(PROV, rfabric_core::log::FI_LOG_DEBUG, FI_LOG_EP_DATA) {
+            if last_dump.elapsed() >= Duration::from_secs(2) && rfabric_core::log::enabled(self.prov, rfabric_core::log::FI_LOG_DEBUG, FI_LOG_EP_DATA) {
                 last_dump = Instant::now();
-                rfabric_core::fi_dbg!(PROV, FI_LOG_EP_DATA, "endpoint {}: {}{}", st.engine.dev.local_addr(), st.engine.describe(), st.engine.dev.describe());
+                let name = addr_text(&st.engine.dev.name());
+                rfabric_core::fi_dbg!(self.prov, FI_LOG_EP_DATA, "endpoint {}: {}{}", name, st.engine.describe(), st.engine.dev.describe());
             }
             if st.enabled && st.last_progress.elapsed() >= KEEPER_PERIOD {
                 let t0 = Instant::now();
                 st.last_progress = t0;
                 st.engine.progress();
-                slow_progress(&st, t0);
+                slow_progress(self.prov, &st, t0);
             }
         }
     }
 }
 
-pub struct RudpEp {
-    shared: Arc<EpShared>,
+/// An RDM endpoint: the engine over device `D`.
+pub struct RdmEp<D: Device + 'static> {
+    shared: Arc<EpShared<D>>,
     thread: Mutex<Option<std::thread::JoinHandle<()>>>,
     auto_progress: bool,
     bound: Mutex<Vec<Bound>>,
     linger: Duration,
 }
 
+/// rudp's RDM endpoint.
+pub type RudpEp = RdmEp<LocalOrUdp>;
+
 enum Bound {
     Cq(Arc<ProgressCq>),
     Cntr(Arc<ProgressCntr>),
 }
 
-impl RudpEp {
-    fn open(info: &Info, bind: SocketAddr, s: &Settings, mr: Arc<Locked<MrRegistry>>, auto_progress: bool) -> Result<RudpEp> {
-        let ifmtu = crate::provider::mtu_for(&bind.ip());
-        let cfg = UdpConfig {
-            max_datagram: s.max_datagram(ifmtu, bind.is_ipv6()),
-            peer_timeout: Duration::from_millis(s.peer_timeout_ms),
-            max_inflight_bytes: s.inflight_bytes,
-            max_peers: 1 << 16,
-            sockbuf: s.sockbuf,
-        };
-        let dev = LocalOrUdp::open(bind, cfg, s.enable_shm)?;
+impl<D: Device + 'static> RdmEp<D> {
+    fn open<M: RdmDevices<Dev = D>>(info: &Info, bind: SocketAddr, m: &M, mr: Arc<Locked<MrRegistry>>, auto_progress: bool) -> Result<RdmEp<D>> {
+        let s = m.limits();
+        let dev = m.open(bind)?;
         let tx = info.tx_attr.as_ref();
         let rx = info.rx_attr.as_ref();
         let caps = info.caps;
@@ -341,26 +409,26 @@ impl RudpEp {
             directed: caps & FI_DIRECTED_RECV != 0,
         };
         let engine = Engine::new(dev, ecfg, mr)?;
-        rfabric_core::fi_info!(PROV, FI_LOG_EP_CTRL, "endpoint bound to {} (datagrams up to {} bytes)", engine.dev.local_addr(), engine.dev.max_packet() + crate::wire::DEV_HDR);
-        Ok(RudpEp {
+        Ok(RdmEp {
             shared: Arc::new(EpShared {
                 st: Mutex::new(EpState { engine, av: None, peers: Vec::new(), peers_gen: 0, enabled: false, last_progress: Instant::now() }),
                 stop: AtomicBool::new(false),
+                prov: m.prov(),
             }),
             thread: Mutex::new(None),
             auto_progress,
             bound: Mutex::new(Vec::new()),
-            linger: Duration::from_millis(s.linger_ms),
+            linger: s.linger,
         })
     }
 
-    fn st(&self) -> MutexGuard<'_, EpState> {
+    fn st(&self) -> MutexGuard<'_, EpState<D>> {
         locked(&self.shared.st)
     }
 
     fn start_progress(&self) {
         let sh = self.shared.clone();
-        let h = std::thread::Builder::new().name("rudp-progress".into()).spawn(move || {
+        let h = std::thread::Builder::new().name(format!("{}-progress", self.shared.prov)).spawn(move || {
             let fd = locked(&sh.st).engine.dev.fd();
             while !sh.stop.load(Ordering::Acquire) {
                 let n = sh.progress();
@@ -379,7 +447,7 @@ impl RudpEp {
     }
 }
 
-impl Endpoint for RudpEp {
+impl<D: Device + 'static> Endpoint for RdmEp<D> {
     fn bind(&self, target: Bind<'_>, flags: u64) -> Result<()> {
         match target {
             Bind::Cq(cq) => {
@@ -435,7 +503,7 @@ impl Endpoint for RudpEp {
                 st.av = Some(av);
                 Ok(())
             }
-            Bind::Eq => Err(rfabric_core::error::ENOSYS),
+            Bind::Eq(_) => Err(rfabric_core::error::ENOSYS),
         }
     }
 
@@ -453,7 +521,7 @@ impl Endpoint for RudpEp {
             self.start_progress();
         } else {
             let sh = self.shared.clone();
-            if let Ok(h) = std::thread::Builder::new().name("rudp-keeper".into()).spawn(move || sh.keep()) {
+            if let Ok(h) = std::thread::Builder::new().name(format!("{}-keeper", self.shared.prov)).spawn(move || sh.keep()) {
                 *locked(&self.thread) = Some(h);
             }
         }
@@ -461,7 +529,7 @@ impl Endpoint for RudpEp {
     }
 
     fn getname(&self, buf: &mut [u8]) -> Result<usize> {
-        let b = crate::sockaddr::to_bytes(&self.st().engine.dev.local_addr());
+        let b = self.st().engine.dev.name();
         let n = b.len().min(buf.len());
         buf[..n].copy_from_slice(&b[..n]);
         Ok(b.len())
@@ -591,10 +659,10 @@ impl Endpoint for RudpEp {
             st.engine.dev.flush(Instant::now(), true);
             let d = st.engine.dev.stats();
             rfabric_core::fi_info!(
-                PROV,
+                self.shared.prov,
                 FI_LOG_EP_CTRL,
                 "endpoint {} closed: {} datagrams sent, {} received, {} sent again; dropped: {} malformed, {} from unknown peers, {} with a wrong connection id, {} out of window, {} duplicates; {} refused for lack of room, {} failed protocol checks",
-                st.engine.dev.local_addr(),
+                addr_text(&st.engine.dev.name()),
                 d.sent,
                 d.received,
                 d.retransmitted,
@@ -606,19 +674,8 @@ impl Endpoint for RudpEp {
                 st.engine.refused,
                 st.engine.bad_packets
             );
-            if st.engine.dev.has_shm() {
-                let m = st.engine.dev.shm_stats();
-                rfabric_core::fi_info!(
-                    PROV,
-                    FI_LOG_EP_CTRL,
-                    "endpoint {} closed: shared memory: {} packets sent, {} received, {} refused for lack of room, {} malformed; {} local peers",
-                    st.engine.dev.local_addr(),
-                    m.sent,
-                    m.received,
-                    m.rejected,
-                    m.malformed,
-                    st.engine.dev.shm_peers()
-                );
+            if let Some(more) = st.engine.dev.close_note() {
+                rfabric_core::fi_info!(self.shared.prov, FI_LOG_EP_CTRL, "endpoint {} closed: {}", addr_text(&st.engine.dev.name()), more);
             }
         }
         self.shared.stop.store(true, Ordering::Release);
@@ -640,7 +697,7 @@ impl Endpoint for RudpEp {
     }
 }
 
-impl Drop for RudpEp {
+impl<D: Device + 'static> Drop for RdmEp<D> {
     fn drop(&mut self) {
         self.shared.stop.store(true, Ordering::Release);
         if let Some(h) = locked(&self.thread).take() {

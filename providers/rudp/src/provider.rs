@@ -43,15 +43,21 @@ const ATOMIC_ORDER: u64 = FI_ORDER_ATOMIC_RAR | FI_ORDER_ATOMIC_RAW | FI_ORDER_A
 /// The interfaces to offer: the one named by `FI_RUDP_IFACE` (by name or
 /// address), else all that are up, non-loopback first.
 pub fn chosen_interfaces() -> Vec<IfAddr> {
+    interfaces_named(crate::settings::Settings::read().iface, NAME, "FI_RUDP_IFACE")
+}
+
+/// The interfaces named by `want` (a name or an address; `var` is the
+/// setting it came from, for the log), else all that are up, non-loopback
+/// first.
+pub fn interfaces_named(want: Option<String>, prov: &str, var: &str) -> Vec<IfAddr> {
     let all = crate::sys::interfaces();
-    let want = crate::settings::Settings::read().iface;
     let mut v: Vec<IfAddr> = match &want {
         Some(w) => all.into_iter().filter(|i| &i.name == w || i.addr.to_string() == *w).collect(),
         None => all,
     };
     if v.is_empty() {
         if let Some(w) = want {
-            rfabric_core::fi_info!(NAME, FI_LOG_CORE, "FI_RUDP_IFACE={} names no interface that is up", w);
+            rfabric_core::fi_info!(prov, FI_LOG_CORE, "{}={} names no interface that is up", var, w);
         }
     }
     v.sort_by_key(|i| (i.loopback, i.addr.is_ipv6()));
@@ -66,6 +72,12 @@ pub fn mtu_for(ip: &IpAddr) -> Option<usize> {
 pub struct RudpProvider;
 
 fn offer(ifa: &IfAddr, progress: fi_progress) -> Info {
+    rdm_offer(ifa, progress, NAME, FI_PROTO_UDP)
+}
+
+/// The `FI_EP_RDM` offer of a provider on the protocol engine, on one
+/// interface address: what the engine gives (`CAPS`, its orders and limits).
+pub fn rdm_offer(ifa: &IfAddr, progress: fi_progress, name: &str, protocol: u32) -> Info {
     let tx = fi_tx_attr {
         caps: CAPS & !(FI_RECV | FI_REMOTE_READ | FI_REMOTE_WRITE | FI_MULTI_RECV | FI_DIRECTED_RECV | FI_SOURCE | FI_LOCAL_COMM | FI_REMOTE_COMM),
         mode: 0,
@@ -98,7 +110,7 @@ fn offer(ifa: &IfAddr, progress: fi_progress) -> Info {
         rx_attr: Some(rx),
         ep_attr: Some(EpAttr {
             ep_type: FI_EP_RDM,
-            protocol: FI_PROTO_UDP,
+            protocol,
             protocol_version: 1,
             max_msg_size: usize::MAX >> 1,
             max_order_raw_size: 0,
@@ -134,8 +146,8 @@ fn offer(ifa: &IfAddr, progress: fi_progress) -> Info {
             ..DomainAttr::default()
         }),
         fabric_attr: Some(FabricAttr {
-            name: Some(NAME.to_string()),
-            prov_name: Some(NAME.to_string()),
+            name: Some(name.to_string()),
+            prov_name: Some(name.to_string()),
             prov_version: VERSION,
             api_version: VERSION,
             fabric: 0,
@@ -187,31 +199,38 @@ impl Provider for RudpProvider {
         }
         v
     }
-    fn resolve(&self, mut offer: Info, req: &Request<'_>) -> Result<Info> {
-        if let Some(f) = offer.fabric_attr.as_mut() {
-            f.api_version = req.version;
-        }
-        let asked_progress = req.hints.and_then(|h| h.domain_attr.as_ref()).map_or(FI_PROGRESS_UNSPEC, |d| d.data_progress);
-        if asked_progress == FI_PROGRESS_UNSPEC && offer.domain_attr.as_ref().is_some_and(|d| d.data_progress == FI_PROGRESS_AUTO) {
-            return Err(ENODATA);
-        }
-        resolve_addrs(&mut offer, req)?;
-        if req.version >= fi_version(1, 5) {
-            let asked = req.hints.and_then(|h| h.domain_attr.as_ref()).map_or(0, |d| d.mr_mode);
-            let keep = (FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_PROV_KEY | FI_MR_ALLOCATED) as i32;
-            if let Some(d) = offer.domain_attr.as_mut() {
-                if asked == FI_MR_BASIC as i32 {
-                    d.mr_mode = asked;
-                } else if asked != FI_MR_SCALABLE as i32 {
-                    d.mr_mode |= asked & keep;
-                }
-            }
-        }
-        Ok(offer)
+    fn resolve(&self, offer: Info, req: &Request<'_>) -> Result<Info> {
+        resolve_rdm(offer, req)
     }
     fn fabric(&self, _attr: &FabricAttr) -> Result<Box<dyn Fabric>> {
         Ok(Box::new(crate::objects::RudpFabric))
     }
+}
+
+/// `Provider::resolve` of the engine's offers: the API version asked for,
+/// automatic progress only when asked for, addresses (`resolve_addrs`),
+/// the `FI_MR_*` bits the application takes on.
+pub fn resolve_rdm(mut offer: Info, req: &Request<'_>) -> Result<Info> {
+    if let Some(f) = offer.fabric_attr.as_mut() {
+        f.api_version = req.version;
+    }
+    let asked_progress = req.hints.and_then(|h| h.domain_attr.as_ref()).map_or(FI_PROGRESS_UNSPEC, |d| d.data_progress);
+    if asked_progress == FI_PROGRESS_UNSPEC && offer.domain_attr.as_ref().is_some_and(|d| d.data_progress == FI_PROGRESS_AUTO) {
+        return Err(ENODATA);
+    }
+    resolve_addrs(&mut offer, req)?;
+    if req.version >= fi_version(1, 5) {
+        let asked = req.hints.and_then(|h| h.domain_attr.as_ref()).map_or(0, |d| d.mr_mode);
+        let keep = (FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_PROV_KEY | FI_MR_ALLOCATED) as i32;
+        if let Some(d) = offer.domain_attr.as_mut() {
+            if asked == FI_MR_BASIC as i32 {
+                d.mr_mode = asked;
+            } else if asked != FI_MR_SCALABLE as i32 {
+                d.mr_mode |= asked & keep;
+            }
+        }
+    }
+    Ok(offer)
 }
 
 fn lookup(node: &str, port: u16, v6: bool) -> Vec<SocketAddr> {
@@ -233,7 +252,7 @@ fn parse_port(service: Option<&str>) -> Result<u16> {
 /// `FI_SOURCE`, node and service name the local address (the node must be
 /// this offer's interface); otherwise they name the destination. An
 /// address in the hints is kept when it fits the offer's interface.
-fn resolve_addrs(offer: &mut Info, req: &Request<'_>) -> Result<()> {
+pub fn resolve_addrs(offer: &mut Info, req: &Request<'_>) -> Result<()> {
     let v6 = offer.addr_format == FI_SOCKADDR_IN6;
     let ours = offer.src_addr.as_deref().and_then(crate::sockaddr::from_bytes_any).ok_or(ENODATA)?;
     if let Some(h) = req.hints {

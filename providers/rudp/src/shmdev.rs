@@ -650,6 +650,14 @@ impl Device for ShmDevice {
     fn fd(&self) -> i32 {
         -1
     }
+
+    fn name(&self) -> Vec<u8> {
+        self.local_raw.clone()
+    }
+
+    fn describe(&self) -> String {
+        ShmDevice::describe(self)
+    }
 }
 
 #[cfg(test)]

@@ -868,5 +868,13 @@ impl Device for UdpDevice {
         use std::os::fd::AsRawFd;
         self.sock.as_raw_fd()
     }
+
+    fn name(&self) -> Vec<u8> {
+        crate::sockaddr::to_bytes(&self.local_addr())
+    }
+
+    fn describe(&self) -> String {
+        UdpDevice::describe(self)
+    }
 }
 

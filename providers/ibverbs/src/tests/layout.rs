@@ -14,7 +14,7 @@ fn sys_matches_the_rdma_core_headers() {
     let dir = std::env::temp_dir().join(format!("rfabric-ibverbs-layout-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let probe = dir.join("probe.c");
-    std::fs::write(&probe, "#include <infiniband/verbs.h>\n#include <infiniband/efadv.h>\n").unwrap();
+    std::fs::write(&probe, "#include <infiniband/verbs.h>\n#include <infiniband/efadv.h>\n#include <rdma/rdma_cma.h>\n").unwrap();
     // CC may carry flags ("cc -m64"): the first word is the program.
     let mut words = cc.split_whitespace();
     let prog = words.next().unwrap_or("cc").to_string();

@@ -129,3 +129,15 @@ fn no_libefa_asked_for() {
     assert!(v.efa_fns().is_none());
     assert_eq!(v.efa_error(), None);
 }
+
+/// Debian's librdmacm1 loads and has every function `RdmaCmFns` names in
+/// `RDMACM_1.0`; a missing one is a clean `NoLibrary`.
+#[test]
+fn librdmacm_loads_or_is_cleanly_absent() {
+    match crate::RdmaCm::load() {
+        Ok(_) => {}
+        Err(LoadError::NoLibrary { name, .. }) => assert_eq!(name, "librdmacm.so.1"),
+        Err(e) => panic!("librdmacm.so.1 lacks a function: {e}"),
+    }
+    assert!(matches!(crate::RdmaCm::load_from("librdmacm-not-here.so.1"), Err(LoadError::NoLibrary { .. })));
+}

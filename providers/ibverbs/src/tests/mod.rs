@@ -7,4 +7,4 @@ mod calls;
 mod inline_ops;
 mod layout;
 mod load;
-mod standin;
+pub(crate) use crate::standin;

@@ -368,7 +368,9 @@ fn bad_destinations_and_unbound() {
     let op = TxOp { iov: &iov, ..op };
     // SAFETY: big lives across the call.
     assert_eq!(unsafe { p.a.send(&op) }, Err(EINVAL));
-    assert_eq!(p.a.bind(Bind::Eq, 0), Err(Error(FI_EOPBADSTATE)));
+    let eq = rfabric_core::objects::eq::Eq::new(0, FI_WAIT_NONE).unwrap();
+    let eqb = rfabric_core::provider::EqBinding { eq: std::sync::Arc::new(rfabric_core::objects::wait::Locked::new(eq)), fid: 0, context: 0 };
+    assert_eq!(p.a.bind(Bind::Eq(&eqb), 0), Err(Error(FI_EOPBADSTATE)));
     p.a.close().unwrap();
     assert_eq!(send(&*p.a, b"x", p.to_b, 0, None), Err(Error(FI_EOPBADSTATE)));
 }

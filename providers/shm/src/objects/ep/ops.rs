@@ -134,7 +134,7 @@ impl Endpoint for ShmEp {
                 c.attach(&self.shared);
                 Ok(())
             }
-            Bind::Eq => Err(ENOSYS),
+            Bind::Eq(_) => Err(ENOSYS),
         }
     }
 

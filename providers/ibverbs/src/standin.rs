@@ -1,0 +1,1204 @@
+//! A recording stand-in for libibverbs, libefa and librdmacm: `VerbsFns`/`EfaFns`
+//! tables of Rust functions that record every call with its arguments and
+//! hand out fake objects (boxed C structs, freed by their destroy call).
+//! State is per thread (each test runs on its own).
+//!
+//! Built for this crate's unit tests and, with the `standin` feature, for
+//! the tests of providers built on it (`rfabric-verbs` enables it as a
+//! dev-dependency only); never part of a library that ships.
+
+use crate::fns::{EfaFns, VerbsFns};
+use crate::sys::*;
+use libc::{c_char, c_int, c_uint, c_void};
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::mem::size_of;
+use std::ptr::{addr_of_mut, null_mut};
+
+/// One recorded call; pointers as addresses.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Call {
+    GetDeviceList,
+    FreeDeviceList(usize),
+    GetDeviceName(usize),
+    OpenDevice(usize),
+    CloseDevice(usize),
+    QueryDevice(usize),
+    /// The exported `ibv_query_port` (compat path), and whether `*attr` was
+    /// all zeros when it was called.
+    QueryPortExported { ctx: usize, port: u8, zeroed: bool },
+    /// `verbs_context.query_port`
+    QueryPortVctx { ctx: usize, port: u8, len: usize },
+    QueryGid { ctx: usize, port: u8, index: c_int },
+    AllocPd(usize),
+    DeallocPd(usize),
+    RegMr { pd: usize, addr: usize, length: usize, access: c_int },
+    RegMrIova2 { pd: usize, addr: usize, length: usize, iova: u64, access: c_uint },
+    RegDmabufMr { pd: usize, offset: u64, length: usize, iova: u64, fd: c_int, ino: u64, access: c_int },
+    DeregMr(usize),
+    CreateCq { ctx: usize, cqe: c_int, cq_context: usize, channel: usize, comp_vector: c_int },
+    DestroyCq(usize),
+    CreateQp { pd: usize, send_cq: usize, recv_cq: usize, qp_type: u32, max_send_wr: u32, sq_sig_all: c_int },
+    DestroyQp(usize),
+    ModifyQp { qp: usize, qp_state: u32, mask: c_int },
+    EfaQueryDevice { ctx: usize, inlen: u32 },
+    EfaCreateQpEx {
+        ctx: usize,
+        pd: usize,
+        send_cq: usize,
+        qp_type: u32,
+        comp_mask: u32,
+        send_ops_flags: u64,
+        driver_qp_type: u32,
+        inlen: u32,
+    },
+    EfaCreateDriverQp { pd: usize, driver_qp_type: u32 },
+    PollCq { cq: usize, n: c_int, wc: usize },
+    ReqNotifyCq { cq: usize, solicited_only: c_int },
+    PostSend { qp: usize, wr: usize, bad: usize },
+    PostRecv { qp: usize, wr: usize, bad: usize },
+    PostSrqRecv { srq: usize, wr: usize, bad: usize },
+    /// A slot of `ibv_context_ops` nothing should call.
+    Trap,
+}
+
+/// What one port of a fake device answers (`set_port`); ports without one
+/// answer as the slots below describe.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PortCfg {
+    /// `IBV_PORT_*`
+    pub state: u32,
+    /// `IBV_LINK_LAYER_*`
+    pub link_layer: u8,
+    pub lid: u16,
+    /// The GID table, index by index (all-zero entries are unused ones).
+    pub gids: Vec<[u8; 16]>,
+}
+
+/// What one `post_send` work request carried (its first entry only).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SentWr {
+    pub qp: usize,
+    pub wr_id: u64,
+    pub opcode: u32,
+    pub send_flags: u32,
+    pub num_sge: i32,
+    /// The first scatter/gather entry: address, length, lkey.
+    pub sge0: (u64, u32, u32),
+    /// `wr.rdma` (RDMA operations).
+    pub remote_addr: u64,
+    pub rkey: u32,
+    /// `imm_data` as posted (big-endian).
+    pub imm_data: u32,
+}
+
+/// One librdmacm call of the stand-in (`rdmacm_fns`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CmCall {
+    CreateChannel,
+    DestroyChannel,
+    CreateId { ps: u32 },
+    DestroyId(usize),
+    BindAddr { family: i32 },
+    ResolveAddr { family: i32, timeout_ms: c_int },
+    ResolveRoute { timeout_ms: c_int },
+    CreateQp { id: usize, pd: usize, qp_type: u32, send_cq: usize, recv_cq: usize },
+    DestroyQp(usize),
+    Connect { id: usize, private_data: Vec<u8>, rnr_retry_count: u8 },
+    Listen { backlog: c_int },
+    Accept { id: usize, private_data: Vec<u8> },
+    Reject { id: usize, private_data: Vec<u8> },
+    Disconnect(usize),
+    GetEvent,
+    AckEvent,
+}
+
+pub struct World {
+    pub calls: Vec<Call>,
+    /// Every work request `post_send` saw.
+    pub sent: Vec<SentWr>,
+    /// `(qp, wr_id, num_sge, first entry's address and length)` of every
+    /// `post_recv`.
+    pub posted_recvs: Vec<(usize, u64, c_int, u64, u32)>,
+    /// With `Some`, `poll_cq` hands out these completions (and nothing
+    /// when it is empty) instead of its one fixed receive completion.
+    pub wcs: Option<std::collections::VecDeque<ibv_wc>>,
+    /// With `Some`, a loopback fabric between the QPs of this thread
+    /// (`Loopback`), in place of the scripted answers.
+    pub loopback: Option<Loopback>,
+    /// The channel of every id made (`rdma_create_id`, requests), so
+    /// events go to their id's channel.
+    id_channel: HashMap<usize, usize>,
+    /// librdmacm calls, and its script (`cm_*` functions).
+    pub cm_calls: Vec<CmCall>,
+    pub cm: CmScript,
+    /// `(device name, port)` -> what that port answers; a device with
+    /// configured ports reports the highest of them as `phys_port_cnt`.
+    pub port_cfg: HashMap<(String, u8), PortCfg>,
+    /// Contexts are the last member of a `verbs_context` with `query_port`.
+    pub extended: bool,
+    pub ports: u8,
+    /// `efadv_query_device` accepts the devices.
+    pub efa_device: bool,
+    /// Function name -> the errno it fails with.
+    pub fail: HashMap<&'static str, c_int>,
+    /// What the data-path slots return.
+    pub post_rc: c_int,
+    // Boxed: device lists point at them while the Vec grows.
+    #[allow(clippy::vec_box)]
+    devices: Vec<Box<ibv_device>>,
+    lists: HashMap<usize, Vec<*mut ibv_device>>,
+    next_handle: u32,
+}
+
+thread_local! {
+    static WORLD: RefCell<World> = RefCell::new(World {
+        calls: Vec::new(),
+        sent: Vec::new(),
+        posted_recvs: Vec::new(),
+        wcs: None,
+        loopback: None,
+        id_channel: HashMap::new(),
+        cm_calls: Vec::new(),
+        cm: CmScript::default(),
+        port_cfg: HashMap::new(),
+        extended: true,
+        ports: 1,
+        efa_device: false,
+        fail: HashMap::new(),
+        post_rc: 0,
+        devices: Vec::new(),
+        lists: HashMap::new(),
+        next_handle: 1,
+    });
+}
+
+pub fn with<R>(f: impl FnOnce(&mut World) -> R) -> R {
+    WORLD.with(|w| f(&mut w.borrow_mut()))
+}
+
+fn record(c: Call) {
+    with(|w| w.calls.push(c));
+}
+
+/// The calls recorded so far, and forgets them.
+pub fn take_calls() -> Vec<Call> {
+    with(|w| std::mem::take(&mut w.calls))
+}
+
+fn handle() -> u32 {
+    with(|w| {
+        w.next_handle += 1;
+        w.next_handle
+    })
+}
+
+/// Makes `name` fail with `errno` (NULL or -1 with errno set, or the errno
+/// value returned, as the real function does).
+pub fn fail(name: &'static str, errno: c_int) {
+    with(|w| w.fail.insert(name, errno));
+}
+
+fn failing(name: &'static str) -> Option<c_int> {
+    with(|w| w.fail.get(name).copied())
+}
+
+fn set_errno(e: c_int) {
+    // SAFETY: __errno_location returns the calling thread's errno slot.
+    unsafe { *libc::__errno_location() = e };
+}
+
+fn fill(dst: &mut [c_char], s: &str) {
+    for (d, b) in dst.iter_mut().zip(s.bytes()) {
+        *d = b as c_char;
+    }
+}
+
+/// Makes `port` of the device `dev` answer `cfg` (both query paths, and
+/// `ibv_query_gid`).
+pub fn set_port(dev: &str, port: u8, cfg: PortCfg) {
+    with(|w| w.port_cfg.insert((dev.to_string(), port), cfg));
+}
+
+/// The name of the fake device a context was opened on.
+fn ctx_dev_name(ctx: *mut ibv_context) -> String {
+    // SAFETY: a context of `new_context` (or a test's own).
+    let dev = unsafe { (*ctx).device };
+    if dev.is_null() {
+        return String::new();
+    }
+    // SAFETY: a non-NULL device is one of `World::devices` (or a test's
+    // own, equally live).
+    let name = unsafe { (*dev).name };
+    let bytes: Vec<u8> = name.iter().take_while(|&&c| c != 0).map(|&c| c as u8).collect();
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
+fn port_cfg(ctx: *mut ibv_context, port: u8) -> Option<PortCfg> {
+    let dev = ctx_dev_name(ctx);
+    with(|w| w.port_cfg.get(&(dev, port)).cloned())
+}
+
+fn port_count(ctx: *mut ibv_context) -> u8 {
+    let dev = ctx_dev_name(ctx);
+    with(|w| {
+        let configured = w.port_cfg.keys().filter(|(d, _)| *d == dev).map(|&(_, p)| p).max();
+        configured.unwrap_or(w.ports)
+    })
+}
+
+/// Adds a device to what `get_device_list` reports.
+pub fn add_device(name: &str, node_type: c_int, transport: c_int, ibdev_path: &str) {
+    let mut d = Box::new(ibv_device { node_type, transport_type: transport, ..Default::default() });
+    fill(&mut d.name, name);
+    fill(&mut d.dev_name, "uverbs0");
+    fill(&mut d.ibdev_path, ibdev_path);
+    with(|w| w.devices.push(d));
+}
+
+/// The `ibv_context_ops` of every fake context: the data-path slots record,
+/// every other slot traps.
+pub fn ops() -> ibv_context_ops {
+    let t: VoidFn = Some(trap);
+    ibv_context_ops {
+        _compat_query_device: t,
+        _compat_query_port: t,
+        _compat_alloc_pd: t,
+        _compat_dealloc_pd: t,
+        _compat_reg_mr: t,
+        _compat_rereg_mr: t,
+        _compat_dereg_mr: t,
+        alloc_mw: t,
+        bind_mw: t,
+        dealloc_mw: t,
+        _compat_create_cq: t,
+        poll_cq: Some(poll_cq),
+        req_notify_cq: Some(req_notify_cq),
+        _compat_cq_event: t,
+        _compat_resize_cq: t,
+        _compat_destroy_cq: t,
+        _compat_create_srq: t,
+        _compat_modify_srq: t,
+        _compat_query_srq: t,
+        _compat_destroy_srq: t,
+        post_srq_recv: Some(post_srq_recv),
+        _compat_create_qp: t,
+        _compat_query_qp: t,
+        _compat_modify_qp: t,
+        _compat_destroy_qp: t,
+        post_send: Some(post_send),
+        post_recv: Some(post_recv),
+        _compat_create_ah: t,
+        _compat_destroy_ah: t,
+        _compat_attach_mcast: t,
+        _compat_detach_mcast: t,
+        _compat_async_event: t,
+    }
+}
+
+/// A fake context on `dev`: inside a boxed `verbs_context` when `extended`.
+pub fn new_context(dev: *mut ibv_device, extended: bool) -> *mut ibv_context {
+    let context = ibv_context { device: dev, ops: ops(), ..Default::default() };
+    if extended {
+        let v = Box::new(verbs_context {
+            query_port: Some(vctx_query_port),
+            sz: size_of::<verbs_context>(),
+            context: ibv_context { abi_compat: VERBS_ABI_IS_EXTENDED, ..context },
+            ..Default::default()
+        });
+        let v = Box::into_raw(v);
+        // SAFETY: `v` is a live box; a field's address.
+        unsafe { addr_of_mut!((*v).context) }
+    } else {
+        Box::into_raw(Box::new(context))
+    }
+}
+
+/// Frees a context of `new_context`.
+pub(crate) fn free_context(ctx: *mut ibv_context) {
+    // SAFETY: `ctx` came from `new_context`: a boxed verbs_context's member
+    // when extended (then `verbs_get_ctx` is the box), else a box.
+    unsafe {
+        let v = crate::inline::verbs_get_ctx(ctx);
+        if v.is_null() {
+            drop(Box::from_raw(ctx));
+        } else {
+            drop(Box::from_raw(v));
+        }
+    }
+}
+
+unsafe extern "C" fn trap() {
+    record(Call::Trap);
+}
+
+unsafe extern "C" fn get_device_list(n: *mut c_int) -> *mut *mut ibv_device {
+    record(Call::GetDeviceList);
+    if let Some(e) = failing("ibv_get_device_list") {
+        // SAFETY: `n` is the caller's out-parameter.
+        unsafe { *n = 0 };
+        set_errno(e);
+        return null_mut();
+    }
+    with(|w| {
+        let mut list: Vec<*mut ibv_device> = w.devices.iter_mut().map(|d| &mut **d as *mut ibv_device).collect();
+        let count = list.len() as c_int;
+        list.push(null_mut());
+        let p = list.as_mut_ptr();
+        w.lists.insert(p as usize, list);
+        // SAFETY: `n` is the caller's out-parameter.
+        unsafe { *n = count };
+        p
+    })
+}
+
+unsafe extern "C" fn free_device_list(list: *mut *mut ibv_device) {
+    record(Call::FreeDeviceList(list as usize));
+    let freed = with(|w| w.lists.remove(&(list as usize)));
+    assert!(freed.is_some(), "free_device_list of a list it did not hand out");
+}
+
+unsafe extern "C" fn get_device_name(dev: *mut ibv_device) -> *const c_char {
+    record(Call::GetDeviceName(dev as usize));
+    // SAFETY: `dev` is one of `World::devices`.
+    unsafe { (*dev).name.as_ptr() }
+}
+
+unsafe extern "C" fn open_device(dev: *mut ibv_device) -> *mut ibv_context {
+    record(Call::OpenDevice(dev as usize));
+    if let Some(e) = failing("ibv_open_device") {
+        set_errno(e);
+        return null_mut();
+    }
+    new_context(dev, with(|w| w.extended))
+}
+
+unsafe extern "C" fn close_device(ctx: *mut ibv_context) -> c_int {
+    record(Call::CloseDevice(ctx as usize));
+    free_context(ctx);
+    0
+}
+
+unsafe extern "C" fn query_device(ctx: *mut ibv_context, attr: *mut ibv_device_attr) -> c_int {
+    record(Call::QueryDevice(ctx as usize));
+    if let Some(e) = failing("ibv_query_device") {
+        return e;
+    }
+    let mut a = ibv_device_attr {
+        vendor_id: 0x1d0f,
+        vendor_part_id: 0xefa1,
+        phys_port_cnt: port_count(ctx),
+        max_qp: 16,
+        ..Default::default()
+    };
+    fill(&mut a.fw_ver, "1.2.3");
+    // SAFETY: `attr` is the caller's writable struct.
+    unsafe { *attr = a };
+    0
+}
+
+unsafe extern "C" fn query_port(ctx: *mut ibv_context, port: u8, attr: *mut ibv_port_attr) -> c_int {
+    // SAFETY: `attr` is the caller's struct; read as bytes.
+    let bytes = unsafe { std::slice::from_raw_parts(attr.cast::<u8>(), size_of::<ibv_port_attr>()) };
+    record(Call::QueryPortExported { ctx: ctx as usize, port, zeroed: bytes.iter().all(|&b| b == 0) });
+    if let Some(c) = port_cfg(ctx, port) {
+        // SAFETY: `attr` is the caller's writable struct.
+        unsafe { set_attr(attr, &c) };
+        return 0;
+    }
+    // The compat path answers "down, InfiniBand" (a prefix of the struct).
+    // SAFETY: `attr` is the caller's writable struct.
+    unsafe {
+        (*attr).state = IBV_PORT_DOWN;
+        (*attr).link_layer = IBV_LINK_LAYER_INFINIBAND;
+        (*attr).active_mtu = IBV_MTU_1024;
+        (*attr).lid = 7;
+    }
+    0
+}
+
+unsafe extern "C" fn vctx_query_port(ctx: *mut ibv_context, port: u8, attr: *mut ibv_port_attr, len: usize) -> c_int {
+    record(Call::QueryPortVctx { ctx: ctx as usize, port, len });
+    if let Some(e) = failing("ibv_query_port") {
+        return e;
+    }
+    if let Some(c) = port_cfg(ctx, port) {
+        // SAFETY: `attr` is the caller's writable struct.
+        unsafe { set_attr(attr, &c) };
+        return 0;
+    }
+    // SAFETY: `attr` is the caller's writable struct of `len` bytes.
+    unsafe {
+        *attr = ibv_port_attr {
+            state: IBV_PORT_ACTIVE,
+            link_layer: IBV_LINK_LAYER_ETHERNET,
+            active_mtu: IBV_MTU_4096,
+            max_mtu: IBV_MTU_4096,
+            lid: port as u16 * 100,
+            ..Default::default()
+        }
+    };
+    0
+}
+
+/// Fills `*attr` from a configured port.
+///
+/// # Safety
+/// `attr` must be valid for writes.
+unsafe fn set_attr(attr: *mut ibv_port_attr, c: &PortCfg) {
+    // SAFETY: the caller's promise.
+    unsafe {
+        *attr = ibv_port_attr {
+            state: c.state,
+            link_layer: c.link_layer,
+            active_mtu: IBV_MTU_4096,
+            max_mtu: IBV_MTU_4096,
+            lid: c.lid,
+            gid_tbl_len: c.gids.len() as c_int,
+            ..Default::default()
+        }
+    };
+}
+
+unsafe extern "C" fn query_gid(ctx: *mut ibv_context, port: u8, index: c_int, gid: *mut ibv_gid) -> c_int {
+    record(Call::QueryGid { ctx: ctx as usize, port, index });
+    if let Some(c) = port_cfg(ctx, port) {
+        let Some(raw) = usize::try_from(index).ok().and_then(|i| c.gids.get(i)).copied() else {
+            set_errno(libc::EINVAL);
+            return -1;
+        };
+        // SAFETY: `gid` is the caller's writable union.
+        unsafe { *gid = ibv_gid { raw } };
+        return 0;
+    }
+    if failing("ibv_query_gid").is_some() || index != 0 {
+        set_errno(libc::EINVAL);
+        return -1;
+    }
+    let mut raw = [0u8; 16];
+    for (i, b) in raw.iter_mut().enumerate() {
+        *b = port.wrapping_mul(16).wrapping_add(i as u8);
+    }
+    // SAFETY: `gid` is the caller's writable union.
+    unsafe { *gid = ibv_gid { raw } };
+    0
+}
+
+unsafe extern "C" fn alloc_pd(ctx: *mut ibv_context) -> *mut ibv_pd {
+    record(Call::AllocPd(ctx as usize));
+    if let Some(e) = failing("ibv_alloc_pd") {
+        set_errno(e);
+        return null_mut();
+    }
+    Box::into_raw(Box::new(ibv_pd { context: ctx, handle: handle() }))
+}
+
+unsafe extern "C" fn dealloc_pd(pd: *mut ibv_pd) -> c_int {
+    record(Call::DeallocPd(pd as usize));
+    // SAFETY: a PD of `alloc_pd`, freed once.
+    drop(unsafe { Box::from_raw(pd) });
+    0
+}
+
+fn new_mr(pd: *mut ibv_pd, addr: *mut c_void, length: usize) -> *mut ibv_mr {
+    if let Some(e) = failing("reg_mr") {
+        set_errno(e);
+        return null_mut();
+    }
+    // SAFETY: `pd` is a live PD of `alloc_pd`.
+    let context = unsafe { (*pd).context };
+    let h = handle();
+    Box::into_raw(Box::new(ibv_mr { context, pd, addr, length, handle: h, lkey: 0x1000 + h, rkey: 0x2000 + h }))
+}
+
+unsafe extern "C" fn reg_mr(pd: *mut ibv_pd, addr: *mut c_void, length: usize, access: c_int) -> *mut ibv_mr {
+    record(Call::RegMr { pd: pd as usize, addr: addr as usize, length, access });
+    new_mr(pd, addr, length)
+}
+
+unsafe extern "C" fn reg_mr_iova2(pd: *mut ibv_pd, addr: *mut c_void, length: usize, iova: u64, access: c_uint) -> *mut ibv_mr {
+    record(Call::RegMrIova2 { pd: pd as usize, addr: addr as usize, length, iova, access });
+    new_mr(pd, addr, length)
+}
+
+unsafe extern "C" fn reg_dmabuf_mr(pd: *mut ibv_pd, offset: u64, length: usize, iova: u64, fd: c_int, access: c_int) -> *mut ibv_mr {
+    // The file behind `fd` at the time of the call (0: not an open fd).
+    use std::os::unix::fs::MetadataExt;
+    let ino = std::fs::metadata(format!("/proc/self/fd/{fd}")).map(|m| m.ino()).unwrap_or(0);
+    record(Call::RegDmabufMr { pd: pd as usize, offset, length, iova, fd, ino, access });
+    new_mr(pd, null_mut(), length)
+}
+
+unsafe extern "C" fn dereg_mr(mr: *mut ibv_mr) -> c_int {
+    record(Call::DeregMr(mr as usize));
+    // SAFETY: an MR of `new_mr`, freed once.
+    drop(unsafe { Box::from_raw(mr) });
+    0
+}
+
+unsafe extern "C" fn create_cq(
+    ctx: *mut ibv_context,
+    cqe: c_int,
+    cq_context: *mut c_void,
+    channel: *mut ibv_comp_channel,
+    comp_vector: c_int,
+) -> *mut ibv_cq {
+    record(Call::CreateCq { ctx: ctx as usize, cqe, cq_context: cq_context as usize, channel: channel as usize, comp_vector });
+    if let Some(e) = failing("ibv_create_cq") {
+        set_errno(e);
+        return null_mut();
+    }
+    Box::into_raw(Box::new(ibv_cq { context: ctx, cq_context, cqe, handle: handle(), ..Default::default() }))
+}
+
+unsafe extern "C" fn create_comp_channel(ctx: *mut ibv_context) -> *mut ibv_comp_channel {
+    // An fd that is never readable: the stand-in has no events.
+    // SAFETY: no memory-safety preconditions; the fd is closed by destroy.
+    let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+    Box::into_raw(Box::new(ibv_comp_channel { context: ctx, fd, refcnt: 0 }))
+}
+
+unsafe extern "C" fn destroy_comp_channel(ch: *mut ibv_comp_channel) -> c_int {
+    // SAFETY: from `create_comp_channel`, freed once.
+    let ch = unsafe { Box::from_raw(ch) };
+    // SAFETY: the channel's own fd.
+    unsafe { libc::close(ch.fd) };
+    0
+}
+
+unsafe extern "C" fn get_cq_event(_ch: *mut ibv_comp_channel, _cq: *mut *mut ibv_cq, _ctx: *mut *mut c_void) -> c_int {
+    set_errno(libc::EAGAIN);
+    -1
+}
+
+unsafe extern "C" fn ack_cq_events(_cq: *mut ibv_cq, _n: c_uint) {}
+
+unsafe extern "C" fn destroy_cq(cq: *mut ibv_cq) -> c_int {
+    record(Call::DestroyCq(cq as usize));
+    // SAFETY: a CQ of `create_cq`, freed once.
+    drop(unsafe { Box::from_raw(cq) });
+    0
+}
+
+fn new_qp(pd: *mut ibv_pd, send_cq: *mut ibv_cq, recv_cq: *mut ibv_cq, qp_type: u32) -> *mut ibv_qp {
+    // SAFETY: `pd` is a live PD of `alloc_pd`.
+    let context = unsafe { (*pd).context };
+    let h = handle();
+    Box::into_raw(Box::new(ibv_qp { context, pd, send_cq, recv_cq, handle: h, qp_num: 0x100 + h, qp_type, ..Default::default() }))
+}
+
+unsafe extern "C" fn create_qp(pd: *mut ibv_pd, attr: *mut ibv_qp_init_attr) -> *mut ibv_qp {
+    // SAFETY: `attr` is the caller's struct.
+    let a = unsafe { &mut *attr };
+    record(Call::CreateQp {
+        pd: pd as usize,
+        send_cq: a.send_cq as usize,
+        recv_cq: a.recv_cq as usize,
+        qp_type: a.qp_type,
+        max_send_wr: a.cap.max_send_wr,
+        sq_sig_all: a.sq_sig_all,
+    });
+    if let Some(e) = failing("ibv_create_qp") {
+        set_errno(e);
+        return null_mut();
+    }
+    // libibverbs writes back the capabilities it gave.
+    a.cap.max_inline_data = 64;
+    new_qp(pd, a.send_cq, a.recv_cq, a.qp_type)
+}
+
+unsafe extern "C" fn destroy_qp(qp: *mut ibv_qp) -> c_int {
+    record(Call::DestroyQp(qp as usize));
+    // SAFETY: a QP of `new_qp`, freed once.
+    drop(unsafe { Box::from_raw(qp) });
+    0
+}
+
+unsafe extern "C" fn modify_qp(qp: *mut ibv_qp, attr: *mut ibv_qp_attr, mask: c_int) -> c_int {
+    // SAFETY: `attr` is the caller's struct.
+    let qp_state = unsafe { (*attr).qp_state };
+    record(Call::ModifyQp { qp: qp as usize, qp_state, mask });
+    failing("ibv_modify_qp").unwrap_or(0)
+}
+
+unsafe extern "C" fn efa_query_device(ctx: *mut ibv_context, attr: *mut efadv_device_attr, inlen: u32) -> c_int {
+    record(Call::EfaQueryDevice { ctx: ctx as usize, inlen });
+    if !with(|w| w.efa_device) {
+        return libc::EOPNOTSUPP;
+    }
+    // SAFETY: `attr` is the caller's writable struct.
+    unsafe {
+        *attr = efadv_device_attr {
+            max_sq_wr: 4096,
+            max_rq_wr: 32768,
+            max_sq_sge: 2,
+            max_rq_sge: 3,
+            inline_buf_size: 32,
+            device_caps: EFADV_DEVICE_ATTR_CAPS_RDMA_READ | EFADV_DEVICE_ATTR_CAPS_RNR_RETRY,
+            max_rdma_size: 1 << 30,
+            ..Default::default()
+        }
+    };
+    0
+}
+
+unsafe extern "C" fn efa_create_driver_qp(pd: *mut ibv_pd, attr: *mut ibv_qp_init_attr, driver_qp_type: u32) -> *mut ibv_qp {
+    record(Call::EfaCreateDriverQp { pd: pd as usize, driver_qp_type });
+    // SAFETY: `attr` is the caller's struct.
+    let a = unsafe { &*attr };
+    new_qp(pd, a.send_cq, a.recv_cq, a.qp_type)
+}
+
+unsafe extern "C" fn efa_create_qp_ex(
+    ctx: *mut ibv_context,
+    attr: *mut ibv_qp_init_attr_ex,
+    efa_attr: *mut efadv_qp_init_attr,
+    inlen: u32,
+) -> *mut ibv_qp {
+    // SAFETY: both are the caller's structs.
+    let (a, e) = unsafe { (&*attr, &*efa_attr) };
+    record(Call::EfaCreateQpEx {
+        ctx: ctx as usize,
+        pd: a.pd as usize,
+        send_cq: a.send_cq as usize,
+        qp_type: a.qp_type,
+        comp_mask: a.comp_mask,
+        send_ops_flags: a.send_ops_flags,
+        driver_qp_type: e.driver_qp_type,
+        inlen,
+    });
+    new_qp(a.pd, a.send_cq, a.recv_cq, a.qp_type)
+}
+
+unsafe extern "C" fn poll_cq(cq: *mut ibv_cq, n: c_int, wc: *mut ibv_wc) -> c_int {
+    record(Call::PollCq { cq: cq as usize, n, wc: wc as usize });
+    let rc = with(|w| w.post_rc);
+    if rc != 0 {
+        return rc;
+    }
+    if with(|w| w.loopback.is_some()) {
+        let mut got = 0;
+        while got < n {
+            let Some(c) = with(|w| w.loopback.as_mut().and_then(|l| l.cqs.get_mut(&(cq as usize)).and_then(|q| q.pop_front()))) else { break };
+            // SAFETY: `wc` is writable for `n` entries.
+            unsafe { *wc.add(got as usize) = c };
+            got += 1;
+        }
+        return got;
+    }
+    if with(|w| w.wcs.is_some()) {
+        let mut got = 0;
+        while got < n {
+            let Some(c) = with(|w| w.wcs.as_mut().and_then(|q| q.pop_front())) else { break };
+            // SAFETY: `wc` is writable for `n` entries.
+            unsafe { *wc.add(got as usize) = c };
+            got += 1;
+        }
+        return got;
+    }
+    if n > 0 {
+        // SAFETY: `wc` is writable for `n` entries.
+        unsafe { *wc = ibv_wc { wr_id: 42, status: IBV_WC_SUCCESS, opcode: IBV_WC_RECV, byte_len: 9, ..Default::default() } };
+    }
+    n.min(1)
+}
+
+unsafe extern "C" fn req_notify_cq(cq: *mut ibv_cq, solicited_only: c_int) -> c_int {
+    record(Call::ReqNotifyCq { cq: cq as usize, solicited_only });
+    with(|w| w.post_rc)
+}
+
+unsafe extern "C" fn post_send(qp: *mut ibv_qp, wr: *mut ibv_send_wr, bad: *mut *mut ibv_send_wr) -> c_int {
+    record(Call::PostSend { qp: qp as usize, wr: wr as usize, bad: bad as usize });
+    if !wr.is_null() {
+        // SAFETY: the caller's work request; its list has `num_sge` entries;
+        // `wr.rdma` and `imm_data` are plain integers in any case.
+        let s = unsafe {
+            let w = &*wr;
+            let sge0 = if w.num_sge > 0 && !w.sg_list.is_null() { let g = *w.sg_list; (g.addr, g.length, g.lkey) } else { (0, 0, 0) };
+            SentWr {
+                qp: qp as usize,
+                wr_id: w.wr_id,
+                opcode: w.opcode,
+                send_flags: w.send_flags,
+                num_sge: w.num_sge,
+                sge0,
+                remote_addr: w.wr.rdma.remote_addr,
+                rkey: w.wr.rdma.rkey,
+                imm_data: w.imm.imm_data,
+            }
+        };
+        with(|w| w.sent.push(s));
+        if with(|w| w.loopback.is_some()) {
+            // SAFETY: the caller's work request and the memory its list names.
+            unsafe { loop_send(qp as usize, &*wr) };
+            return 0;
+        }
+    }
+    let rc = with(|w| w.post_rc);
+    if rc != 0 {
+        // SAFETY: `bad` is the caller's out-parameter.
+        unsafe { *bad = wr };
+    }
+    rc
+}
+
+unsafe extern "C" fn post_recv(qp: *mut ibv_qp, wr: *mut ibv_recv_wr, bad: *mut *mut ibv_recv_wr) -> c_int {
+    record(Call::PostRecv { qp: qp as usize, wr: wr as usize, bad: bad as usize });
+    if !wr.is_null() {
+        // SAFETY: the caller's work request, with `num_sge` entries.
+        let (id, n, a, l) = unsafe {
+            let w = &*wr;
+            let (a, l) = if w.num_sge > 0 && !w.sg_list.is_null() { ((*w.sg_list).addr, (*w.sg_list).length) } else { (0, 0) };
+            (w.wr_id, w.num_sge, a, l)
+        };
+        with(|w| w.posted_recvs.push((qp as usize, id, n, a, l)));
+        if with(|w| w.loopback.is_some()) {
+            loop_recv(qp as usize, id, a, l);
+            return 0;
+        }
+    }
+    let rc = with(|w| w.post_rc);
+    if rc != 0 {
+        // SAFETY: `bad` is the caller's out-parameter.
+        unsafe { *bad = wr };
+    }
+    rc
+}
+
+unsafe extern "C" fn post_srq_recv(srq: *mut ibv_srq, wr: *mut ibv_recv_wr, bad: *mut *mut ibv_recv_wr) -> c_int {
+    record(Call::PostSrqRecv { srq: srq as usize, wr: wr as usize, bad: bad as usize });
+    0
+}
+
+/// The recording libibverbs.
+pub fn verbs_fns() -> VerbsFns {
+    VerbsFns {
+        get_device_list,
+        free_device_list,
+        get_device_name,
+        open_device,
+        close_device,
+        query_device,
+        query_port,
+        query_gid,
+        alloc_pd,
+        dealloc_pd,
+        reg_mr,
+        reg_mr_iova2,
+        reg_dmabuf_mr: Some(reg_dmabuf_mr),
+        dereg_mr,
+        create_cq,
+        destroy_cq,
+        create_comp_channel,
+        destroy_comp_channel,
+        get_cq_event,
+        ack_cq_events,
+        create_qp,
+        destroy_qp,
+        modify_qp,
+    }
+}
+
+/// The recording libefa.
+pub fn efa_fns() -> EfaFns {
+    EfaFns { query_device: efa_query_device, create_driver_qp: efa_create_driver_qp, create_qp_ex: efa_create_qp_ex }
+}
+
+// ---------- librdmacm ----------
+
+/// How the librdmacm stand-in answers: each call that starts something
+/// (`rdma_resolve_addr`, `rdma_resolve_route`, `rdma_connect`,
+/// `rdma_accept`, `rdma_disconnect`) queues the event a working fabric
+/// would, unless `fail` says otherwise.
+#[derive(Default)]
+pub struct CmScript {
+    /// Events waiting on the channel: (event, id, listen id, status,
+    /// private data).
+    pub queue: std::collections::VecDeque<(u32, usize, usize, c_int, Vec<u8>)>,
+    /// `rdma_resolve_addr` answers `ADDR_ERROR`.
+    pub unreachable: bool,
+    /// `rdma_connect` answers `REJECTED` with this private data.
+    pub reject_with: Option<Vec<u8>>,
+    /// What the peer's `ESTABLISHED` carries on the active side.
+    pub accept_data: Vec<u8>,
+    /// Events handed out, with the private data they point at (freed by
+    /// `rdma_ack_cm_event`).
+    #[allow(clippy::vec_box)]
+    live: Vec<(usize, Box<[u8]>)>,
+}
+
+fn cm_record(c: CmCall) {
+    with(|w| w.cm_calls.push(c));
+}
+
+fn cm_queue(event: u32, id: usize, listen_id: usize, data: Vec<u8>) {
+    with(|w| w.cm.queue.push_back((event, id, listen_id, 0, data)));
+}
+
+/// The librdmacm calls recorded so far, and forgets them.
+pub fn take_cm_calls() -> Vec<CmCall> {
+    with(|w| std::mem::take(&mut w.cm_calls))
+}
+
+/// Queues a `CONNECT_REQUEST` on `listen_id` from a new id (returned),
+/// carrying `data`, as a peer's `rdma_connect` would.
+///
+/// # Safety
+/// `listen_id` is a live id of this stand-in (`rdma_create_id`).
+pub unsafe fn cm_incoming(listen_id: *mut rdma_cm_id, data: &[u8]) -> *mut rdma_cm_id {
+    // SAFETY: the caller's promise.
+    let channel = unsafe { (*listen_id).channel };
+    let id = Box::into_raw(Box::new(rdma_cm_id { channel, ps: RDMA_PS_TCP, ..Default::default() }));
+    with(|w| w.id_channel.insert(id as usize, channel as usize));
+    cm_queue(RDMA_CM_EVENT_CONNECT_REQUEST, id as usize, listen_id as usize, data.to_vec());
+    id
+}
+
+fn family(a: *const libc::sockaddr) -> i32 {
+    if a.is_null() {
+        return -1;
+    }
+    // SAFETY: a caller's sockaddr, which starts with its family.
+    i32::from(unsafe { (*a).sa_family })
+}
+
+unsafe extern "C" fn cm_create_channel() -> *mut rdma_event_channel {
+    cm_record(CmCall::CreateChannel);
+    // An fd that is never readable (events are handed out on request).
+    // SAFETY: no memory-safety preconditions; closed by destroy.
+    let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+    Box::into_raw(Box::new(rdma_event_channel { fd }))
+}
+
+unsafe extern "C" fn cm_destroy_channel(ch: *mut rdma_event_channel) {
+    cm_record(CmCall::DestroyChannel);
+    // SAFETY: from `cm_create_channel`, freed once, with its fd.
+    let ch = unsafe { Box::from_raw(ch) };
+    // SAFETY: the channel's own fd.
+    unsafe { libc::close(ch.fd) };
+}
+
+unsafe extern "C" fn cm_create_id(ch: *mut rdma_event_channel, id: *mut *mut rdma_cm_id, context: *mut c_void, ps: u32) -> c_int {
+    cm_record(CmCall::CreateId { ps });
+    let new = Box::into_raw(Box::new(rdma_cm_id { channel: ch, context, ps, ..Default::default() }));
+    with(|w| w.id_channel.insert(new as usize, ch as usize));
+    // SAFETY: the caller's out-parameter.
+    unsafe { *id = new };
+    0
+}
+
+unsafe extern "C" fn cm_destroy_id(id: *mut rdma_cm_id) -> c_int {
+    cm_record(CmCall::DestroyId(id as usize));
+    loop_hang_up(id as usize);
+    // SAFETY: from `cm_create_id` or `cm_incoming`, freed once.
+    drop(unsafe { Box::from_raw(id) });
+    0
+}
+
+unsafe extern "C" fn cm_bind_addr(_id: *mut rdma_cm_id, addr: *mut libc::sockaddr) -> c_int {
+    cm_record(CmCall::BindAddr { family: family(addr) });
+    0
+}
+
+unsafe extern "C" fn cm_resolve_addr(id: *mut rdma_cm_id, _src: *mut libc::sockaddr, dst: *mut libc::sockaddr, timeout_ms: c_int) -> c_int {
+    cm_record(CmCall::ResolveAddr { family: family(dst), timeout_ms });
+    let ev = if with(|w| w.cm.unreachable) { RDMA_CM_EVENT_ADDR_ERROR } else { RDMA_CM_EVENT_ADDR_RESOLVED };
+    cm_queue(ev, id as usize, 0, Vec::new());
+    0
+}
+
+unsafe extern "C" fn cm_resolve_route(id: *mut rdma_cm_id, timeout_ms: c_int) -> c_int {
+    cm_record(CmCall::ResolveRoute { timeout_ms });
+    cm_queue(RDMA_CM_EVENT_ROUTE_RESOLVED, id as usize, 0, Vec::new());
+    0
+}
+
+unsafe extern "C" fn cm_create_qp(id: *mut rdma_cm_id, pd: *mut ibv_pd, attr: *mut ibv_qp_init_attr) -> c_int {
+    // SAFETY: the caller's id, PD (of `alloc_pd`) and attributes.
+    unsafe {
+        let a = &*attr;
+        cm_record(CmCall::CreateQp { id: id as usize, pd: pd as usize, qp_type: a.qp_type, send_cq: a.send_cq as usize, recv_cq: a.recv_cq as usize });
+        let context = (*pd).context;
+        let h = handle();
+        let qp = Box::into_raw(Box::new(ibv_qp { context, pd, send_cq: a.send_cq, recv_cq: a.recv_cq, handle: h, qp_num: 0x100 + h, qp_type: a.qp_type, ..Default::default() }));
+        (*id).qp = qp;
+        with(|w| {
+            if let Some(l) = w.loopback.as_mut() {
+                l.cqs_of.insert(qp as usize, (a.send_cq as usize, a.recv_cq as usize));
+            }
+        });
+        (*id).verbs = context;
+        (*id).pd = pd;
+    }
+    0
+}
+
+unsafe extern "C" fn cm_destroy_qp(id: *mut rdma_cm_id) {
+    cm_record(CmCall::DestroyQp(id as usize));
+    // SAFETY: the id's QP of `cm_create_qp`, freed once.
+    unsafe {
+        drop(Box::from_raw((*id).qp));
+        (*id).qp = null_mut();
+    }
+}
+
+/// The private data of connection parameters.
+///
+/// # Safety
+/// `p` is NULL or valid connection parameters.
+unsafe fn param_data(p: *const rdma_conn_param) -> (Vec<u8>, u8) {
+    if p.is_null() {
+        return (Vec::new(), 0);
+    }
+    // SAFETY: the caller's promise; the data is `private_data_len` bytes.
+    unsafe {
+        let p = &*p;
+        let d = if p.private_data.is_null() { Vec::new() } else { std::slice::from_raw_parts(p.private_data.cast::<u8>(), usize::from(p.private_data_len)).to_vec() };
+        (d, p.rnr_retry_count)
+    }
+}
+
+unsafe extern "C" fn cm_connect(id: *mut rdma_cm_id, param: *mut rdma_conn_param) -> c_int {
+    // SAFETY: the caller's parameters.
+    let (private_data, rnr_retry_count) = unsafe { param_data(param) };
+    cm_record(CmCall::Connect { id: id as usize, private_data: private_data.clone(), rnr_retry_count });
+    if let Some(listener) = with(|w| w.loopback.as_ref().map(|l| l.listeners.first().copied())) {
+        let Some(listener) = listener else {
+            cm_queue(RDMA_CM_EVENT_UNREACHABLE, id as usize, 0, Vec::new());
+            return 0;
+        };
+        // SAFETY: a live listening id of this stand-in.
+        let req = unsafe { cm_incoming(listener as *mut rdma_cm_id, &private_data) } as usize;
+        with(|w| {
+            if let Some(l) = w.loopback.as_mut() {
+                l.cm_peer.insert(req, id as usize);
+                l.cm_peer.insert(id as usize, req);
+            }
+        });
+        return 0;
+    }
+    match with(|w| w.cm.reject_with.clone()) {
+        Some(d) => cm_queue(RDMA_CM_EVENT_REJECTED, id as usize, 0, d),
+        None => cm_queue(RDMA_CM_EVENT_ESTABLISHED, id as usize, 0, with(|w| w.cm.accept_data.clone())),
+    }
+    0
+}
+
+unsafe extern "C" fn cm_listen(id: *mut rdma_cm_id, backlog: c_int) -> c_int {
+    cm_record(CmCall::Listen { backlog });
+    with(|w| {
+        if let Some(l) = w.loopback.as_mut() {
+            l.listeners.push(id as usize);
+        }
+    });
+    0
+}
+
+unsafe extern "C" fn cm_accept(id: *mut rdma_cm_id, param: *mut rdma_conn_param) -> c_int {
+    // SAFETY: the caller's parameters.
+    let (private_data, _) = unsafe { param_data(param) };
+    cm_record(CmCall::Accept { id: id as usize, private_data: private_data.clone() });
+    cm_queue(RDMA_CM_EVENT_ESTABLISHED, id as usize, 0, Vec::new());
+    let peer = with(|w| w.loopback.as_ref().and_then(|l| l.cm_peer.get(&(id as usize)).copied()));
+    if let Some(peer) = peer {
+        // SAFETY: both ids are live (the active one waits for this).
+        let (a, b) = unsafe { ((*id).qp as usize, (*(peer as *mut rdma_cm_id)).qp as usize) };
+        with(|w| {
+            if let Some(l) = w.loopback.as_mut() {
+                l.qp_peer.insert(a, b);
+                l.qp_peer.insert(b, a);
+            }
+        });
+        cm_queue(RDMA_CM_EVENT_ESTABLISHED, peer, 0, private_data);
+    }
+    0
+}
+
+unsafe extern "C" fn cm_reject(id: *mut rdma_cm_id, data: *const c_void, len: u8) -> c_int {
+    let private_data = if data.is_null() {
+        Vec::new()
+    } else {
+        // SAFETY: `len` readable bytes (the caller's).
+        unsafe { std::slice::from_raw_parts(data.cast::<u8>(), usize::from(len)) }.to_vec()
+    };
+    cm_record(CmCall::Reject { id: id as usize, private_data });
+    0
+}
+
+unsafe extern "C" fn cm_disconnect(id: *mut rdma_cm_id) -> c_int {
+    cm_record(CmCall::Disconnect(id as usize));
+    cm_queue(RDMA_CM_EVENT_DISCONNECTED, id as usize, 0, Vec::new());
+    loop_hang_up(id as usize);
+    0
+}
+
+unsafe extern "C" fn cm_get_event(ch: *mut rdma_event_channel, out: *mut *mut rdma_cm_event) -> c_int {
+    cm_record(CmCall::GetEvent);
+    // The first event of an id on this channel (ids of unknown channel:
+    // any channel, as before ids were tracked).
+    let next = with(|w| {
+        let ch = ch as usize;
+        let at = w.cm.queue.iter().position(|e| w.id_channel.get(&e.1).map_or(true, |&c| c == ch))?;
+        w.cm.queue.remove(at)
+    });
+    let Some((event, id, listen_id, status, data)) = next else {
+        set_errno(libc::EAGAIN);
+        return -1;
+    };
+    let data: Box<[u8]> = data.into_boxed_slice();
+    let conn = rdma_conn_param {
+        private_data: if data.is_empty() { std::ptr::null() } else { data.as_ptr().cast() },
+        private_data_len: data.len() as u8,
+        ..Default::default()
+    };
+    let ev = Box::into_raw(Box::new(rdma_cm_event {
+        id: id as *mut rdma_cm_id,
+        listen_id: listen_id as *mut rdma_cm_id,
+        event,
+        status,
+        param: rdma_cm_event_param { conn },
+    }));
+    with(|w| w.cm.live.push((ev as usize, data)));
+    // SAFETY: the caller's out-parameter.
+    unsafe { *out = ev };
+    0
+}
+
+unsafe extern "C" fn cm_ack_event(ev: *mut rdma_cm_event) -> c_int {
+    cm_record(CmCall::AckEvent);
+    with(|w| w.cm.live.retain(|(e, _)| *e != ev as usize));
+    // SAFETY: from `cm_get_event`, freed once.
+    drop(unsafe { Box::from_raw(ev) });
+    0
+}
+
+/// The recording librdmacm.
+pub fn rdmacm_fns() -> crate::rdmacm::RdmaCmFns {
+    crate::rdmacm::RdmaCmFns {
+        create_event_channel: cm_create_channel,
+        destroy_event_channel: cm_destroy_channel,
+        create_id: cm_create_id,
+        destroy_id: cm_destroy_id,
+        bind_addr: cm_bind_addr,
+        resolve_addr: cm_resolve_addr,
+        resolve_route: cm_resolve_route,
+        create_qp: cm_create_qp,
+        destroy_qp: cm_destroy_qp,
+        connect: cm_connect,
+        listen: cm_listen,
+        accept: cm_accept,
+        reject: cm_reject,
+        disconnect: cm_disconnect,
+        get_cm_event: cm_get_event,
+        ack_cm_event: cm_ack_event,
+    }
+}
+
+// ---------- a loopback fabric ----------
+
+/// RC queue pairs of this thread connected to each other through the
+/// librdmacm stand-in (`rdma_connect` reaches the first listening id as a
+/// `CONNECT_REQUEST`; `rdma_accept` establishes both sides). A send is
+/// copied into the peer's oldest posted receive, completing on both
+/// sides; without one it waits, as an RC sender retries on
+/// receiver-not-ready, until the peer posts one. `rdma_disconnect` or
+/// destroying a connected id gives the peer `DISCONNECTED`. Sends only (no
+/// RDMA); no loss; completions in order.
+#[derive(Default)]
+pub struct Loopback {
+    listeners: Vec<usize>,
+    cm_peer: HashMap<usize, usize>,
+    qp_peer: HashMap<usize, usize>,
+    /// QP -> (send CQ, receive CQ)
+    cqs_of: HashMap<usize, (usize, usize)>,
+    /// CQ -> completions waiting to be polled.
+    cqs: HashMap<usize, std::collections::VecDeque<ibv_wc>>,
+    /// QP -> posted receives (wr_id, address, length).
+    rq: HashMap<usize, std::collections::VecDeque<(u64, u64, u32)>>,
+    /// QP -> sends waiting for a receive there (source QP, wr_id, bytes).
+    waiting: HashMap<usize, std::collections::VecDeque<(usize, u64, Vec<u8>)>>,
+}
+
+/// Sends `wr` (a `SEND`) from `src` across the loop.
+///
+/// # Safety
+/// The memory `wr`'s list names is readable.
+unsafe fn loop_send(src: usize, wr: &ibv_send_wr) {
+    let mut bytes = Vec::new();
+    for i in 0..usize::try_from(wr.num_sge).unwrap_or(0) {
+        // SAFETY: the list has `num_sge` entries naming readable memory.
+        unsafe {
+            let g = *wr.sg_list.add(i);
+            bytes.extend_from_slice(std::slice::from_raw_parts(g.addr as *const u8, g.length as usize));
+        }
+    }
+    let Some(dst) = with(|w| w.loopback.as_ref().and_then(|l| l.qp_peer.get(&src).copied())) else {
+        // Not connected: the QP is in error.
+        loop_complete(src, true, ibv_wc { wr_id: wr.wr_id, status: IBV_WC_WR_FLUSH_ERR, opcode: IBV_WC_SEND, ..Default::default() });
+        return;
+    };
+    with(|w| {
+        if let Some(l) = w.loopback.as_mut() {
+            l.waiting.entry(dst).or_default().push_back((src, wr.wr_id, bytes));
+        }
+    });
+    loop_deliver(dst);
+}
+
+fn loop_recv(qp: usize, wr_id: u64, addr: u64, len: u32) {
+    with(|w| {
+        if let Some(l) = w.loopback.as_mut() {
+            l.rq.entry(qp).or_default().push_back((wr_id, addr, len));
+        }
+    });
+    loop_deliver(qp);
+}
+
+fn loop_complete(qp: usize, send: bool, wc: ibv_wc) {
+    with(|w| {
+        if let Some(l) = w.loopback.as_mut() {
+            if let Some(&(s, r)) = l.cqs_of.get(&qp) {
+                l.cqs.entry(if send { s } else { r }).or_default().push_back(wc);
+            }
+        }
+    });
+}
+
+/// Matches the sends waiting for `dst` with its posted receives.
+fn loop_deliver(dst: usize) {
+    loop {
+        let next = with(|w| {
+            let l = w.loopback.as_mut()?;
+            if l.rq.get(&dst).map_or(true, |q| q.is_empty()) || l.waiting.get(&dst).map_or(true, |q| q.is_empty()) {
+                return None;
+            }
+            let r = l.rq.get_mut(&dst)?.pop_front()?;
+            let s = l.waiting.get_mut(&dst)?.pop_front()?;
+            Some((r, s))
+        });
+        let Some(((rid, addr, len), (src, sid, bytes))) = next else { return };
+        let fits = bytes.len() <= len as usize;
+        if fits {
+            // SAFETY: a posted receive names writable memory of `len` bytes
+            // (the poster's promise).
+            unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), addr as *mut u8, bytes.len()) };
+        }
+        let (rs, ss) = if fits { (IBV_WC_SUCCESS, IBV_WC_SUCCESS) } else { (1, 9) };
+        loop_complete(dst, false, ibv_wc { wr_id: rid, status: rs, opcode: IBV_WC_RECV, byte_len: bytes.len() as u32, ..Default::default() });
+        loop_complete(src, true, ibv_wc { wr_id: sid, status: ss, opcode: IBV_WC_SEND, ..Default::default() });
+    }
+}
+
+/// The connection of `id` ends: its peer gets `DISCONNECTED`.
+fn loop_hang_up(id: usize) {
+    let peer = with(|w| {
+        let l = w.loopback.as_mut()?;
+        let p = l.cm_peer.remove(&id)?;
+        l.cm_peer.remove(&p);
+        Some(p)
+    });
+    if let Some(p) = peer {
+        cm_queue(RDMA_CM_EVENT_DISCONNECTED, p, 0, Vec::new());
+    }
+}

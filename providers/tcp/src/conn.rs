@@ -1,0 +1,71 @@
+//! The reliable connected transport the RDM layer runs on: connections
+//! that carry whole messages, in order, without loss, until they break.
+//! TCP implements it here (`crate::tcp`); RC queue pairs can implement it
+//! as well. The RDM layer (`crate::device::ConnDevice`) opens connections
+//! on demand, frames its own packets inside the messages and decides what
+//! a broken connection means; a transport only moves messages.
+//!
+//! Contract:
+//! - addresses are raw bytes, as the address vector holds them (for TCP a
+//!   `sockaddr_in` / `sockaddr_in6`: the peer's listening address);
+//! - nothing blocks: `connect` returns at once with a connection that
+//!   queues what is sent until it is established, `accept` and `recv`
+//!   answer `None` when nothing waits;
+//! - a message sent is received whole, once, in the order sent on that
+//!   connection, or the connection reports an error on both sides (sooner
+//!   or later: a peer that vanishes without a reset is only noticed by the
+//!   layer above, which times it out);
+//! - errors are final: after `Err` the connection is dropped. The codes:
+//!   `FI_ECONNREFUSED` (nobody listens there), `FI_ECONNRESET` (reset, or a
+//!   write failed), `FI_ESHUTDOWN` (the peer closed it), `FI_EIO` (the byte
+//!   stream broke the framing: a message longer than `max_msg`);
+//! - dropping a connection closes it; the peer sees `FI_ESHUTDOWN` or
+//!   `FI_ECONNRESET`.
+
+#![forbid(unsafe_code)]
+
+use rfabric_core::error::Result;
+use std::os::fd::RawFd;
+
+/// A listening endpoint of a connected transport.
+pub trait Transport: Send + 'static {
+    type Conn: Conn;
+    /// The address peers connect to, as they hold it in their AV.
+    fn addr(&self) -> &[u8];
+    /// Whether `addr` can name a peer of this transport (same address
+    /// family, well formed). Checked before any use of an address.
+    fn valid_addr(&self, addr: &[u8]) -> bool;
+    /// Largest message `Conn::send` takes and `Conn::recv` accepts.
+    fn max_msg(&self) -> usize;
+    /// Starts a connection to the peer listening at `addr`; it is usable at
+    /// once (what is sent waits until it is established).
+    fn connect(&mut self, addr: &[u8]) -> Result<Self::Conn>;
+    /// A connection a peer opened, if one waits.
+    fn accept(&mut self) -> Result<Option<Self::Conn>>;
+    /// A descriptor that turns readable when a connection waits.
+    fn fd(&self) -> RawFd;
+}
+
+/// One connection. Messages go both ways.
+pub trait Conn: Send {
+    /// Queues one message, the concatenation of `parts` (at most the
+    /// transport's `max_msg` bytes), and sends what the peer takes now.
+    /// The connection buffers what it cannot send yet: the caller bounds
+    /// that (the RDM layer by its acknowledgements).
+    fn send(&mut self, parts: &[&[u8]]) -> Result<()>;
+    /// Sends queued bytes as far as the peer takes them; returns the bytes
+    /// still queued.
+    fn flush(&mut self) -> Result<usize>;
+    /// Bytes queued and not yet handed to the network.
+    fn queued(&self) -> usize;
+    /// The next message that arrived, if any; valid until the next call.
+    /// Until it answers `None` messages may wait in the connection without
+    /// its descriptor turning readable: a caller that stops early comes
+    /// back without waiting.
+    fn recv(&mut self) -> Result<Option<&[u8]>>;
+    /// Whether the connection is established (a `connect` may still be
+    /// under way); an error when it failed.
+    fn established(&mut self) -> Result<bool>;
+    /// A descriptor that turns readable when messages (or an error) arrive.
+    fn fd(&self) -> RawFd;
+}

@@ -1,0 +1,911 @@
+//! `ConnDevice`: the device rudp's protocol engine runs on, made of
+//! connections of a reliable connected transport (`crate::conn`). The
+//! engine does not change: it gets packets to numbered peers, tokens of
+//! packets the peer took, refusals (receiver-not-ready) and lost peers.
+//!
+//! How it is built:
+//! - **One connection per direction.** An endpoint sends its packets on
+//!   the connection it opened to the peer (at the first packet, to the
+//!   peer's address in the AV: its listening address) and receives on the
+//!   connections peers opened to it. The opener's first message (`Hello`)
+//!   names its listening address and an instance number (random per
+//!   endpoint), so the accepting side maps the connection to the AV peer.
+//!   Two endpoints that start talking at once simply open one connection
+//!   each: there is no crossing pair to resolve and nothing to tear down,
+//!   and a reconnection after a loss cannot be mistaken for a crossing.
+//! - **Acknowledged tokens.** A packet's token comes back once the peer's
+//!   engine took it: the receiver acknowledges on the reverse direction of
+//!   the connection it arrived on, cumulatively (`Ack`: every packet before
+//!   this number taken), at the end of each progress round that took any. So a send completes when the peer has the data
+//!   (like rudp), the bytes in flight to a peer are bounded by
+//!   `inflight` (`room`), and a peer that takes nothing is noticed.
+//! - **Refusals.** A packet the engine refuses is kept by the receiving
+//!   device and offered again (every `RETRY`) until taken; later packets
+//!   of the connection are still delivered (the engine orders messages
+//!   itself). While more than `hold_max` bytes are kept for one connection
+//!   it is not read (backpressure: TCP's window stops the sender). Held
+//!   packets hold back the acknowledgement, and a peer whose packets are
+//!   held is sent an `Ack` at least every quarter timeout, so it knows we
+//!   are alive.
+//! - **Loss.** A connection that fails (refused, reset, closed by the
+//!   peer, bad framing or an unknown message), a connect that does not
+//!   finish within `peer_timeout`, a peer that acknowledges nothing for
+//!   `peer_timeout` while packets wait (and sends nothing either), a peer
+//!   that connects again (it gave us up) or comes back as another instance
+//!   (a restarted process at the same address): the peer is reported lost
+//!   once, all its connections are closed (so it notices too, and both
+//!   engines start afresh with it), and the next packet to it connects
+//!   again.
+
+use crate::conn::{Conn, Transport};
+use crate::sys::Epoll;
+use rfabric_core::abi::*;
+use rfabric_core::error::{Error, Result, EAGAIN, EINVAL};
+use rfabric_rudp::device::{Device, PeerId, RxBatch, RxItem, Stats};
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::time::{Duration, Instant};
+
+/// Message kinds, the first byte of every message on a connection.
+const HELLO: u8 = 1;
+const DATA: u8 = 2;
+const ACK: u8 = 3;
+
+/// How often held packets are offered to the engine again.
+const RETRY: Duration = Duration::from_micros(500);
+/// How often timers (connect, stall) are looked at.
+const TIMER_SCAN: Duration = Duration::from_millis(1);
+/// Packets unacknowledged to one peer, at most.
+const MAX_UNACKED: usize = 4096;
+/// Packets and bytes one `recv` delivers, at most.
+const RECV_ITEMS: usize = 256;
+const RECV_BYTES: usize = 8 << 20;
+/// Accepted connections waiting for their `Hello`, at most.
+const MAX_UNBOUND: usize = 1024;
+
+/// Epoll keys: the kind in the low two bits, an index above.
+const K_LISTEN: u64 = 0;
+const K_OUT: u64 = 1;
+const K_IN: u64 = 2;
+const K_UNBOUND: u64 = 3;
+fn key(idx: usize, kind: u64) -> u64 {
+    ((idx as u64) << 2) | kind
+}
+
+/// Settings of one device.
+#[derive(Clone, Debug)]
+pub struct ConnConfig {
+    /// A peer that acknowledges nothing this long (or a connect that does
+    /// not finish) is lost.
+    pub peer_timeout: Duration,
+    /// Bytes sent to one peer and not yet acknowledged, at most.
+    pub max_inflight_bytes: usize,
+    /// Peers one endpoint keeps, at most.
+    pub max_peers: usize,
+    /// Bytes of refused packets kept for one connection before it is no
+    /// longer read.
+    pub hold_max: usize,
+}
+
+impl Default for ConnConfig {
+    fn default() -> Self {
+        ConnConfig { peer_timeout: Duration::from_secs(10), max_inflight_bytes: 4 << 20, max_peers: 1 << 16, hold_max: 8 << 20 }
+    }
+}
+
+struct Sent {
+    seq: u32,
+    token: u64,
+    bytes: usize,
+    at: Instant,
+}
+
+/// Our connection to a peer: what we send goes there.
+struct Out<C> {
+    c: C,
+    since: Instant,
+    up: bool,
+    next_seq: u32,
+    unacked: VecDeque<Sent>,
+    unacked_bytes: usize,
+}
+
+/// The peer's connection to us: what it sends comes from there.
+struct In<C> {
+    c: C,
+    /// Sequence number of the next packet to arrive.
+    rx_seq: u32,
+    /// What the last `Ack` said.
+    acked: u32,
+    last_ack: Instant,
+    held: BTreeMap<u32, Vec<u8>>,
+    held_bytes: usize,
+    last_retry: Instant,
+    paused: bool,
+}
+
+struct Peer<C> {
+    raw: Vec<u8>,
+    out: Option<Out<C>>,
+    inn: Option<In<C>>,
+    /// The peer's instance, from its `Hello` (0: not heard yet).
+    instance: u64,
+    last_heard: Instant,
+    /// Lost, not yet reported to the engine: nothing is sent meanwhile.
+    failed: bool,
+}
+
+struct Unbound<C> {
+    c: Option<C>,
+    since: Instant,
+}
+
+/// The engine's device over connections of transport `T`.
+pub struct ConnDevice<T: Transport> {
+    t: T,
+    cfg: ConnConfig,
+    instance: u64,
+    hello: Vec<u8>,
+    peers: Vec<Peer<T::Conn>>,
+    by_addr: HashMap<Vec<u8>, PeerId>,
+    unbound: Vec<Unbound<T::Conn>>,
+    ep: Epoll,
+    ready: Vec<u64>,
+    /// Keys to read at the next `recv` whatever epoll says (bytes buffered,
+    /// or the last read stopped at the batch limit).
+    again: Vec<u64>,
+    /// Peers with queued bytes to push out.
+    backlog: Vec<PeerId>,
+    /// Peers owed an `Ack`.
+    owed: Vec<PeerId>,
+    /// Refused in the batch just handed out: (peer, seq).
+    rejected: Vec<(PeerId, u32)>,
+    /// Lost, to report at the next `recv`.
+    failed: Vec<PeerId>,
+    /// Peers whose refused packets are held.
+    holding: Vec<PeerId>,
+    last_scan: Instant,
+    stats: Stats,
+}
+
+fn seq_lt(a: u32, b: u32) -> bool {
+    (a.wrapping_sub(b) as i32) < 0
+}
+
+fn fresh_instance() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos()));
+    h.write_u32(std::process::id());
+    h.finish() | 1
+}
+
+impl<T: Transport> ConnDevice<T> {
+    pub fn new(t: T, cfg: ConnConfig) -> Result<ConnDevice<T>> {
+        let ep = Epoll::new()?;
+        ep.add(t.fd(), K_LISTEN)?;
+        let instance = fresh_instance();
+        let mut hello = vec![HELLO];
+        hello.extend_from_slice(&instance.to_le_bytes());
+        hello.extend_from_slice(t.addr());
+        let now = Instant::now();
+        Ok(ConnDevice {
+            t,
+            cfg,
+            instance,
+            hello,
+            peers: Vec::new(),
+            by_addr: HashMap::new(),
+            unbound: Vec::new(),
+            ep,
+            ready: Vec::new(),
+            again: Vec::new(),
+            backlog: Vec::new(),
+            owed: Vec::new(),
+            rejected: Vec::new(),
+            failed: Vec::new(),
+            holding: Vec::new(),
+            last_scan: now,
+            stats: Stats::default(),
+        })
+    }
+
+    pub fn transport(&self) -> &T {
+        &self.t
+    }
+
+    pub fn instance(&self) -> u64 {
+        self.instance
+    }
+
+    fn addr_str(&self, id: PeerId) -> String {
+        rfabric_rudp::sockaddr::to_string(&self.peers[id as usize].raw)
+    }
+
+    /// Gives a peer up: closes its connections, drops what it owed and was
+    /// owed, and reports it (now into `batch`, or at the next `recv`).
+    fn lose(&mut self, id: PeerId, why: &str, batch: Option<&mut RxBatch>) {
+        let p = &mut self.peers[id as usize];
+        let had = p.out.is_some() || p.inn.is_some();
+        if let Some(o) = p.out.take() {
+            self.ep.remove(o.c.fd());
+        }
+        if let Some(i) = p.inn.take() {
+            self.ep.remove(i.c.fd());
+        }
+        if had {
+            rfabric_core::fi_info!(crate::provider::NAME, FI_LOG_EP_DATA, "peer {} lost: {}", self.addr_str(id), why);
+        }
+        self.rejected.retain(|&(q, _)| q != id);
+        match batch {
+            Some(b) => {
+                b.items.retain(|it| it.peer != id);
+                if !b.lost.contains(&id) {
+                    b.lost.push(id);
+                }
+                let p = &mut self.peers[id as usize];
+                if p.failed {
+                    p.failed = false;
+                    self.failed.retain(|&q| q != id);
+                }
+            }
+            None => {
+                let p = &mut self.peers[id as usize];
+                if !p.failed {
+                    p.failed = true;
+                    self.failed.push(id);
+                }
+            }
+        }
+    }
+
+    /// Opens our connection to `id` (its first message is our `Hello`).
+    fn open_out(&mut self, id: PeerId) -> Result<()> {
+        let raw = self.peers[id as usize].raw.clone();
+        let mut c = self.t.connect(&raw)?;
+        c.send(&[&self.hello])?;
+        self.ep.add(c.fd(), key(id as usize, K_OUT))?;
+        let now = Instant::now();
+        self.peers[id as usize].out = Some(Out { c, since: now, up: false, next_seq: 0, unacked: VecDeque::new(), unacked_bytes: 0 });
+        if !self.backlog.contains(&id) {
+            self.backlog.push(id);
+        }
+        Ok(())
+    }
+
+    fn accept_all(&mut self, now: Instant) {
+        for _ in 0..64 {
+            match self.t.accept() {
+                Ok(Some(c)) => {
+                    let live = self.unbound.iter().filter(|u| u.c.is_some()).count();
+                    if live >= MAX_UNBOUND {
+                        self.stats.malformed += 1;
+                        continue;
+                    }
+                    let slot = match self.unbound.iter().position(|u| u.c.is_none()) {
+                        Some(s) => s,
+                        None => {
+                            self.unbound.push(Unbound { c: None, since: now });
+                            self.unbound.len() - 1
+                        }
+                    };
+                    if self.ep.add(c.fd(), key(slot, K_UNBOUND)).is_ok() {
+                        self.unbound[slot] = Unbound { c: Some(c), since: now };
+                        self.again.push(key(slot, K_UNBOUND));
+                    }
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    rfabric_core::fi_warn!(crate::provider::NAME, FI_LOG_EP_CTRL, "accept: {}", e);
+                    break;
+                }
+            }
+        }
+    }
+
+    /// An accepted connection's first message: who it is from.
+    fn read_unbound(&mut self, slot: usize, now: Instant, batch: &mut RxBatch) {
+        let Some(mut c) = self.unbound.get_mut(slot).and_then(|u| u.c.take()) else { return };
+        let hello = match c.recv() {
+            Ok(None) => {
+                self.unbound[slot].c = Some(c);
+                return;
+            }
+            Ok(Some(m)) => m.to_vec(),
+            Err(e) => {
+                if e.0 == FI_EIO {
+                    self.stats.malformed += 1;
+                }
+                self.ep.remove(c.fd());
+                return;
+            }
+        };
+        self.ep.remove(c.fd());
+        if hello.len() < 9 || hello[0] != HELLO || !self.t.valid_addr(&hello[9..]) {
+            self.stats.malformed += 1;
+            rfabric_core::fi_info!(crate::provider::NAME, FI_LOG_EP_CTRL, "connection dropped: its first message is no valid hello ({} bytes)", hello.len());
+            return;
+        }
+        let inst = u64::from_le_bytes(hello[1..9].try_into().unwrap_or_default());
+        let Ok(id) = self.peer(&hello[9..]) else {
+            self.stats.unknown_peer += 1;
+            return;
+        };
+        // An old connection of this peer that failed already (its close
+        // comes before the new one): learn it first.
+        if self.peers[id as usize].out.is_some() {
+            self.read_out(id, now, batch);
+        }
+        let p = &self.peers[id as usize];
+        if p.inn.is_some() {
+            let why = if p.instance != inst { "it came back as another instance" } else { "it connected again" };
+            self.lose(id, why, Some(batch));
+        } else if p.instance != 0 && p.instance != inst && p.out.is_some() {
+            self.lose(id, "it came back as another instance", Some(batch));
+        }
+        if self.ep.add(c.fd(), key(id as usize, K_IN)).is_err() {
+            return;
+        }
+        let p = &mut self.peers[id as usize];
+        p.instance = inst;
+        p.last_heard = now;
+        p.inn = Some(In { c, rx_seq: 0, acked: 0, last_ack: now, held: BTreeMap::new(), held_bytes: 0, last_retry: now, paused: false });
+        self.read_in(id, now, batch);
+    }
+
+    /// Acknowledgements on our connection to `id`.
+    fn read_out(&mut self, id: PeerId, now: Instant, batch: &mut RxBatch) {
+        loop {
+            let Some(o) = self.peers[id as usize].out.as_mut() else { return };
+            let ack = match o.c.recv() {
+                Ok(None) => return,
+                Ok(Some(m)) if m.len() == 5 && m[0] == ACK => u32::from_le_bytes(m[1..5].try_into().unwrap_or_default()),
+                Ok(Some(m)) => {
+                    let n = m.len();
+                    self.stats.malformed += 1;
+                    self.lose(id, &format!("unexpected message of {n} bytes on our connection"), Some(batch));
+                    return;
+                }
+                Err(e) => {
+                    if e.0 == FI_EIO {
+                        self.stats.malformed += 1;
+                    }
+                    self.lose(id, &format!("our connection failed: {e}"), Some(batch));
+                    return;
+                }
+            };
+            o.up = true;
+            if seq_lt(o.next_seq, ack) {
+                self.stats.malformed += 1;
+                self.lose(id, "acknowledgement of packets never sent", Some(batch));
+                return;
+            }
+            while o.unacked.front().is_some_and(|s| seq_lt(s.seq, ack)) {
+                let s = o.unacked.pop_front().expect("front");
+                o.unacked_bytes -= s.bytes;
+                if s.token != 0 {
+                    batch.acked.push(s.token);
+                }
+            }
+            self.peers[id as usize].last_heard = now;
+        }
+    }
+
+    /// Packets on the peer's connection to us, into `batch`.
+    fn read_in(&mut self, id: PeerId, now: Instant, batch: &mut RxBatch) {
+        let k = key(id as usize, K_IN);
+        loop {
+            if batch.items.len() >= RECV_ITEMS || batch.data.len() >= RECV_BYTES {
+                self.again.push(k);
+                return;
+            }
+            let hold_max = self.cfg.hold_max;
+            let Some(i) = self.peers[id as usize].inn.as_mut() else { return };
+            if i.held_bytes >= hold_max {
+                if !i.paused {
+                    i.paused = true;
+                    self.ep.watch(i.c.fd(), k, false);
+                }
+                return;
+            }
+            match i.c.recv() {
+                Ok(None) => return,
+                Ok(Some(m)) if !m.is_empty() && m[0] == DATA && m.len() > 1 => {
+                    let start = batch.data.len();
+                    batch.data.extend_from_slice(&m[1..]);
+                    let seq = i.rx_seq;
+                    i.rx_seq = seq.wrapping_add(1);
+                    batch.items.push(RxItem { peer: id, seq, start, len: m.len() - 1 });
+                    self.stats.received += 1;
+                    self.peers[id as usize].last_heard = now;
+                    if !self.owed.contains(&id) {
+                        self.owed.push(id);
+                    }
+                }
+                Ok(Some(m)) => {
+                    let n = m.len();
+                    self.stats.malformed += 1;
+                    self.lose(id, &format!("unexpected message of {n} bytes on its connection"), Some(batch));
+                    return;
+                }
+                Err(e) => {
+                    if e.0 == FI_EIO {
+                        self.stats.malformed += 1;
+                    }
+                    self.lose(id, &format!("its connection failed: {e}"), Some(batch));
+                    return;
+                }
+            }
+        }
+    }
+
+    /// What we may acknowledge on `id`'s connection: every packet before
+    /// the first one held (refused now or before).
+    fn ack_point(&self, id: PeerId) -> Option<u32> {
+        let i = self.peers[id as usize].inn.as_ref()?;
+        let mut a = i.rx_seq;
+        if let Some((&s, _)) = i.held.iter().next() {
+            a = s;
+        }
+        for &(q, s) in &self.rejected {
+            if q == id && seq_lt(s, a) {
+                a = s;
+            }
+        }
+        // Held keys wrap: the oldest is the one furthest behind rx_seq.
+        for &s in i.held.keys() {
+            if seq_lt(s, a) {
+                a = s;
+            }
+        }
+        Some(a)
+    }
+
+    fn send_ack(&mut self, id: PeerId, now: Instant) {
+        let Some(a) = self.ack_point(id) else { return };
+        let Some(i) = self.peers[id as usize].inn.as_mut() else { return };
+        let mut m = [0u8; 5];
+        m[0] = ACK;
+        m[1..].copy_from_slice(&a.to_le_bytes());
+        let r = i.c.send(&[&m]);
+        i.acked = a;
+        i.last_ack = now;
+        if let Err(e) = r {
+            self.lose(id, &format!("its connection failed: {e}"), None);
+        } else if i.c.queued() > 0 && !self.backlog.contains(&id) {
+            self.backlog.push(id);
+        }
+    }
+
+    fn push_backlog(&mut self, batch: &mut RxBatch) {
+        let mut k = 0;
+        while k < self.backlog.len() {
+            let id = self.backlog[k];
+            let p = &mut self.peers[id as usize];
+            let mut left = 0;
+            let mut err = None;
+            if let Some(o) = p.out.as_mut() {
+                match o.c.flush() {
+                    Ok(n) => left += n,
+                    Err(e) => err = Some(format!("our connection failed: {e}")),
+                }
+            }
+            if let Some(i) = p.inn.as_mut() {
+                match i.c.flush() {
+                    Ok(n) => left += n,
+                    Err(e) => err = Some(format!("its connection failed: {e}")),
+                }
+            }
+            if let Some(why) = err {
+                self.lose(id, &why, Some(batch));
+                left = 0;
+            }
+            if left == 0 {
+                self.backlog.swap_remove(k);
+            } else {
+                k += 1;
+            }
+        }
+    }
+
+    fn timers(&mut self, now: Instant, batch: &mut RxBatch) {
+        let t = self.cfg.peer_timeout;
+        for id in 0..self.peers.len() as PeerId {
+            let p = &self.peers[id as usize];
+            let Some(o) = p.out.as_ref() else { continue };
+            if !o.up && now.saturating_duration_since(o.since) >= t {
+                // Established but silent is judged below, by its packets.
+                let mut o = self.peers[id as usize].out.take().expect("out");
+                let est = o.c.established();
+                let connected = matches!(est, Ok(true));
+                self.peers[id as usize].out = Some(o);
+                if !connected {
+                    self.lose(id, &format!("no connection within {t:?}"), Some(batch));
+                    continue;
+                }
+                if let Some(o) = self.peers[id as usize].out.as_mut() {
+                    o.up = true;
+                }
+            }
+            let p = &self.peers[id as usize];
+            let Some(o) = p.out.as_ref() else { continue };
+            let holding = p.inn.as_ref().is_some_and(|i| !i.held.is_empty());
+            if let Some(s) = o.unacked.front() {
+                if now.saturating_duration_since(s.at) >= t && now.saturating_duration_since(p.last_heard) >= t && !holding {
+                    self.lose(id, &format!("nothing acknowledged for {t:?}"), Some(batch));
+                }
+            }
+        }
+        // Peers whose packets we hold hear from us now and then.
+        for id in 0..self.peers.len() as PeerId {
+            let due = self.peers[id as usize].inn.as_ref().is_some_and(|i| !i.held.is_empty() && now.saturating_duration_since(i.last_ack) >= t / 4);
+            if due {
+                self.send_ack(id, now);
+            }
+        }
+        // Accepted connections that never said hello.
+        for u in &mut self.unbound {
+            if u.c.is_some() && now.saturating_duration_since(u.since) >= t {
+                if let Some(c) = u.c.take() {
+                    self.ep.remove(c.fd());
+                    self.stats.malformed += 1;
+                }
+            }
+        }
+    }
+
+    /// The engine's state, for `FI_LOG_LEVEL=debug`.
+    pub fn describe(&self) -> String {
+        let mut out = String::new();
+        for (i, p) in self.peers.iter().enumerate() {
+            out += &format!(
+                "\n  conn peer {i} {}: out {} in {}",
+                rfabric_rudp::sockaddr::to_string(&p.raw),
+                p.out.as_ref().map_or("-".to_string(), |o| format!("up {} next {} unacked {} ({} B) queued {}", o.up, o.next_seq, o.unacked.len(), o.unacked_bytes, o.c.queued())),
+                p.inn.as_ref().map_or("-".to_string(), |i| format!("rx {} acked {} held {} ({} B) paused {}", i.rx_seq, i.acked, i.held.len(), i.held_bytes, i.paused)),
+            );
+        }
+        out
+    }
+}
+
+impl<T: Transport> Device for ConnDevice<T> {
+    fn max_packet(&self) -> usize {
+        self.t.max_msg() - 1
+    }
+
+    fn peer(&mut self, addr: &[u8]) -> Result<PeerId> {
+        if let Some(&id) = self.by_addr.get(addr) {
+            return Ok(id);
+        }
+        if !self.t.valid_addr(addr) {
+            return Err(EINVAL);
+        }
+        if self.peers.len() >= self.cfg.max_peers {
+            return Err(Error(FI_ENOSPC));
+        }
+        let id = self.peers.len() as PeerId;
+        self.peers.push(Peer { raw: addr.to_vec(), out: None, inn: None, instance: 0, last_heard: Instant::now(), failed: false });
+        self.by_addr.insert(addr.to_vec(), id);
+        Ok(id)
+    }
+
+    fn peer_addr(&self, p: PeerId) -> &[u8] {
+        &self.peers[p as usize].raw
+    }
+
+    fn room(&self, id: PeerId) -> usize {
+        let p = &self.peers[id as usize];
+        if p.failed {
+            return 0;
+        }
+        let Some(o) = p.out.as_ref() else { return MAX_UNACKED.min(self.cfg.max_inflight_bytes / self.max_packet().max(1)).max(1) };
+        let by_bytes = self.cfg.max_inflight_bytes.saturating_sub(o.unacked_bytes) / self.max_packet().max(1);
+        let by_bytes = if o.unacked_bytes < self.cfg.max_inflight_bytes { by_bytes.max(1) } else { 0 };
+        by_bytes.min(MAX_UNACKED.saturating_sub(o.unacked.len()))
+    }
+
+    fn send(&mut self, id: PeerId, proto: &[u8], payload: &[&[u8]], token: u64) -> Result<()> {
+        let bytes = 1 + proto.len() + payload.iter().map(|s| s.len()).sum::<usize>();
+        if bytes > self.t.max_msg() || payload.len() > 6 {
+            return Err(EINVAL);
+        }
+        if self.room(id) == 0 {
+            return Err(EAGAIN);
+        }
+        if self.peers[id as usize].out.is_none() {
+            if let Err(e) = self.open_out(id) {
+                self.lose(id, &format!("cannot connect: {e}"), None);
+                return Err(EAGAIN);
+            }
+        }
+        let now = Instant::now();
+        let kind = [DATA];
+        let mut parts: [&[u8]; 8] = [&[]; 8];
+        parts[0] = &kind;
+        parts[1] = proto;
+        parts[2..2 + payload.len()].copy_from_slice(payload);
+        let o = self.peers[id as usize].out.as_mut().expect("out");
+        let r = o.c.send(&parts[..2 + payload.len()]);
+        let seq = o.next_seq;
+        o.next_seq = seq.wrapping_add(1);
+        o.unacked.push_back(Sent { seq, token, bytes, at: now });
+        o.unacked_bytes += bytes;
+        let queued = o.c.queued() > 0;
+        self.stats.sent += 1;
+        match r {
+            Err(e) => self.lose(id, &format!("our connection failed: {e}"), None),
+            Ok(()) if queued && !self.backlog.contains(&id) => self.backlog.push(id),
+            Ok(()) => {}
+        }
+        Ok(())
+    }
+
+    fn push_out(&mut self) {
+        // `send` writes to the connection at once (the kernel batches a
+        // stream); what the socket did not take is written by `recv`.
+    }
+
+    fn recv(&mut self, batch: &mut RxBatch, now: Instant) -> usize {
+        // Packets the engine refused in the last batch are kept.
+        for (id, seq) in std::mem::take(&mut self.rejected) {
+            let Some(it) = batch.items.iter().find(|it| it.peer == id && it.seq == seq).copied() else { continue };
+            let pkt = batch.packet(&it).to_vec();
+            if let Some(i) = self.peers[id as usize].inn.as_mut() {
+                i.held_bytes += pkt.len();
+                i.held.insert(seq, pkt);
+                self.stats.rejected += 1;
+                if !self.holding.contains(&id) {
+                    self.holding.push(id);
+                }
+            }
+        }
+        batch.clear();
+        batch.data.clear();
+        for id in std::mem::take(&mut self.failed) {
+            self.peers[id as usize].failed = false;
+            if !batch.lost.contains(&id) {
+                batch.lost.push(id);
+            }
+        }
+        // Held packets, offered again now and then.
+        let mut retried = 0;
+        let mut k = 0;
+        while k < self.holding.len() {
+            let id = self.holding[k] as usize;
+            let Some(i) = self.peers[id].inn.as_mut().filter(|i| !i.held.is_empty()) else {
+                self.holding.swap_remove(k);
+                continue;
+            };
+            k += 1;
+            if now.saturating_duration_since(i.last_retry) < RETRY {
+                continue;
+            }
+            i.last_retry = now;
+            for (seq, pkt) in std::mem::take(&mut i.held) {
+                let start = batch.data.len();
+                batch.data.extend_from_slice(&pkt);
+                batch.items.push(RxItem { peer: id as PeerId, seq, start, len: pkt.len() });
+                retried += 1;
+            }
+            i.held_bytes = 0;
+            if i.paused {
+                i.paused = false;
+                let fd = i.c.fd();
+                self.ep.watch(fd, key(id, K_IN), true);
+                self.again.push(key(id, K_IN));
+            }
+        }
+        let mut ready = std::mem::take(&mut self.ready);
+        ready.clear();
+        ready.append(&mut self.again);
+        self.ep.ready(&mut ready);
+        ready.sort_unstable();
+        ready.dedup();
+        for &k in &ready {
+            let idx = (k >> 2) as usize;
+            match k & 3 {
+                K_LISTEN => self.accept_all(now),
+                K_UNBOUND => self.read_unbound(idx, now, batch),
+                K_OUT => {
+                    if idx < self.peers.len() {
+                        self.read_out(idx as PeerId, now, batch);
+                    }
+                }
+                _ => {
+                    if idx < self.peers.len() {
+                        self.read_in(idx as PeerId, now, batch);
+                    }
+                }
+            }
+        }
+        self.ready = ready;
+        if !self.backlog.is_empty() {
+            self.push_backlog(batch);
+        }
+        if now.saturating_duration_since(self.last_scan) >= TIMER_SCAN {
+            self.last_scan = now;
+            self.timers(now, batch);
+        }
+        batch.items.len() - retried.min(batch.items.len())
+    }
+
+    fn reject(&mut self, id: PeerId, seq: u32) {
+        self.rejected.push((id, seq));
+    }
+
+    fn flush(&mut self, now: Instant, _all: bool) {
+        let mut k = 0;
+        while k < self.owed.len() {
+            let id = self.owed[k];
+            let Some(a) = self.ack_point(id) else {
+                self.owed.swap_remove(k);
+                continue;
+            };
+            let acked = self.peers[id as usize].inn.as_ref().map_or(a, |i| i.acked);
+            let owed = a.wrapping_sub(acked);
+            if owed == 0 {
+                // Nothing new to acknowledge (held packets wait).
+                let held = self.peers[id as usize].inn.as_ref().is_some_and(|i| !i.held.is_empty()) || self.rejected.iter().any(|&(q, _)| q == id);
+                if !held {
+                    self.owed.swap_remove(k);
+                    continue;
+                }
+                k += 1;
+                continue;
+            }
+            // One acknowledgement per round and peer costs little on a
+            // stream: it goes at once, not only once many are owed.
+            self.send_ack(id, now);
+            k += 1;
+        }
+    }
+
+    fn unacked(&self) -> bool {
+        self.peers.iter().any(|p| p.out.as_ref().is_some_and(|o| !o.unacked.is_empty()) || p.inn.as_ref().is_some_and(|i| i.c.queued() > 0))
+    }
+
+    fn stats(&self) -> Stats {
+        self.stats
+    }
+
+    fn fd(&self) -> i32 {
+        self.ep.fd()
+    }
+
+    fn name(&self) -> Vec<u8> {
+        self.t.addr().to_vec()
+    }
+
+    fn describe(&self) -> String {
+        ConnDevice::describe(self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tcp::TcpTransport;
+
+    fn dev(timeout_ms: u64) -> ConnDevice<TcpTransport> {
+        let t = TcpTransport::bind("127.0.0.1:0".parse().unwrap(), 4096).unwrap();
+        let cfg = ConnConfig { peer_timeout: Duration::from_millis(timeout_ms), ..ConnConfig::default() };
+        ConnDevice::new(t, cfg).unwrap()
+    }
+
+    /// Runs `recv` and `flush` on `d` (refusing what `refuse` says) and
+    /// collects what came.
+    fn pump(d: &mut ConnDevice<TcpTransport>, b: &mut RxBatch, got: &mut Vec<Vec<u8>>, acked: &mut Vec<u64>, lost: &mut Vec<PeerId>, refuse: &mut dyn FnMut(&[u8]) -> bool) {
+        let now = Instant::now();
+        d.flush(now, true);
+        d.recv(b, now);
+        for k in 0..b.items.len() {
+            let it = b.items[k];
+            if refuse(b.packet(&it)) {
+                d.reject(it.peer, it.seq);
+            } else {
+                got.push(b.packet(&it).to_vec());
+            }
+        }
+        acked.extend_from_slice(&b.acked);
+        lost.extend_from_slice(&b.lost);
+        d.flush(now, false);
+    }
+
+    fn until(mut f: impl FnMut() -> bool) {
+        let end = Instant::now() + Duration::from_secs(10);
+        while !f() {
+            assert!(Instant::now() < end, "no progress");
+            std::thread::sleep(Duration::from_micros(200));
+        }
+    }
+
+    #[test]
+    fn both_send_at_once_tokens_come_back() {
+        let (mut a, mut b) = (dev(10_000), dev(10_000));
+        let (pa, pb) = (b.peer(a.transport().addr()).unwrap(), a.peer(b.transport().addr()).unwrap());
+        for i in 0..200u32 {
+            a.send(pb, &i.to_le_bytes(), &[b"from a"], u64::from(i) + 1).unwrap();
+            b.send(pa, &i.to_le_bytes(), &[b"from b"], u64::from(i) + 1001).unwrap();
+        }
+        let (mut ba, mut bb) = (RxBatch::default(), RxBatch::default());
+        let (mut ga, mut gb, mut aa, mut ab, mut la, mut lb) = (vec![], vec![], vec![], vec![], vec![], vec![]);
+        until(|| {
+            pump(&mut a, &mut ba, &mut ga, &mut aa, &mut la, &mut |_| false);
+            pump(&mut b, &mut bb, &mut gb, &mut ab, &mut lb, &mut |_| false);
+            ga.len() == 200 && gb.len() == 200 && aa.len() == 200 && ab.len() == 200
+        });
+        // One connection per direction: each side's packets arrive in order.
+        for (i, m) in gb.iter().enumerate() {
+            assert_eq!(m[..4], (i as u32).to_le_bytes());
+            assert_eq!(&m[4..], b"from a");
+        }
+        assert!(ga.iter().all(|m| &m[4..] == b"from b"));
+        assert_eq!(aa, (1..=200).collect::<Vec<u64>>());
+        assert_eq!(ab, (1001..=1200).collect::<Vec<u64>>());
+        assert!(la.is_empty() && lb.is_empty());
+        assert!(!a.unacked() && !b.unacked());
+        // FI_SOURCE: B knows A by its listening address.
+        assert_eq!(b.peer_addr(pa), a.transport().addr());
+    }
+
+    #[test]
+    fn refused_packet_is_offered_again_and_acknowledged_after() {
+        let (mut a, mut b) = (dev(10_000), dev(10_000));
+        let pb = a.peer(b.transport().addr()).unwrap();
+        for i in 0..3u8 {
+            a.send(pb, &[i], &[], u64::from(i) + 1).unwrap();
+        }
+        let (mut ba, mut bb) = (RxBatch::default(), RxBatch::default());
+        let (mut ga, mut gb, mut aa, mut ab, mut la, mut lb) = (vec![], vec![], vec![], vec![], vec![], vec![]);
+        let mut refusals = 0;
+        until(|| {
+            pump(&mut a, &mut ba, &mut ga, &mut aa, &mut la, &mut |_| false);
+            // The first packet is refused five times.
+            pump(&mut b, &mut bb, &mut gb, &mut ab, &mut lb, &mut |p| {
+                let no = p == [0] && refusals < 5;
+                refusals += no as usize;
+                no
+            });
+            assert!(aa.is_empty() || refusals == 5, "acknowledged past a held packet");
+            aa.len() == 3
+        });
+        assert_eq!(gb.len(), 3);
+        assert_eq!(gb.last().unwrap(), &vec![0u8]);
+        assert_eq!(b.stats().rejected, 5);
+        assert!(la.is_empty() && lb.is_empty());
+    }
+
+    #[test]
+    fn closed_silent_and_unreachable_peers_are_lost_once() {
+        let (mut a, b) = (dev(300), dev(300));
+        let pb = a.peer(b.transport().addr()).unwrap();
+        let mut ba = RxBatch::default();
+        let (mut ga, mut aa, mut la) = (vec![], vec![], vec![]);
+        // B never progresses: nothing is acknowledged, and B is silent.
+        a.send(pb, &[1], &[], 7).unwrap();
+        until(|| {
+            pump(&mut a, &mut ba, &mut ga, &mut aa, &mut la, &mut |_| false);
+            !la.is_empty()
+        });
+        assert_eq!(la, vec![pb]);
+        assert!(aa.is_empty());
+        // Sending again connects again; closing B is a loss at once.
+        a.send(pb, &[2], &[], 8).unwrap();
+        drop(b);
+        la.clear();
+        until(|| {
+            pump(&mut a, &mut ba, &mut ga, &mut aa, &mut la, &mut |_| false);
+            !la.is_empty()
+        });
+        assert_eq!(la, vec![pb]);
+        // Nobody listens there now: refused, lost.
+        a.send(pb, &[3], &[], 9).unwrap();
+        la.clear();
+        until(|| {
+            pump(&mut a, &mut ba, &mut ga, &mut aa, &mut la, &mut |_| false);
+            !la.is_empty()
+        });
+        assert_eq!(la, vec![pb]);
+        assert!(a.peer(&[0u8; 3]).is_err());
+    }
+}

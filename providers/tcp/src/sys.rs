@@ -1,0 +1,126 @@
+//! The system calls std does not wrap: a non-blocking `connect` from a
+//! chosen local address, and epoll (one descriptor that turns readable
+//! when any connection of an endpoint does).
+
+use rfabric_core::error::{Error, Result};
+use rfabric_core::abi::*;
+use std::net::{SocketAddr, TcpStream};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+
+fn errno() -> i32 {
+    std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO)
+}
+
+/// An `FI_E*` error for an OS error number.
+pub fn fi_err(e: i32) -> Error {
+    Error(match e {
+        libc::ECONNREFUSED => FI_ECONNREFUSED,
+        libc::ETIMEDOUT => FI_ETIMEDOUT,
+        libc::EHOSTUNREACH | libc::ENETUNREACH => FI_EHOSTUNREACH,
+        libc::EADDRNOTAVAIL => FI_EADDRNOTAVAIL,
+        libc::EADDRINUSE => FI_EADDRINUSE,
+        libc::ECONNRESET | libc::EPIPE | libc::ECONNABORTED => FI_ECONNRESET,
+        libc::EACCES | libc::EPERM => FI_EACCES,
+        libc::ENOMEM | libc::ENOBUFS => FI_ENOMEM,
+        libc::EMFILE | libc::ENFILE => FI_EMFILE,
+        _ => FI_EIO,
+    })
+}
+
+/// Starts a TCP connection from `local` (port 0) to `to` without waiting:
+/// the socket is non-blocking, and the connection completes (or fails)
+/// later (`SO_ERROR` once writable).
+pub fn connect_from(local: &SocketAddr, to: &[u8]) -> Result<TcpStream> {
+    let fam = if local.is_ipv6() { libc::AF_INET6 } else { libc::AF_INET };
+    // SAFETY: plain socket(2) call; the result is checked.
+    let fd = unsafe { libc::socket(fam, libc::SOCK_STREAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return Err(fi_err(errno()));
+    }
+    // SAFETY: `fd` was just opened and is owned by nothing else.
+    let owned = unsafe { OwnedFd::from_raw_fd(fd) };
+    let src = rfabric_rudp::sockaddr::to_bytes(&SocketAddr::new(local.ip(), 0));
+    // SAFETY: `src` holds a complete sockaddr_in / sockaddr_in6 of its
+    // length, alive across the call.
+    let r = unsafe { libc::bind(fd, src.as_ptr().cast(), src.len() as libc::socklen_t) };
+    if r != 0 {
+        return Err(fi_err(errno()));
+    }
+    // SAFETY: the caller checked `to` as a sockaddr of the socket's family;
+    // the kernel reads at most `to.len()` bytes.
+    let r = unsafe { libc::connect(fd, to.as_ptr().cast(), to.len() as libc::socklen_t) };
+    if r != 0 {
+        let e = errno();
+        if e != libc::EINPROGRESS {
+            return Err(fi_err(e));
+        }
+    }
+    Ok(TcpStream::from(owned))
+}
+
+/// Whether `fd` is writable now (a connect under way has finished).
+pub fn writable(fd: RawFd) -> bool {
+    let mut p = libc::pollfd { fd, events: libc::POLLOUT, revents: 0 };
+    // SAFETY: one pollfd on the stack, valid for the call.
+    let n = unsafe { libc::poll(&mut p, 1, 0) };
+    n > 0 && p.revents != 0
+}
+
+/// An epoll instance: level-triggered readability of registered
+/// descriptors, each with a key.
+pub struct Epoll {
+    fd: OwnedFd,
+    events: Vec<libc::epoll_event>,
+}
+
+impl Epoll {
+    pub fn new() -> Result<Epoll> {
+        // SAFETY: plain epoll_create1(2) call; the result is checked.
+        let fd = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
+        if fd < 0 {
+            return Err(fi_err(errno()));
+        }
+        // SAFETY: `fd` was just opened and is owned by nothing else.
+        Ok(Epoll { fd: unsafe { OwnedFd::from_raw_fd(fd) }, events: vec![libc::epoll_event { events: 0, u64: 0 }; 256] })
+    }
+
+    fn ctl(&self, op: i32, fd: RawFd, key: u64, on: bool) -> Result<()> {
+        let mut ev = libc::epoll_event { events: if on { libc::EPOLLIN as u32 } else { 0 }, u64: key };
+        // SAFETY: `self.fd` is an epoll descriptor; `ev` lives across the
+        // call; the kernel checks `fd`.
+        let r = unsafe { libc::epoll_ctl(self.fd.as_raw_fd(), op, fd, &mut ev) };
+        if r != 0 {
+            return Err(fi_err(errno()));
+        }
+        Ok(())
+    }
+
+    /// Watches `fd` for readability under `key`.
+    pub fn add(&self, fd: RawFd, key: u64) -> Result<()> {
+        self.ctl(libc::EPOLL_CTL_ADD, fd, key, true)
+    }
+
+    /// Turns watching `fd` on or off (it stays registered).
+    pub fn watch(&self, fd: RawFd, key: u64, on: bool) {
+        let _ = self.ctl(libc::EPOLL_CTL_MOD, fd, key, on);
+    }
+
+    /// Stops watching `fd` (before it is closed).
+    pub fn remove(&self, fd: RawFd) {
+        let _ = self.ctl(libc::EPOLL_CTL_DEL, fd, 0, false);
+    }
+
+    /// Keys of the descriptors readable now, without waiting.
+    pub fn ready(&mut self, out: &mut Vec<u64>) {
+        // SAFETY: `events` has `len` initialised entries the kernel may
+        // overwrite; the count returned is at most `len`.
+        let n = unsafe { libc::epoll_wait(self.fd.as_raw_fd(), self.events.as_mut_ptr(), self.events.len() as i32, 0) };
+        for e in self.events.iter().take(n.max(0) as usize) {
+            out.push(e.u64);
+        }
+    }
+
+    pub fn fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+}

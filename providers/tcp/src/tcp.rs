@@ -1,0 +1,425 @@
+//! The TCP implementation of the connected transport (`crate::conn`):
+//! non-blocking sockets with `TCP_NODELAY`, bound to one interface
+//! address (listener and outgoing connections alike), IPv4 or IPv6.
+//! A message is framed on the stream as a 4-byte little-endian length and
+//! the bytes; a length beyond `max_msg` breaks the connection (`FI_EIO`).
+
+#![forbid(unsafe_code)]
+
+use crate::conn::{Conn, Transport};
+use crate::sys;
+use rfabric_core::abi::*;
+use rfabric_core::error::{Error, Result, EINVAL};
+use rfabric_rudp::sockaddr;
+use std::io::{ErrorKind, IoSlice, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::fd::{AsRawFd, RawFd};
+
+/// Bytes of the length in front of each message.
+pub const FRAME_HDR: usize = 4;
+/// Bytes asked of the socket per read, at least.
+const READ_CHUNK: usize = 256 << 10;
+
+/// A listening TCP socket on one interface address.
+pub struct TcpTransport {
+    listener: TcpListener,
+    local: SocketAddr,
+    raw: Vec<u8>,
+    max_msg: usize,
+}
+
+impl TcpTransport {
+    /// Listens on `bind` (port 0: any); messages up to `max_msg` bytes.
+    pub fn bind(bind: SocketAddr, max_msg: usize) -> Result<TcpTransport> {
+        let listener = TcpListener::bind(bind).map_err(|e| sys::fi_err(e.raw_os_error().unwrap_or(libc::EIO)))?;
+        listener.set_nonblocking(true).map_err(|_| Error(FI_EIO))?;
+        let mut local = listener.local_addr().map_err(|_| Error(FI_EIO))?;
+        if let (SocketAddr::V6(l), SocketAddr::V6(b)) = (&mut local, &bind) {
+            l.set_scope_id(b.scope_id());
+        }
+        Ok(TcpTransport { listener, raw: sockaddr::to_bytes(&local), local, max_msg })
+    }
+
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local
+    }
+
+    fn wrap(&self, s: TcpStream, connecting: bool) -> Result<TcpConn> {
+        s.set_nonblocking(true).map_err(|_| Error(FI_EIO))?;
+        let _ = s.set_nodelay(true);
+        Ok(TcpConn { s, connecting, tx: Vec::new(), tx_head: 0, rx: Vec::new(), rx_start: 0, rx_end: 0, consume: 0, max_msg: self.max_msg })
+    }
+}
+
+impl Transport for TcpTransport {
+    type Conn = TcpConn;
+
+    fn addr(&self) -> &[u8] {
+        &self.raw
+    }
+
+    fn valid_addr(&self, addr: &[u8]) -> bool {
+        let want = if self.local.is_ipv6() { sockaddr::SIN6_LEN } else { sockaddr::SIN_LEN };
+        addr.len() == want && sockaddr::from_bytes(addr).is_some_and(|a| a.is_ipv6() == self.local.is_ipv6())
+    }
+
+    fn max_msg(&self) -> usize {
+        self.max_msg
+    }
+
+    fn connect(&mut self, addr: &[u8]) -> Result<TcpConn> {
+        if !self.valid_addr(addr) {
+            return Err(EINVAL);
+        }
+        let s = sys::connect_from(&self.local, addr)?;
+        self.wrap(s, true)
+    }
+
+    fn accept(&mut self) -> Result<Option<TcpConn>> {
+        match self.listener.accept() {
+            Ok((s, _)) => self.wrap(s, false).map(Some),
+            Err(e) if e.kind() == ErrorKind::WouldBlock || e.kind() == ErrorKind::Interrupted => Ok(None),
+            // A connection reset before it was accepted, or out of
+            // descriptors: nothing to hand out now.
+            Err(e) => match e.raw_os_error() {
+                Some(libc::ECONNABORTED) | Some(libc::EPROTO) => Ok(None),
+                Some(c) => Err(sys::fi_err(c)),
+                None => Err(Error(FI_EIO)),
+            },
+        }
+    }
+
+    fn fd(&self) -> RawFd {
+        self.listener.as_raw_fd()
+    }
+}
+
+/// One TCP connection carrying length-prefixed messages.
+pub struct TcpConn {
+    s: TcpStream,
+    connecting: bool,
+    /// Bytes queued to send: `tx[tx_head..]`.
+    tx: Vec<u8>,
+    tx_head: usize,
+    /// Bytes read: `rx[rx_start..rx_end]`.
+    rx: Vec<u8>,
+    rx_start: usize,
+    rx_end: usize,
+    /// Bytes of the message last returned, dropped at the next `recv`.
+    consume: usize,
+    max_msg: usize,
+}
+
+fn io_err(e: &std::io::Error) -> Error {
+    match e.kind() {
+        ErrorKind::UnexpectedEof => Error(FI_ESHUTDOWN),
+        _ => sys::fi_err(e.raw_os_error().unwrap_or(libc::ECONNRESET)),
+    }
+}
+
+impl TcpConn {
+    /// Writes queued bytes; Ok even when the socket takes none.
+    fn write_queued(&mut self) -> Result<()> {
+        while self.tx_head < self.tx.len() {
+            match self.s.write(&self.tx[self.tx_head..]) {
+                Ok(0) => return Err(Error(FI_ECONNRESET)),
+                Ok(n) => self.tx_head += n,
+                Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                Err(e) => return Err(io_err(&e)),
+            }
+        }
+        if self.tx_head == self.tx.len() {
+            self.tx.clear();
+            self.tx_head = 0;
+        } else if self.tx_head > (1 << 20) && self.tx_head * 2 > self.tx.len() {
+            self.tx.drain(..self.tx_head);
+            self.tx_head = 0;
+        }
+        Ok(())
+    }
+
+    /// Reads what the socket has, into room after `rx_end`.
+    fn fill(&mut self) -> Result<bool> {
+        if self.rx_start == self.rx_end {
+            self.rx_start = 0;
+            self.rx_end = 0;
+        }
+        if self.rx.len() - self.rx_end < READ_CHUNK {
+            if self.rx_start > 0 {
+                self.rx.copy_within(self.rx_start..self.rx_end, 0);
+                self.rx_end -= self.rx_start;
+                self.rx_start = 0;
+            }
+            let want = (self.rx_end + READ_CHUNK).max(self.max_msg + FRAME_HDR);
+            if self.rx.len() < want {
+                self.rx.resize(want, 0);
+            }
+        }
+        loop {
+            match self.s.read(&mut self.rx[self.rx_end..]) {
+                Ok(0) => return Err(Error(FI_ESHUTDOWN)),
+                Ok(n) => {
+                    self.rx_end += n;
+                    return Ok(true);
+                }
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return Ok(false),
+                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                Err(e) => return Err(io_err(&e)),
+            }
+        }
+    }
+
+    /// The length of the whole message at `at`, if it is there.
+    fn complete_at(&self, at: usize) -> Result<Option<usize>> {
+        let have = self.rx_end - at;
+        if have < FRAME_HDR {
+            return Ok(None);
+        }
+        let h: [u8; 4] = self.rx[at..at + FRAME_HDR].try_into().map_err(|_| Error(FI_EIO))?;
+        let len = u32::from_le_bytes(h) as usize;
+        if len > self.max_msg {
+            return Err(Error(FI_EIO));
+        }
+        Ok((have >= FRAME_HDR + len).then_some(len))
+    }
+
+    fn complete(&self) -> Result<Option<usize>> {
+        self.complete_at(self.rx_start)
+    }
+}
+
+impl TcpConn {
+    /// A connection from `local`'s address (any port) to `to`, made without
+    /// a listener (an `FI_EP_MSG` endpoint's `fi_connect`); `to` is a
+    /// sockaddr of `local`'s family.
+    pub fn connect_from(local: &SocketAddr, to: &[u8], max_msg: usize) -> Result<TcpConn> {
+        let s = sys::connect_from(local, to)?;
+        let _ = s.set_nodelay(true);
+        Ok(TcpConn { s, connecting: true, tx: Vec::new(), tx_head: 0, rx: Vec::new(), rx_start: 0, rx_end: 0, consume: 0, max_msg })
+    }
+    pub fn local_addr(&self) -> Option<SocketAddr> {
+        self.s.local_addr().ok()
+    }
+    pub fn peer_addr(&self) -> Option<SocketAddr> {
+        self.s.peer_addr().ok()
+    }
+}
+
+impl Conn for TcpConn {
+    fn send(&mut self, parts: &[&[u8]]) -> Result<()> {
+        let len: usize = parts.iter().map(|p| p.len()).sum();
+        if len > self.max_msg {
+            return Err(EINVAL);
+        }
+        let hdr = (len as u32).to_le_bytes();
+        let mut done = 0;
+        if self.tx_head == self.tx.len() && !self.connecting {
+            // Nothing waits: straight to the socket, in one writev.
+            let mut io: [IoSlice<'_>; 8] = [IoSlice::new(&[]); 8];
+            if parts.len() < io.len() {
+                io[0] = IoSlice::new(&hdr);
+                for (i, p) in parts.iter().enumerate() {
+                    io[i + 1] = IoSlice::new(p);
+                }
+                loop {
+                    match self.s.write_vectored(&io[..parts.len() + 1]) {
+                        Ok(n) => done = n,
+                        Err(e) if e.kind() == ErrorKind::WouldBlock => {}
+                        Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                        Err(e) => return Err(io_err(&e)),
+                    }
+                    break;
+                }
+            }
+        }
+        // Queue what did not go.
+        let mut skip = done;
+        for p in std::iter::once(&hdr[..]).chain(parts.iter().copied()) {
+            if skip >= p.len() {
+                skip -= p.len();
+                continue;
+            }
+            self.tx.extend_from_slice(&p[skip..]);
+            skip = 0;
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self) -> Result<usize> {
+        if self.connecting && !self.established()? {
+            return Ok(self.queued());
+        }
+        self.write_queued()?;
+        Ok(self.queued())
+    }
+
+    fn queued(&self) -> usize {
+        self.tx.len() - self.tx_head
+    }
+
+    fn recv(&mut self) -> Result<Option<&[u8]>> {
+        self.rx_start += self.consume;
+        self.consume = 0;
+        if self.connecting && !self.established()? {
+            return Ok(None);
+        }
+        let len = match self.complete()? {
+            Some(l) => l,
+            None => {
+                if !self.fill()? {
+                    return Ok(None);
+                }
+                match self.complete()? {
+                    Some(l) => l,
+                    None => return Ok(None),
+                }
+            }
+        };
+        let at = self.rx_start + FRAME_HDR;
+        self.consume = FRAME_HDR + len;
+        Ok(Some(&self.rx[at..at + len]))
+    }
+
+    fn established(&mut self) -> Result<bool> {
+        if !self.connecting {
+            return Ok(true);
+        }
+        if !sys::writable(self.s.as_raw_fd()) {
+            return Ok(false);
+        }
+        match self.s.take_error() {
+            Ok(None) => {}
+            Ok(Some(e)) => return Err(io_err(&e)),
+            Err(e) => return Err(io_err(&e)),
+        }
+        // Writable without an error can still be a refused connection
+        // whose error was already taken: a connected socket has a peer.
+        if self.s.peer_addr().is_err() {
+            return Err(Error(FI_ECONNREFUSED));
+        }
+        self.connecting = false;
+        self.write_queued()?;
+        Ok(true)
+    }
+
+    fn fd(&self) -> RawFd {
+        self.s.as_raw_fd()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, Instant};
+
+    fn pump_until<F: FnMut() -> bool>(mut f: F) {
+        let end = Instant::now() + Duration::from_secs(10);
+        while !f() {
+            assert!(Instant::now() < end, "no progress");
+            std::thread::sleep(Duration::from_micros(100));
+        }
+    }
+
+    fn pair(max: usize) -> (TcpTransport, TcpTransport, TcpConn, TcpConn) {
+        let mut a = TcpTransport::bind("127.0.0.1:0".parse().unwrap(), max).unwrap();
+        let mut b = TcpTransport::bind("127.0.0.1:0".parse().unwrap(), max).unwrap();
+        let baddr = b.addr().to_vec();
+        let c = a.connect(&baddr).unwrap();
+        let mut s = None;
+        pump_until(|| {
+            s = b.accept().unwrap();
+            s.is_some()
+        });
+        (a, b, c, s.unwrap())
+    }
+
+    #[test]
+    fn messages_in_order_both_ways_and_large_ones() {
+        let (_a, _b, mut c, mut s) = pair(1 << 20);
+        let big: Vec<u8> = (0..(1 << 20)).map(|i| (i * 7) as u8).collect();
+        for i in 0..100u32 {
+            c.send(&[&i.to_le_bytes(), b"hello"]).unwrap();
+        }
+        c.send(&[&big]).unwrap();
+        c.send(&[]).unwrap();
+        let mut got = Vec::new();
+        pump_until(|| {
+            c.flush().unwrap();
+            while let Some(m) = s.recv().unwrap() {
+                got.push(m.to_vec());
+            }
+            got.len() == 102
+        });
+        for (i, m) in got.iter().take(100).enumerate() {
+            assert_eq!(&m[..4], &(i as u32).to_le_bytes());
+            assert_eq!(&m[4..], b"hello");
+        }
+        assert_eq!(got[100], big);
+        assert!(got[101].is_empty());
+        s.send(&[b"back"]).unwrap();
+        let mut back = None;
+        pump_until(|| {
+            back = c.recv().unwrap().map(|m| m.to_vec());
+            back.is_some()
+        });
+        assert_eq!(back.unwrap(), b"back");
+    }
+
+    #[test]
+    fn refused_closed_and_oversized() {
+        let mut a = TcpTransport::bind("127.0.0.1:0".parse().unwrap(), 64).unwrap();
+        // Nobody listens on a port just freed.
+        let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+        let mut c = a.connect(&sockaddr::to_bytes(&port)).unwrap();
+        let mut r = Ok(false);
+        pump_until(|| {
+            r = c.established();
+            !matches!(r, Ok(false))
+        });
+        assert_eq!(r.unwrap_err().0, FI_ECONNREFUSED);
+        assert_eq!(a.connect(&[1, 2, 3]).err(), Some(EINVAL));
+        assert!(c.send(&[&[0u8; 65]]).is_err());
+
+        let (_a, _b, mut c, mut s) = pair(64);
+        // A length beyond max_msg breaks the framing.
+        use std::io::Write as _;
+        c.flush().unwrap();
+        c.s.write_all(&1000u32.to_le_bytes()).unwrap();
+        let mut r = Ok(None);
+        pump_until(|| {
+            r = s.recv().map(|m| m.map(|m| m.to_vec()));
+            r.is_err()
+        });
+        assert_eq!(r.unwrap_err().0, FI_EIO);
+        drop(s);
+        let mut r = Ok(None);
+        pump_until(|| {
+            r = c.recv().map(|m| m.map(|m| m.to_vec()));
+            r.is_err()
+        });
+        assert!(matches!(r.unwrap_err().0, FI_ESHUTDOWN | FI_ECONNRESET));
+    }
+
+    #[test]
+    fn ipv6_loopback() {
+        let Ok(mut a) = TcpTransport::bind("[::1]:0".parse().unwrap(), 1024) else { return };
+        let mut b = TcpTransport::bind("[::1]:0".parse().unwrap(), 1024).unwrap();
+        assert!(!a.valid_addr(&sockaddr::to_bytes(&"127.0.0.1:5".parse().unwrap())));
+        let mut c = a.connect(b.addr()).unwrap();
+        c.send(&[b"six"]).unwrap();
+        let mut s = None;
+        pump_until(|| {
+            s = b.accept().unwrap();
+            s.is_some()
+        });
+        let mut s = s.unwrap();
+        let mut got = None;
+        pump_until(|| {
+            c.flush().unwrap();
+            got = s.recv().unwrap().map(|m| m.to_vec());
+            got.is_some()
+        });
+        assert_eq!(got.unwrap(), b"six");
+    }
+}
