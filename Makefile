@@ -99,7 +99,7 @@ check-valgrind:
 # library, each process under valgrind memcheck (tests/c/check_mode.sh): a
 # memory error or a definite leak in any process fails. One line per run
 # in build/valgrind-c.txt.
-VALGRIND_C_TESTS = $(filter-out tests/c/check_mode.sh tests/c/run_wrappers.sh,$(wildcard tests/c/*.sh)) \
+VALGRIND_C_TESTS = $(filter-out tests/c/check_mode.sh tests/c/rudp_paths.sh tests/c/run_wrappers.sh,$(wildcard tests/c/*.sh)) \
 	tests/xpu/run.sh tests/clients/fi_pingpong.sh
 check-valgrind-c: build
 	rm -f build/valgrind-c.txt

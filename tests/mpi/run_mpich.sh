@@ -31,6 +31,7 @@
 # Prints "N passed, N failed" over both runs; exits non-zero on a failure.
 set -u
 root=$(cd "$(dirname "$0")/../.." && pwd)
+. "$root/tests/c/rudp_paths.sh"
 dl=""
 if [ "${1:-}" = --dl ]; then
 	dl=$(cd "${2:?usage: run_mpich.sh --dl DLDIR}" && pwd) || { echo "0 passed, 1 failed"; exit 1; }
@@ -91,6 +92,8 @@ run() {
 		[ -n "$llp" ] && export LD_LIBRARY_PATH=$llp
 		[ -n "$pdir" ] && export FI_PROVIDER_PATH=$pdir
 		export LD_DEBUG=libs LD_DEBUG_OUTPUT=$tmp/ld.$name MPIR_CVAR_DEBUG_SUMMARY=1 FI_LOG_LEVEL=warn PROV=$prov
+		# rudp's close lines tell which path carried the traffic
+		[ "$prov" = rudp ] && export FI_LOG_LEVEL=info
 		mpirun "$log"
 	)
 	rc=$?
@@ -116,6 +119,19 @@ run() {
 		ok "$name: MPICH chose the ofi netmod with provider $prov: $(grep -m1 '^libfabric provider:' "$log")"
 	else
 		bad "$name: no 'libfabric provider: $prov' in the debug summary"
+	fi
+	if [ "$prov" = rudp ]; then
+		# ranks of one host: through shared memory unless it is turned off
+		set -- $(rudp_sent "$log")
+		case ${FI_RUDP_ENABLE_SHM:-1} in
+		0|no|false|off) want_path=udp ;;
+		*) want_path=shm ;;
+		esac
+		if [ "$3" -gt 0 ] && { { [ $want_path = shm ] && [ "$1" -eq 0 ] && [ "$2" -gt 0 ]; } || { [ $want_path = udp ] && [ "$1" -gt 0 ] && [ "$2" -eq 0 ]; }; }; then
+			ok "$name: rudp between the ranks through $want_path: $2 shared-memory packets, $1 UDP datagrams ($3 endpoints closed)"
+		else
+			bad "$name: rudp between the ranks not through $want_path: $2 shared-memory packets, $1 UDP datagrams ($3 endpoints closed)"
+		fi
 	fi
 	summary=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$log" | tail -1)
 	last=$(grep '^== ' "$log" | tail -1)

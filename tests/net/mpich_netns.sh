@@ -23,10 +23,14 @@
 # summary names provider PROV; every rank initialised the expected
 # libfabric.so.1 (LD_DEBUG=libs) and mapped it (/proc/PID/maps, sampled by
 # tests/net/ranks.py), and N/2 ranks ran in each namespace.
+# With PROV=rudp (FI_LOG_LEVEL=info for the close lines): every rank sent
+# through shared memory (its peer on the same host) and through UDP (the
+# others), or with FI_RUDP_ENABLE_SHM=0 nothing through shared memory.
 # Last line: "mpich_netns: PASS ..." or "mpich_netns: FAIL ..."; exit 0 on PASS.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
+. "$root/tests/c/rudp_paths.sh"
 lib="" np=4 relay="" loss="" limit=300 keep=0
 usage() { sed -n '2,/^set -u/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 2; }
 while [ $# -gt 0 ]; do
@@ -105,6 +109,7 @@ half=$((np / 2))
 envs=(MPIR_CVAR_CH4_NETMOD=ofi MPIR_CVAR_NOLOCAL=1 MPIR_CVAR_DEBUG_SUMMARY=1 "FI_PROVIDER=$prov"
 	LD_DEBUG=libs "LD_DEBUG_OUTPUT=$tmp/ld")
 [ -n "$lib" ] && envs+=("LD_LIBRARY_PATH=$lib")
+[ "$prov" = rudp ] && envs+=(FI_LOG_LEVEL=info)
 echo "on rfa: ${envs[*]} mpiexec -launcher ssh -launcher-exec $here/nsexec -hosts $a:$half,$b:$half -n $np p2p_coll_rma ${progargs[*]}"
 t0=$(date +%s)
 env "${envs[@]}" "$here/onhost" rfa timeout -k 10 "$limit" "$venv/bin/mpiexec" \
@@ -151,6 +156,15 @@ if [ -n "$relay" ]; then
 		line="$line $k=$(($(stat_of "$after" $k) - $(stat_of "$before" $k)))"
 	done
 	echo "relay during the run (UDP only; TCP is forwarded by the kernel):$line"
+fi
+if [ "$prov" = rudp ]; then
+	read -r neps nboth < <(rudp_both "$log")
+	read -r nudp nshm _ < <(rudp_sent "$log")
+	echo "rudp: $neps endpoints closed, $nboth sent through both paths; $nudp UDP datagrams, $nshm shared-memory packets in all"
+	case ${FI_RUDP_ENABLE_SHM:-1} in
+	0|no|false|off) [ "$neps" -eq "$np" ] && [ "$nshm" -eq 0 ] || why="$why; rudp used shared memory though turned off" ;;
+	*) [ "$neps" -eq "$np" ] && [ "$nboth" -eq "$np" ] || why="$why; $nboth of $np rudp endpoints sent through both shared memory and UDP" ;;
+	esac
 fi
 for ns in $lossset; do echo "loss $ns: $(ip netns exec $ns nft list chain inet rfloss pre | grep -o 'counter packets [0-9]*')"; done
 why="${why#; }"

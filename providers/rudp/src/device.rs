@@ -80,6 +80,11 @@ pub trait Device: Send {
     fn describe(&self) -> String {
         String::new()
     }
+    /// Counters beyond `stats` for the endpoint's close line (another
+    /// path's), if the device has any.
+    fn close_note(&self) -> Option<String> {
+        None
+    }
 }
 
 /// Datagrams the device dropped, by reason, and its retransmissions.

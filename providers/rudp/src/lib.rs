@@ -1,7 +1,8 @@
 //! rfabric's `rudp` provider: EFA's reliable-datagram RDM design over
 //! UDP/IP. A protocol engine (`engine`) owns the RDM semantics and runs on
 //! a datagram device (`device`); the UDP device (`udp`) adds what EFA's
-//! SRD gives in hardware. See `man/fi_rudp.7` and `docs/ARCHITECTURE.md`.
+//! SRD gives in hardware; peers on the same host go through shared memory
+//! (`shmdev`) instead, the two joined in `local`. See `man/fi_rudp.7` and `docs/ARCHITECTURE.md`.
 
 #![deny(unsafe_op_in_unsafe_fn)]
 
@@ -10,9 +11,11 @@ mod dgram;
 pub mod efa;
 pub mod engine;
 pub mod fuzzing;
+pub mod local;
 pub mod objects;
 pub mod provider;
 pub mod settings;
+pub mod shmdev;
 pub mod sockaddr;
 pub mod sys;
 pub mod udp;

@@ -5,12 +5,14 @@
 //! endpoint is a protocol engine over a device behind one lock, with an
 //! optional progress thread (`FI_PROGRESS_AUTO`). The domain and endpoint
 //! are generic over the device (`RdmDevices` says how a provider opens
-//! one): rudp opens a `UdpDevice`, the tcp provider a `ConnDevice` over TCP.
+//! one): rudp opens a `LocalOrUdp` (UDP, and shared memory for local
+//! peers, `local.rs`), the tcp provider a `ConnDevice` over TCP.
 
 use crate::device::Device;
 use crate::engine::{AddrMap, Engine, EngineConfig, Outputs};
 use crate::settings::Settings;
-use crate::udp::{UdpConfig, UdpDevice};
+use crate::local::LocalOrUdp;
+use crate::udp::UdpConfig;
 use rfabric_core::abi::*;
 use rfabric_core::error::{Error, Result, EINVAL};
 use rfabric_core::info::Info;
@@ -82,7 +84,7 @@ pub struct UdpDevices {
 }
 
 impl RdmDevices for UdpDevices {
-    type Dev = UdpDevice;
+    type Dev = LocalOrUdp;
     fn prov(&self) -> &'static str {
         crate::provider::NAME
     }
@@ -90,7 +92,7 @@ impl RdmDevices for UdpDevices {
         let s = &self.settings;
         RdmLimits { medium_max: s.medium_max, unexpected_max: s.unexpected_max, linger: Duration::from_millis(s.linger_ms) }
     }
-    fn open(&self, bind: SocketAddr) -> Result<UdpDevice> {
+    fn open(&self, bind: SocketAddr) -> Result<LocalOrUdp> {
         let s = &self.settings;
         let ifmtu = crate::provider::mtu_for(&bind.ip());
         let cfg = UdpConfig {
@@ -100,7 +102,7 @@ impl RdmDevices for UdpDevices {
             max_peers: 1 << 16,
             sockbuf: s.sockbuf,
         };
-        let dev = UdpDevice::open(bind, cfg)?;
+        let dev = LocalOrUdp::open(bind, cfg, s.enable_shm)?;
         rfabric_core::fi_info!(crate::provider::NAME, FI_LOG_EP_CTRL, "endpoint bound to {} (datagrams up to {} bytes)", dev.local_addr(), dev.max_packet() + crate::wire::DEV_HDR);
         Ok(dev)
     }
@@ -385,7 +387,7 @@ pub struct RdmEp<D: Device + 'static> {
 }
 
 /// rudp's RDM endpoint.
-pub type RudpEp = RdmEp<UdpDevice>;
+pub type RudpEp = RdmEp<LocalOrUdp>;
 
 enum Bound {
     Cq(Arc<ProgressCq>),
@@ -672,6 +674,9 @@ impl<D: Device + 'static> Endpoint for RdmEp<D> {
                 st.engine.refused,
                 st.engine.bad_packets
             );
+            if let Some(more) = st.engine.dev.close_note() {
+                rfabric_core::fi_info!(self.shared.prov, FI_LOG_EP_CTRL, "endpoint {} closed: {}", addr_text(&st.engine.dev.name()), more);
+            }
         }
         self.shared.stop.store(true, Ordering::Release);
         if let Some(h) = locked(&self.thread).take() {

@@ -10,6 +10,7 @@
 //! | `FI_RUDP_SOCKBUF` | size_t | 8 MiB |
 //! | `FI_RUDP_UNEXPECTED_MAX` | size_t | 4096 |
 //! | `FI_RUDP_LINGER_MS` | int | 2000 |
+//! | `FI_RUDP_ENABLE_SHM` | bool | 1 |
 //!
 //! As the DL provider `rfrudp` the variables are `FI_RFRUDP_*`.
 
@@ -17,9 +18,9 @@
 
 use crate::provider::NAME;
 use rfabric_core::abi::FI_LOG_CORE;
-use rfabric_core::params::{self, fi_param_type, FI_PARAM_INT, FI_PARAM_SIZE_T, FI_PARAM_STRING};
+use rfabric_core::params::{self, fi_param_type, FI_PARAM_BOOL, FI_PARAM_INT, FI_PARAM_SIZE_T, FI_PARAM_STRING};
 
-const DEFS: [(&str, fi_param_type, &str); 8] = [
+const DEFS: [(&str, fi_param_type, &str); 9] = [
     ("iface", FI_PARAM_STRING, "Network interface (name, or address) endpoints bind to; sockets bind only to its address (default: every interface that is up, one domain each, non-loopback first)"),
     ("mtu", FI_PARAM_SIZE_T, "Largest UDP datagram sent, in bytes (default: the interface's MTU less the IP and UDP headers, at most 65507)"),
     ("peer_timeout_ms", FI_PARAM_INT, "Milliseconds without an acknowledgement after which a peer is given up on and its operations complete with FI_ECONNRESET (default: 10000)"),
@@ -28,6 +29,7 @@ const DEFS: [(&str, fi_param_type, &str); 8] = [
     ("sockbuf", FI_PARAM_SIZE_T, "Socket buffer size asked for, each direction (default: 8388608)"),
     ("unexpected_max", FI_PARAM_SIZE_T, "Unexpected messages one endpoint holds before it refuses more (they are sent again) (default: 4096)"),
     ("linger_ms", FI_PARAM_INT, "Milliseconds fi_close of an endpoint waits for its last packets to be acknowledged (default: 2000)"),
+    ("enable_shm", FI_PARAM_BOOL, "Peers on the same host (same network namespace) go through shared memory; 0: through UDP like the others (default: 1)"),
 ];
 
 pub fn define() {
@@ -52,6 +54,7 @@ pub struct Settings {
     pub sockbuf: usize,
     pub unexpected_max: usize,
     pub linger_ms: u64,
+    pub enable_shm: bool,
 }
 
 fn size(name: &str) -> Option<usize> {
@@ -73,6 +76,7 @@ impl Settings {
             sockbuf: size("sockbuf").filter(|&v| v > 0).unwrap_or(8 << 20),
             unexpected_max: size("unexpected_max").filter(|&v| v > 0).unwrap_or(4096),
             linger_ms: int("linger_ms").filter(|&v| v >= 0).map_or(2000, |v| v as u64),
+            enable_shm: params::get_bool(NAME, "enable_shm").unwrap_or(true),
         }
     }
 

@@ -260,6 +260,11 @@ impl UdpDevice {
         self.conn
     }
 
+    /// Bytes at the start of `RxBatch::data` that `recv` writes into.
+    pub fn rx_area(&self) -> usize {
+        self.cfg.max_datagram * RECV_BATCH
+    }
+
     fn window(&self, p: &Peer) -> usize {
         let by_bytes = (self.cfg.max_inflight_bytes / self.cfg.max_datagram).max(1);
         p.cwnd.min(by_bytes).min(RX_WINDOW as usize / 2)

@@ -532,6 +532,11 @@ impl Segment {
     pub fn is_owner(&self) -> bool {
         self.own.is_some()
     }
+    /// Whether the owner still keeps the segment (its ready flag, cleared
+    /// when the owner drops it; a killed owner leaves it set).
+    pub fn is_ready(&self) -> bool {
+        self.ready_flag().load(Ordering::Acquire) == READY_MAGIC
+    }
     /// How this process got its descriptor of the memory.
     pub fn fd_source(&self) -> FdSource {
         self.source

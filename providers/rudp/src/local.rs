@@ -1,0 +1,512 @@
+//! The device an endpoint's engine runs on: peers on this host through
+//! shared memory (`shmdev`), the others through UDP (`udp`), behind one
+//! peer numbering, so the engine (matching, ordering, completions,
+//! `FI_SOURCE`) does not know which path a peer takes.
+//!
+//! The rule, the same at both ends: a peer goes through shared memory when
+//! shared memory is on here (`FI_RUDP_ENABLE_SHM`), its address is
+//! loopback or one of this namespace's interface addresses, and the
+//! segment named after that address in this namespace exists and takes our
+//! packets, at the moment the device first meets the peer (the first
+//! operation towards it, or its first packet: not the AV insertion). It
+//! keeps that path until the peer is lost (on either path): the next packet
+//! to it decides again, as for a new peer. A peer with shared memory off
+//! has no segment, so both ends use UDP. A peer that opens only after we
+//! first sent to it is reached through UDP, while it may reach us through
+//! shared memory: each direction is one path, and arrivals from both paths
+//! belong to the same peer (keyed by its UDP address), which the engine
+//! tolerates as it tolerates any order. A peer lost on either path is lost.
+
+#![forbid(unsafe_code)]
+
+use crate::device::{Device, PeerId, RxBatch, Stats};
+use crate::shmdev::ShmDevice;
+use crate::udp::{UdpConfig, UdpDevice};
+use rfabric_core::abi::*;
+use rfabric_core::error::{Result, EINVAL};
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
+use std::time::Instant;
+
+const PROV: &str = "rudp";
+const NONE: PeerId = PeerId::MAX;
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Path {
+    Udp,
+    Shm,
+    /// Lost: decided again at the next packet to it.
+    Undecided,
+}
+
+struct Peer {
+    addr: SocketAddr,
+    raw: Vec<u8>,
+    /// The peer in each device, once it has one.
+    udp: PeerId,
+    shm: PeerId,
+    /// Where packets to it go.
+    path: Path,
+}
+
+pub struct LocalOrUdp {
+    udp: UdpDevice,
+    shm: Option<ShmDevice>,
+    /// This namespace's interface addresses.
+    own: Vec<IpAddr>,
+    peers: Vec<Peer>,
+    by_addr: HashMap<SocketAddr, PeerId>,
+    /// Device peer -> our peer.
+    of_udp: Vec<PeerId>,
+    of_shm: Vec<PeerId>,
+    /// Items of the current batch: the device and its sequence.
+    origin: Vec<(Path, u32)>,
+}
+
+impl LocalOrUdp {
+    /// The UDP device bound to `bind`, and with `shm` the shared-memory
+    /// inbox named after its address (without it, when it cannot be made:
+    /// logged, and local peers use UDP).
+    pub fn open(bind: SocketAddr, cfg: UdpConfig, shm: bool) -> Result<LocalOrUdp> {
+        let timeout = cfg.peer_timeout;
+        let udp = UdpDevice::open(bind, cfg)?;
+        let local = udp.local_addr();
+        let shm = if shm {
+            match ShmDevice::open(local, udp.max_packet(), timeout) {
+                Ok(d) => Some(d),
+                Err(e) => {
+                    rfabric_core::fi_info!(PROV, FI_LOG_EP_CTRL, "endpoint {}: no shared-memory path ({}): local peers go through UDP", local, e);
+                    None
+                }
+            }
+        } else {
+            None
+        };
+        let own = if shm.is_some() { rfabric_core::net::interfaces().into_iter().map(|i| i.addr).collect() } else { Vec::new() };
+        Ok(LocalOrUdp { udp, shm, own, peers: Vec::new(), by_addr: HashMap::new(), of_udp: Vec::new(), of_shm: Vec::new(), origin: Vec::new() })
+    }
+
+    pub fn local_addr(&self) -> SocketAddr {
+        self.udp.local_addr()
+    }
+
+    /// Whether this endpoint has the shared-memory path.
+    pub fn has_shm(&self) -> bool {
+        self.shm.is_some()
+    }
+
+    /// Counters of the shared-memory path (zero without it).
+    pub fn shm_stats(&self) -> Stats {
+        self.shm.as_ref().map(|s| s.counters()).unwrap_or_default()
+    }
+
+    /// Peers that go through shared memory.
+    pub fn shm_peers(&self) -> usize {
+        self.peers.iter().filter(|p| p.path == Path::Shm).count()
+    }
+
+    pub fn describe(&self) -> String {
+        let mut s = self.udp.describe();
+        if let Some(d) = &self.shm {
+            s += &d.describe();
+        }
+        s
+    }
+
+    /// The shared-memory peer for `addr` when the rule says so.
+    fn shm_route(&mut self, addr: &SocketAddr) -> Option<PeerId> {
+        let d = self.shm.as_mut()?;
+        if !crate::shmdev::is_local(&addr.ip(), &self.own) {
+            return None;
+        }
+        d.connect(addr).ok()
+    }
+
+    /// A new peer, first met through `udp` or `shm` (its packet) or
+    /// neither (our first packet to it); the rule decides its path even
+    /// when its packet came through shared memory (its packets may fit
+    /// our cells while ours do not fit its).
+    fn add(&mut self, addr: SocketAddr, udp: PeerId, shm: PeerId) -> PeerId {
+        let id = self.peers.len() as PeerId;
+        let (shm, path) = match self.shm_route(&addr) {
+            Some(s) => (s, Path::Shm),
+            None => (shm, Path::Udp),
+        };
+        self.peers.push(Peer { addr, raw: crate::sockaddr::to_bytes(&addr), udp, shm, path });
+        self.by_addr.insert(addr, id);
+        if shm != NONE {
+            set(&mut self.of_shm, shm, id);
+        }
+        if udp != NONE {
+            set(&mut self.of_udp, udp, id);
+        }
+        rfabric_core::fi_dbg!(PROV, FI_LOG_EP_CTRL, "peer {} through {}", addr, if path == Path::Shm { "shared memory" } else { "UDP" });
+        id
+    }
+
+    /// Our peer for device peer `dp` of `path`, made on first sight.
+    fn ours(&mut self, path: Path, dp: PeerId) -> PeerId {
+        let map = if path == Path::Udp { &self.of_udp } else { &self.of_shm };
+        if let Some(&id) = map.get(dp as usize) {
+            if id != NONE {
+                return id;
+            }
+        }
+        let raw = match (path, &self.shm) {
+            (Path::Udp, _) => self.udp.peer_addr(dp),
+            (Path::Shm, Some(s)) => s.peer_addr(dp),
+            _ => return NONE,
+        };
+        // Both devices keep addresses they made with `to_bytes`.
+        let Some(addr) = crate::sockaddr::from_bytes(raw) else { return NONE };
+        match self.by_addr.get(&addr) {
+            Some(&id) => {
+                let p = &mut self.peers[id as usize];
+                if path == Path::Udp {
+                    p.udp = dp;
+                    set(&mut self.of_udp, dp, id);
+                } else {
+                    p.shm = dp;
+                    set(&mut self.of_shm, dp, id);
+                }
+                id
+            }
+            None if path == Path::Udp => self.add(addr, dp, NONE),
+            None => self.add(addr, NONE, dp),
+        }
+    }
+
+    /// Applies the rule again to a peer that was lost.
+    fn decide(&mut self, id: PeerId) -> Result<()> {
+        let addr = self.peers[id as usize].addr;
+        match self.shm_route(&addr) {
+            Some(s) => {
+                let p = &mut self.peers[id as usize];
+                p.shm = s;
+                p.path = Path::Shm;
+                set(&mut self.of_shm, s, id);
+            }
+            None => {
+                self.peers[id as usize].path = Path::Udp;
+                self.udp_peer(id)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The UDP peer of `id`, made on first use.
+    fn udp_peer(&mut self, id: PeerId) -> Result<PeerId> {
+        let p = &self.peers[id as usize];
+        if p.udp != NONE {
+            return Ok(p.udp);
+        }
+        let u = self.udp.peer(&p.raw)?;
+        self.peers[id as usize].udp = u;
+        set(&mut self.of_udp, u, id);
+        Ok(u)
+    }
+
+    /// Maps the device's items `from..`, and its losses `lost_from..`, to
+    /// our peers; numbers the items' sequences in `origin`.
+    fn adopt(&mut self, batch: &mut RxBatch, path: Path, from: usize, lost_from: usize) {
+        let mut unknown = false;
+        for k in from..batch.items.len() {
+            let it = batch.items[k];
+            let id = self.ours(path, it.peer);
+            unknown |= id == NONE;
+            self.origin.push((path, it.seq));
+            let it = &mut batch.items[k];
+            it.peer = id;
+            it.seq = (self.origin.len() - 1) as u32;
+        }
+        for k in lost_from..batch.lost.len() {
+            let dp = batch.lost[k];
+            let id = self.ours(path, dp);
+            batch.lost[k] = id;
+            unknown |= id == NONE;
+            if id != NONE {
+                self.peers[id as usize].path = Path::Undecided;
+            }
+        }
+        if unknown {
+            // Not expected (devices hand out addresses they made), but
+            // the engine must never see a peer that does not exist.
+            batch.items.retain(|it| it.peer != NONE);
+            batch.lost.retain(|&p| p != NONE);
+        }
+    }
+}
+
+fn set(map: &mut Vec<PeerId>, k: PeerId, v: PeerId) {
+    if map.len() <= k as usize {
+        map.resize(k as usize + 1, NONE);
+    }
+    map[k as usize] = v;
+}
+
+impl Device for LocalOrUdp {
+    fn max_packet(&self) -> usize {
+        self.udp.max_packet()
+    }
+
+    fn peer(&mut self, addr: &[u8]) -> Result<PeerId> {
+        let a = crate::sockaddr::from_bytes(addr).ok_or(EINVAL)?;
+        let id = match self.by_addr.get(&a) {
+            Some(&id) => id,
+            None => self.add(a, NONE, NONE),
+        };
+        if self.peers[id as usize].path == Path::Udp {
+            self.udp_peer(id)?;
+        }
+        Ok(id)
+    }
+
+    fn peer_addr(&self, p: PeerId) -> &[u8] {
+        &self.peers[p as usize].raw
+    }
+
+    fn room(&self, id: PeerId) -> usize {
+        let p = &self.peers[id as usize];
+        match (p.path, &self.shm) {
+            (Path::Shm, Some(s)) => s.room(p.shm),
+            // `send` decides.
+            (Path::Undecided, _) => 1,
+            _ if p.udp != NONE => self.udp.room(p.udp),
+            _ => 0,
+        }
+    }
+
+    fn send(&mut self, id: PeerId, proto: &[u8], payload: &[&[u8]], token: u64) -> Result<()> {
+        if self.peers[id as usize].path == Path::Undecided {
+            self.decide(id)?;
+        }
+        let p = &self.peers[id as usize];
+        match (p.path, &mut self.shm) {
+            (Path::Shm, Some(s)) => s.send(p.shm, proto, payload, token),
+            _ => {
+                let u = self.udp_peer(id)?;
+                self.udp.send(u, proto, payload, token)
+            }
+        }
+    }
+
+    fn recv(&mut self, batch: &mut RxBatch, now: Instant) -> usize {
+        self.origin.clear();
+        let mut n = self.udp.recv(batch, now);
+        self.adopt(batch, Path::Udp, 0, 0);
+        if self.shm.is_some() {
+            let (from, lost_from, off) = (batch.items.len(), batch.lost.len(), self.udp.rx_area());
+            if let Some(s) = self.shm.as_mut() {
+                n += s.recv_at(batch, off, now);
+            }
+            self.adopt(batch, Path::Shm, from, lost_from);
+        }
+        n
+    }
+
+    fn reject(&mut self, p: PeerId, seq: u32) {
+        let Some(&(path, dseq)) = self.origin.get(seq as usize) else { return };
+        let peer = &self.peers[p as usize];
+        match (path, &mut self.shm) {
+            (Path::Shm, Some(s)) => s.reject(peer.shm, dseq),
+            (Path::Udp, _) => self.udp.reject(peer.udp, dseq),
+            _ => {}
+        }
+    }
+
+    fn flush(&mut self, now: Instant, all: bool) {
+        self.udp.flush(now, all);
+        if let Some(s) = self.shm.as_mut() {
+            s.flush(now, all);
+        }
+    }
+
+    fn push_out(&mut self) {
+        self.udp.push_out();
+    }
+
+    fn unacked(&self) -> bool {
+        self.udp.unacked() || self.shm.as_ref().is_some_and(|s| s.unacked())
+    }
+
+    /// The UDP device's counters (those of shared memory: `shm_stats`).
+    fn stats(&self) -> Stats {
+        self.udp.stats()
+    }
+
+    /// The UDP socket: the progress thread polls it with a 1 ms timeout,
+    /// which bounds how late it finds a packet in the ring (`shmdev`).
+    fn fd(&self) -> i32 {
+        self.udp.fd()
+    }
+
+    fn name(&self) -> Vec<u8> {
+        self.udp.name()
+    }
+
+    fn describe(&self) -> String {
+        LocalOrUdp::describe(self)
+    }
+
+    /// The shared-memory path's counters (`shm_stats`).
+    fn close_note(&self) -> Option<String> {
+        let m = self.shm.as_ref()?.counters();
+        Some(format!(
+            "shared memory: {} packets sent, {} received, {} refused for lack of room, {} malformed; {} local peers",
+            m.sent,
+            m.received,
+            m.rejected,
+            m.malformed,
+            self.shm_peers()
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn open(addr: SocketAddr, shm: bool) -> LocalOrUdp {
+        LocalOrUdp::open(addr, UdpConfig::default(), shm).unwrap()
+    }
+
+    /// Runs both devices until `b` has a packet; returns its peer and bytes.
+    #[track_caller]
+    fn exchange(a: &mut LocalOrUdp, b: &mut LocalOrUdp) -> (PeerId, Vec<u8>) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let mut batch = RxBatch::default();
+        loop {
+            assert!(Instant::now() < deadline, "no packet arrived: {:?} {}\n{:?} {}", a.stats(), a.describe(), b.stats(), b.describe());
+            let now = Instant::now();
+            a.recv(&mut batch, now);
+            a.flush(now, true);
+            b.recv(&mut batch, now);
+            if let Some(it) = batch.items.first() {
+                let got = (it.peer, batch.packet(it).to_vec());
+                b.flush(now, true);
+                return got;
+            }
+            b.flush(now, true);
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
+    /// A packet as long as the engine's header at least (the UDP device
+    /// drops shorter data packets).
+    fn pkt(s: &[u8]) -> Vec<u8> {
+        let mut v = s.to_vec();
+        v.resize(crate::wire::PROTO_HDR.max(s.len()), 0);
+        v
+    }
+
+    fn free_port() -> SocketAddr {
+        std::net::UdpSocket::bind("127.0.0.1:0").unwrap().local_addr().unwrap()
+    }
+
+    #[test]
+    fn local_peers_take_shared_memory() {
+        let mut a = open("127.0.0.1:0".parse().unwrap(), true);
+        let mut b = open("127.0.0.1:0".parse().unwrap(), true);
+        let pb = a.peer(&crate::sockaddr::to_bytes(&b.local_addr())).unwrap();
+        a.send(pb, &pkt(b"hi"), &[], 0).unwrap();
+        let (pa, data) = exchange(&mut a, &mut b);
+        assert_eq!(data, pkt(b"hi"));
+        assert_eq!(b.peer_addr(pa), &crate::sockaddr::to_bytes(&a.local_addr())[..]);
+        b.send(pa, &pkt(b"back"), &[], 0).unwrap();
+        let (p, data) = exchange(&mut b, &mut a);
+        assert_eq!((p, data), (pb, pkt(b"back")));
+        assert_eq!((a.shm_stats().sent, a.shm_stats().received), (1, 1));
+        assert_eq!(a.stats().sent + b.stats().sent, 0, "no datagram");
+    }
+
+    #[test]
+    fn path_rule_late_peer_and_shm_off() {
+        // The peer opens after the first packet to it: UDP from a to b;
+        // b finds a's segment, so b to a goes through shared memory, and
+        // both directions meet in one peer at each end.
+        let mut a = open("127.0.0.1:0".parse().unwrap(), true);
+        let baddr = free_port();
+        let pb = a.peer(&crate::sockaddr::to_bytes(&baddr)).unwrap();
+        a.send(pb, &pkt(b"early"), &[], 0).unwrap();
+        let mut b = open(baddr, true);
+        let (pa, data) = exchange(&mut a, &mut b);
+        assert_eq!(data, pkt(b"early"));
+        assert_eq!(a.shm_stats().sent, 0);
+        assert!(a.stats().sent > 0);
+        b.send(pa, &pkt(b"late"), &[], 0).unwrap();
+        let (p, data) = exchange(&mut b, &mut a);
+        assert_eq!((p, data), (pb, pkt(b"late")));
+        assert_eq!((b.shm_stats().sent, a.shm_stats().received), (1, 1));
+        assert_eq!(a.shm_peers() + b.shm_peers(), 1);
+
+        // Shared memory off at c: no segment, so a uses UDP to it as well.
+        let mut c = open("127.0.0.1:0".parse().unwrap(), false);
+        assert!(!c.has_shm());
+        let pc = a.peer(&crate::sockaddr::to_bytes(&c.local_addr())).unwrap();
+        a.send(pc, &pkt(b"udp"), &[], 0).unwrap();
+        let (pa_c, data) = exchange(&mut a, &mut c);
+        assert_eq!(data, pkt(b"udp"));
+        c.send(pa_c, &pkt(b"udp too"), &[], 0).unwrap();
+        let (p, _) = exchange(&mut c, &mut a);
+        assert_eq!(p, pc);
+        assert_eq!(a.shm_stats().sent, 0);
+        assert_eq!(a.shm_stats().received, 1, "only b's packet");
+    }
+
+    #[test]
+    fn local_peers_of_other_datagram_sizes() {
+        // One endpoint as on loopback (64 KiB datagrams), one as on an
+        // interface of MTU 1500: cells take the larger packets, so both
+        // directions go through shared memory.
+        let large = UdpConfig { max_datagram: 65507, ..UdpConfig::default() };
+        let mut a = LocalOrUdp::open("127.0.0.1:0".parse().unwrap(), large, true).unwrap();
+        let small = UdpConfig { max_datagram: 1472, ..UdpConfig::default() };
+        let mut b = LocalOrUdp::open("127.0.0.1:0".parse().unwrap(), small, true).unwrap();
+        assert!(a.max_packet() > 60000 && b.max_packet() < 1472);
+        let pb = a.peer(&crate::sockaddr::to_bytes(&b.local_addr())).unwrap();
+        let big = vec![7u8; a.max_packet()];
+        a.send(pb, &big, &[], 0).unwrap();
+        let (pa, data) = exchange(&mut a, &mut b);
+        assert_eq!(data, big);
+        b.send(pa, &pkt(b"small"), &[], 0).unwrap();
+        let (p, _) = exchange(&mut b, &mut a);
+        assert_eq!(p, pb);
+        assert_eq!(a.shm_peers() + b.shm_peers(), 2);
+        assert_eq!(a.stats().sent + b.stats().sent, 0);
+    }
+
+    #[test]
+    fn lost_peer_is_decided_again() {
+        // A local peer on shared memory closes; a process with shared
+        // memory off takes its address: after the loss, UDP.
+        let mut a = open("127.0.0.1:0".parse().unwrap(), true);
+        let mut b = open("127.0.0.1:0".parse().unwrap(), true);
+        let baddr = b.local_addr();
+        let pb = a.peer(&crate::sockaddr::to_bytes(&baddr)).unwrap();
+        a.send(pb, &pkt(b"one"), &[], 5).unwrap();
+        exchange(&mut a, &mut b);
+        drop(b);
+        a.send(pb, &pkt(b"two"), &[], 6).unwrap();
+        let mut batch = RxBatch::default();
+        let mut acked = Vec::new();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            assert!(Instant::now() < deadline, "the closed peer was not given up on");
+            a.recv(&mut batch, Instant::now());
+            acked.extend_from_slice(&batch.acked);
+            if !batch.lost.is_empty() {
+                assert_eq!(batch.lost, vec![pb]);
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert_eq!(acked, vec![5], "the packet to the closed peer is not acknowledged");
+        let mut c = open(baddr, false);
+        a.send(pb, &pkt(b"three"), &[], 0).unwrap();
+        let (_, data) = exchange(&mut a, &mut c);
+        assert_eq!(data, pkt(b"three"));
+        assert_eq!(a.shm_stats().sent, 1, "the packet to the closed peer was dropped");
+        assert_eq!(a.shm_peers(), 0);
+    }
+}
