@@ -55,8 +55,9 @@ impl Default for RecvAddrs {
 
 /// Receives up to `lens.len()` (at most `RECV_MANY`) datagrams with one
 /// `recvmmsg`, datagram i into `data[i * slot..(i + 1) * slot]`; their
-/// lengths go to `lens` and their sources to `from`. Returns how many
-/// (0 when none is waiting).
+/// lengths go to `lens` and their sources to `from` (`None` for a datagram
+/// that did not fit its slot and was cut short). Returns how many (0 when
+/// none is waiting).
 pub fn recv_many(sock: &UdpSocket, data: &mut [u8], slot: usize, lens: &mut [usize], from: &mut [Option<std::net::SocketAddr>], addrs: &mut RecvAddrs) -> usize {
     let n = lens.len().min(from.len()).min(RECV_MANY).min(data.len() / slot.max(1));
     if n == 0 {
@@ -85,6 +86,11 @@ pub fn recv_many(sock: &UdpSocket, data: &mut [u8], slot: usize, lens: &mut [usi
     let got = r as usize;
     for i in 0..got {
         lens[i] = (hdrs[i].msg_len as usize).min(slot);
+        if hdrs[i].msg_hdr.msg_flags & libc::MSG_TRUNC != 0 {
+            // Longer than a slot: cut short by the kernel, never passed on.
+            from[i] = None;
+            continue;
+        }
         let len = (hdrs[i].msg_hdr.msg_namelen as usize).min(std::mem::size_of::<libc::sockaddr_storage>());
         // SAFETY: the kernel wrote `len` bytes of address into the slot.
         let raw = unsafe { std::slice::from_raw_parts((&addrs.0[i] as *const libc::sockaddr_storage).cast::<u8>(), len) };
@@ -238,6 +244,30 @@ mod tests {
             let (n, _) = rx6.recv_from(&mut got).unwrap();
             assert_eq!(&got[..n], &one[..]);
         }
+    }
+
+    #[test]
+    fn a_datagram_longer_than_its_slot_is_not_passed_on() {
+        use std::net::UdpSocket;
+        let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        tx.send_to(&[1u8; 200], rx.local_addr().unwrap()).unwrap();
+        tx.send_to(&[2u8; 100], rx.local_addr().unwrap()).unwrap();
+        let mut data = vec![0u8; 2 * 100];
+        let (mut lens, mut from) = ([0usize; 2], [None; 2]);
+        let mut addrs = super::RecvAddrs::default();
+        let mut got = 0;
+        for _ in 0..1000 {
+            got = super::recv_many(&rx, &mut data, 100, &mut lens, &mut from, &mut addrs);
+            if got == 2 {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        assert_eq!(got, 2);
+        assert_eq!(from[0], None, "the 200-byte datagram was cut short and must be dropped");
+        assert_eq!(from[1], Some(tx.local_addr().unwrap()));
+        assert_eq!((lens[1], data[100]), (100, 2));
     }
 
     #[test]
