@@ -8,6 +8,7 @@ the shm tables). Three tables and an MPI section:
   loopback   every series on 127.0.0.1, server pinned to core 0, client to
              core 1 (as the shm table):
                ours     rudp from our libfabric.so.1, FI_RUDP_IFACE=lo
+               ours UDP rudp with FI_RUDP_ENABLE_SHM=0 (through UDP, not shared memory)
                ours tcp our tcp provider (RDM over TCP connections), FI_TCP_IFACE=lo
                tcp;rxm  Debian's libfabric1, provider "tcp;ofi_rxm", FI_TCP_IFACE=lo
                udp;rxd  Debian's libfabric1, provider "udp;ofi_rxd", FI_UDP_IFACE=lo
@@ -59,14 +60,14 @@ MPI_TIMEOUT = 300
 GIVE_UP_AFTER = 5
 LOSS_PCT = 1
 
-LO_KEYS = ("ours", "ours_tcp", "rxm", "rxd", "ucx")
+LO_KEYS = ("ours", "ours_udp", "ours_tcp", "rxm", "rxd", "ucx")
 VETH_KEYS = ("ours", "rxm", "ours_loss", "rxm_loss")
-SHORT = {"ours": "ours", "ours_tcp": "ours tcp", "rxm": "tcp;rxm", "rxd": "udp;rxd", "ucx": "UCX tcp",
+SHORT = {"ours": "ours", "ours_udp": "ours UDP", "ours_tcp": "ours tcp", "rxm": "tcp;rxm", "rxd": "udp;rxd", "ucx": "UCX tcp",
          "ours_loss": "ours 1% loss", "rxm_loss": "tcp;rxm 1% loss"}
-LABELS = {"ours": "ours (rfabric rudp)", "ours_tcp": "ours (rfabric tcp)", "rxm": "Debian 1.17 tcp;ofi_rxm",
+LABELS = {"ours": "ours (rfabric rudp)", "ours_udp": "ours (rudp, FI_RUDP_ENABLE_SHM=0)", "ours_tcp": "ours (rfabric tcp)", "rxm": "Debian 1.17 tcp;ofi_rxm",
           "rxd": "Debian 1.17 udp;ofi_rxd", "ucx": "UCX 1.13 tcp",
           "ours_loss": "ours, 1% loss", "rxm_loss": "tcp;ofi_rxm, 1% loss"}
-COLORS = {"ours": "#d62728", "ours_tcp": "#9467bd", "rxm": "#1f77b4", "rxd": "#ff7f0e", "ucx": "#2ca02c",
+COLORS = {"ours": "#d62728", "ours_udp": "#8c564b", "ours_tcp": "#9467bd", "rxm": "#1f77b4", "rxd": "#ff7f0e", "ucx": "#2ca02c",
           "ours_loss": "#d62728", "rxm_loss": "#1f77b4"}
 MPI_PP_SIZES = [8, 64, 1024, 8192, 65536, 262144, 1 << 20, 4 << 20]
 MPI_AR_SIZES = [8, 1024, 65536, 1 << 20]
@@ -113,8 +114,9 @@ VETH = Path("veth", "rfbn-b", "rfbn-a", "10.78.0.2", "rfbn0")
 class Series:
     """One column: a provider of a library (or UCX) on a path, with loss."""
 
-    def __init__(self, key, path, provider, libdir, loss=0):
+    def __init__(self, key, path, provider, libdir, loss=0, extra=None):
         self.key, self.path, self.provider, self.libdir, self.loss = key, path, provider, libdir, loss
+        self.extra = extra or {}
 
     def env(self):
         i = self.path.iface
@@ -123,6 +125,7 @@ class Series:
         env = {"LD_LIBRARY_PATH": self.libdir}
         env.update({"rudp": {"FI_RUDP_IFACE": i}, "tcp": {"FI_TCP_IFACE": i}, "tcp;ofi_rxm": {"FI_TCP_IFACE": i},
                     "udp;ofi_rxd": {"FI_UDP_IFACE": i}}[self.provider])
+        env.update(self.extra)
         return env
 
 
@@ -133,6 +136,8 @@ def make_series(key, path, ours_lib):
         return Series(key, path, "rudp", ours_lib, loss)
     if base == "ours_tcp":
         return Series(key, path, "tcp", ours_lib, loss)
+    if base == "ours_udp":
+        return Series(key, path, "rudp", ours_lib, loss, {"FI_RUDP_ENABLE_SHM": "0"})
     if base == "rxm":
         return Series(key, path, "tcp;ofi_rxm", bench.DEBIAN_LIBDIR, loss)
     if base == "rxd":
@@ -604,8 +609,10 @@ def run(repo, ours_lib, ours_err, sizes, reps, parts, log, quick=False):
         for k in lo_keys:
             med.setdefault(k, {s: (None, None, None) for s in sizes})
         peers = [k for k in lo_keys if not k.startswith("ours")]
-        groups = [("ours", peers), ("ours_tcp", peers)]
+        groups = [(k, peers) for k in ("ours", "ours_udp", "ours_tcp") if k in lo_keys]
         text += ["## Loopback: rudp and our tcp vs tcp;ofi_rxm, udp;ofi_rxd, UCX tcp", "",
+                 "On one host rudp's peers meet in shared memory (column ours); column ours UDP is rudp "
+                 "with FI_RUDP_ENABLE_SHM=0, through UDP on 127.0.0.1.", "",
                  "127.0.0.1, server on core 0, client on core 1; %d run%s per case, %.0f s, %s at the start, "
                  "%s at the end." % (reps, "s" if reps > 1 else "", time.time() - t0, load0, uptime()), "",
                  "One-way latency, µs (median of runs; lower is better; ratio = ours ÷ best peer, target ≤ 1.0)", ""]
@@ -613,7 +620,8 @@ def run(repo, ours_lib, ours_err, sizes, reps, parts, log, quick=False):
         text += ["", "Streaming, window %d (median of runs; higher is better; ratio = ours ÷ best peer, "
                  "target ≥ 1.0 from 64 KiB)" % NET_WINDOW, ""]
         text += stream_table(sizes, med, groups)
-        text += ["", targets(sizes, med, "ours", peers), "", targets(sizes, med, "ours_tcp", peers)]
+        for k, _ in groups:
+            text += ["", targets(sizes, med, k, peers)]
         text += failures_md(fails) + [""]
         sections.append(("loopback", sizes, med, groups))
         lo_block = (sizes, med)
