@@ -790,6 +790,10 @@ impl Device for UdpDevice {
             }
             let Some(&id) = self.by_addr.get(&from) else {
                 self.stats.unknown_peer += 1;
+                // Logged at the 1st, 2nd, 4th, 8th... such datagram.
+                if self.stats.unknown_peer.is_power_of_two() {
+                    rfabric_core::fi_warn!(PROV, FI_LOG_EP_DATA, "{}: {} datagram(s) from unknown peers dropped (latest from {})", self.local, self.stats.unknown_peer, from);
+                }
                 continue;
             };
             let p = &mut self.peers[id as usize];
@@ -797,7 +801,7 @@ impl Device for UdpDevice {
                 self.stats.bad_conn += 1;
                 p.refused_conn += 1;
                 if p.refused_conn == 1 {
-                    rfabric_core::fi_info!(
+                    rfabric_core::fi_warn!(
                         PROV,
                         FI_LOG_EP_DATA,
                         "{}: dropping datagrams of {} (state {:?}, its connection id {:#x}, ours as it has it {:#x}; known {:#x}, ours {:#x})",
