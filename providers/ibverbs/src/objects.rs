@@ -252,6 +252,17 @@ impl Pd {
         self.qp("efadv_create_qp_ex", qp, send_cq, recv_cq, attr.cap)
     }
 
+    /// `ibv_create_ah`: an address handle for sends from a UD or SRD QP
+    /// of this PD (`wr.ud.ah`).
+    pub fn create_ah(&self, attr: &ibv_ah_attr) -> Result<Ah, VerbsError> {
+        let mut attr = *attr;
+        // SAFETY: a live PD of this library; `attr` is a valid attribute
+        // struct the call only reads.
+        let ah = unsafe { (self.lib().fns.create_ah)(self.as_ptr(), &mut attr) };
+        let ah = NonNull::new(ah).ok_or_else(|| VerbsError::last("ibv_create_ah"))?;
+        Ok(Ah { pd: self.inner.clone(), ah })
+    }
+
     fn qp(&self, call: &'static str, qp: *mut ibv_qp, send_cq: &Cq, recv_cq: &Cq, cap: ibv_qp_cap) -> Result<Qp, VerbsError> {
         let qp = NonNull::new(qp).ok_or_else(|| VerbsError::last(call))?;
         // SAFETY: a QP libibverbs just returned; its fields are set.
@@ -264,6 +275,32 @@ impl Pd {
             qp_num,
             cap,
         })
+    }
+}
+
+/// An address handle (`ibv_create_ah`); `ibv_destroy_ah` on drop, before
+/// its PD.
+pub struct Ah {
+    pd: Arc<PdInner>,
+    ah: NonNull<ibv_ah>,
+}
+
+// SAFETY: as for `CtxInner`.
+unsafe impl Send for Ah {}
+// SAFETY: as for `CtxInner`.
+unsafe impl Sync for Ah {}
+
+impl Ah {
+    pub fn as_ptr(&self) -> *mut ibv_ah {
+        self.ah.as_ptr()
+    }
+}
+
+impl Drop for Ah {
+    fn drop(&mut self) {
+        // SAFETY: from ibv_create_ah, destroyed once, before its PD (held
+        // by `self.pd`).
+        unsafe { (self.pd.ctx.lib.fns.destroy_ah)(self.ah.as_ptr()) };
     }
 }
 

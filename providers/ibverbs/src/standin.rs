@@ -40,6 +40,9 @@ pub enum Call {
     DestroyCq(usize),
     CreateQp { pd: usize, send_cq: usize, recv_cq: usize, qp_type: u32, max_send_wr: u32, sq_sig_all: c_int },
     DestroyQp(usize),
+    /// `ibv_create_ah`: the PD, and the attributes' GID, `is_global` and port.
+    CreateAh { pd: usize, dgid: [u8; 16], is_global: u8, port_num: u8 },
+    DestroyAh(usize),
     ModifyQp { qp: usize, qp_state: u32, mask: c_int },
     EfaQueryDevice { ctx: usize, inlen: u32 },
     EfaCreateQpEx {
@@ -90,6 +93,21 @@ pub struct SentWr {
     pub rkey: u32,
     /// `imm_data` as posted (big-endian).
     pub imm_data: u32,
+    /// `wr.ud` (sends on UD and SRD QPs; the same bytes as `wr.rdma` for
+    /// other QPs).
+    pub ah: usize,
+    pub remote_qpn: u32,
+    pub remote_qkey: u32,
+}
+
+/// An address handle of `ibv_create_ah`, as `World::ahs` keeps it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AhRec {
+    pub ctx: usize,
+    pub dgid: [u8; 16],
+    /// The handle's number, which a receive completion reports as `slid`
+    /// for a packet from this GID (as EFA does).
+    pub ahn: u16,
 }
 
 /// One librdmacm call of the stand-in (`rdmacm_fns`).
@@ -138,6 +156,8 @@ pub struct World {
     /// Contexts are the last member of a `verbs_context` with `query_port`.
     pub extended: bool,
     pub ports: u8,
+    /// Live address handles by address.
+    pub ahs: HashMap<usize, AhRec>,
     /// `efadv_query_device` accepts the devices.
     pub efa_device: bool,
     /// Function name -> the errno it fails with.
@@ -164,6 +184,7 @@ thread_local! {
         port_cfg: HashMap::new(),
         extended: true,
         ports: 1,
+        ahs: HashMap::new(),
         efa_device: false,
         fail: HashMap::new(),
         post_rc: 0,
@@ -584,7 +605,48 @@ fn new_qp(pd: *mut ibv_pd, send_cq: *mut ibv_cq, recv_cq: *mut ibv_cq, qp_type: 
     // SAFETY: `pd` is a live PD of `alloc_pd`.
     let context = unsafe { (*pd).context };
     let h = handle();
-    Box::into_raw(Box::new(ibv_qp { context, pd, send_cq, recv_cq, handle: h, qp_num: 0x100 + h, qp_type, ..Default::default() }))
+    let qp = Box::into_raw(Box::new(ibv_qp { context, pd, send_cq, recv_cq, handle: h, qp_num: 0x100 + h, qp_type, ..Default::default() }));
+    if qp_type == IBV_QPT_UD || qp_type == IBV_QPT_DRIVER {
+        // Datagram QPs join the loopback as they are made (no connection).
+        let gid = port_gid(context);
+        with(|w| {
+            if let Some(l) = w.loopback.as_mut() {
+                l.cqs_of.insert(qp as usize, (send_cq as usize, recv_cq as usize));
+                l.ud.insert(qp as usize, (0x100 + h, gid));
+            }
+        });
+    }
+    qp
+}
+
+/// The first GID of port 1 of the context's device (zeros without one).
+fn port_gid(ctx: *mut ibv_context) -> [u8; 16] {
+    port_cfg(ctx, 1).and_then(|c| c.gids.first().copied()).unwrap_or_default()
+}
+
+unsafe extern "C" fn create_ah(pd: *mut ibv_pd, attr: *mut ibv_ah_attr) -> *mut ibv_ah {
+    // SAFETY: `attr` is the caller's struct; `pd` a live PD of `alloc_pd`;
+    // every bit pattern of the GID union is a byte array.
+    let (a, ctx) = unsafe { (*attr, (*pd).context) };
+    // SAFETY: as above.
+    let dgid = unsafe { a.grh.dgid.raw };
+    record(Call::CreateAh { pd: pd as usize, dgid, is_global: a.is_global, port_num: a.port_num });
+    if let Some(e) = failing("ibv_create_ah") {
+        set_errno(e);
+        return null_mut();
+    }
+    let ahn = handle() as u16;
+    let ah = Box::into_raw(Box::new(0u64)) as *mut ibv_ah;
+    with(|w| w.ahs.insert(ah as usize, AhRec { ctx: ctx as usize, dgid, ahn }));
+    ah
+}
+
+unsafe extern "C" fn destroy_ah(ah: *mut ibv_ah) -> c_int {
+    record(Call::DestroyAh(ah as usize));
+    with(|w| w.ahs.remove(&(ah as usize)));
+    // SAFETY: a box of `create_ah`, freed once.
+    drop(unsafe { Box::from_raw(ah as *mut u64) });
+    0
 }
 
 unsafe extern "C" fn create_qp(pd: *mut ibv_pd, attr: *mut ibv_qp_init_attr) -> *mut ibv_qp {
@@ -609,6 +671,16 @@ unsafe extern "C" fn create_qp(pd: *mut ibv_pd, attr: *mut ibv_qp_init_attr) -> 
 
 unsafe extern "C" fn destroy_qp(qp: *mut ibv_qp) -> c_int {
     record(Call::DestroyQp(qp as usize));
+    // Datagrams on their way to this QP fail at their senders.
+    let lost = with(|w| {
+        let l = w.loopback.as_mut()?;
+        l.ud.remove(&(qp as usize));
+        l.rq.remove(&(qp as usize));
+        l.waiting.remove(&(qp as usize))
+    });
+    for (src, wr_id, _, _) in lost.into_iter().flatten() {
+        loop_complete(src, true, ibv_wc { wr_id, status: WC_RETRY_EXC_ERR, opcode: IBV_WC_SEND, ..Default::default() });
+    }
     // SAFETY: a QP of `new_qp`, freed once.
     drop(unsafe { Box::from_raw(qp) });
     0
@@ -726,6 +798,9 @@ unsafe extern "C" fn post_send(qp: *mut ibv_qp, wr: *mut ibv_send_wr, bad: *mut 
                 remote_addr: w.wr.rdma.remote_addr,
                 rkey: w.wr.rdma.rkey,
                 imm_data: w.imm.imm_data,
+                ah: w.wr.ud.ah as usize,
+                remote_qpn: w.wr.ud.remote_qpn,
+                remote_qkey: w.wr.ud.remote_qkey,
             }
         };
         with(|w| w.sent.push(s));
@@ -797,6 +872,8 @@ pub fn verbs_fns() -> VerbsFns {
         create_qp,
         destroy_qp,
         modify_qp,
+        create_ah,
+        destroy_ah,
     }
 }
 
@@ -1105,6 +1182,15 @@ pub fn rdmacm_fns() -> crate::rdmacm::RdmaCmFns {
 /// receiver-not-ready, until the peer posts one. `rdma_disconnect` or
 /// destroying a connected id gives the peer `DISCONNECTED`. Sends only (no
 /// RDMA); no loss; completions in order.
+///
+/// UD and SRD QPs (`IBV_QPT_UD`, `IBV_QPT_DRIVER`) made while the loopback
+/// is on join it at once: a send goes to the QP numbered `wr.ud.remote_qpn`
+/// (a send completion with status 12, `IBV_WC_RETRY_EXC_ERR`, when there is
+/// none, or when it is destroyed before the packet lands); its receive
+/// completion carries the sender's QP number as `src_qp` and, as `slid`,
+/// the number of the receiver's address handle for the sender's GID
+/// (0xffff without one). Sends wait for a posted receive, as SRD retries
+/// on receiver-not-ready.
 #[derive(Default)]
 pub struct Loopback {
     listeners: Vec<usize>,
@@ -1116,9 +1202,19 @@ pub struct Loopback {
     cqs: HashMap<usize, std::collections::VecDeque<ibv_wc>>,
     /// QP -> posted receives (wr_id, address, length).
     rq: HashMap<usize, std::collections::VecDeque<(u64, u64, u32)>>,
-    /// QP -> sends waiting for a receive there (source QP, wr_id, bytes).
-    waiting: HashMap<usize, std::collections::VecDeque<(usize, u64, Vec<u8>)>>,
+    /// QP -> sends waiting for a receive there (source QP, wr_id, bytes,
+    /// and for datagram QPs the source's QP number and GID).
+    waiting: HashMap<usize, std::collections::VecDeque<Datagram>>,
+    /// Datagram QPs -> (QP number, GID).
+    ud: HashMap<usize, (u32, [u8; 16])>,
 }
+
+/// A send waiting for a receive: source QP, wr_id, bytes, and for a
+/// datagram QP the source's QP number and GID.
+type Datagram = (usize, u64, Vec<u8>, Option<(u32, [u8; 16])>);
+
+/// IBV_WC_RETRY_EXC_ERR
+const WC_RETRY_EXC_ERR: u32 = 12;
 
 /// Sends `wr` (a `SEND`) from `src` across the loop.
 ///
@@ -1133,6 +1229,23 @@ unsafe fn loop_send(src: usize, wr: &ibv_send_wr) {
             bytes.extend_from_slice(std::slice::from_raw_parts(g.addr as *const u8, g.length as usize));
         }
     }
+    let ud = with(|w| w.loopback.as_ref().and_then(|l| l.ud.get(&src).copied()));
+    if let Some(me) = ud {
+        // SAFETY: `wr.ud` is what a datagram QP's send carries.
+        let qpn = unsafe { wr.wr.ud.remote_qpn };
+        let dst = with(|w| w.loopback.as_ref().and_then(|l| l.ud.iter().find(|(_, v)| v.0 == qpn).map(|(k, _)| *k)));
+        let Some(dst) = dst else {
+            loop_complete(src, true, ibv_wc { wr_id: wr.wr_id, status: WC_RETRY_EXC_ERR, opcode: IBV_WC_SEND, ..Default::default() });
+            return;
+        };
+        with(|w| {
+            if let Some(l) = w.loopback.as_mut() {
+                l.waiting.entry(dst).or_default().push_back((src, wr.wr_id, bytes, Some(me)));
+            }
+        });
+        loop_deliver(dst);
+        return;
+    }
     let Some(dst) = with(|w| w.loopback.as_ref().and_then(|l| l.qp_peer.get(&src).copied())) else {
         // Not connected: the QP is in error.
         loop_complete(src, true, ibv_wc { wr_id: wr.wr_id, status: IBV_WC_WR_FLUSH_ERR, opcode: IBV_WC_SEND, ..Default::default() });
@@ -1140,7 +1253,7 @@ unsafe fn loop_send(src: usize, wr: &ibv_send_wr) {
     };
     with(|w| {
         if let Some(l) = w.loopback.as_mut() {
-            l.waiting.entry(dst).or_default().push_back((src, wr.wr_id, bytes));
+            l.waiting.entry(dst).or_default().push_back((src, wr.wr_id, bytes, None));
         }
     });
     loop_deliver(dst);
@@ -1177,7 +1290,7 @@ fn loop_deliver(dst: usize) {
             let s = l.waiting.get_mut(&dst)?.pop_front()?;
             Some((r, s))
         });
-        let Some(((rid, addr, len), (src, sid, bytes))) = next else { return };
+        let Some(((rid, addr, len), (src, sid, bytes, from))) = next else { return };
         let fits = bytes.len() <= len as usize;
         if fits {
             // SAFETY: a posted receive names writable memory of `len` bytes
@@ -1185,7 +1298,18 @@ fn loop_deliver(dst: usize) {
             unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), addr as *mut u8, bytes.len()) };
         }
         let (rs, ss) = if fits { (IBV_WC_SUCCESS, IBV_WC_SUCCESS) } else { (1, 9) };
-        loop_complete(dst, false, ibv_wc { wr_id: rid, status: rs, opcode: IBV_WC_RECV, byte_len: bytes.len() as u32, ..Default::default() });
+        let mut wc = ibv_wc { wr_id: rid, status: rs, opcode: IBV_WC_RECV, byte_len: bytes.len() as u32, ..Default::default() };
+        if let Some((qpn, gid)) = from {
+            let dst_ctx = with(|w| w.loopback.as_ref().and_then(|l| l.ud.get(&dst).copied()));
+            // The receiver's QP is live (it posted the receive); its context
+            // is the one its address handles were made on.
+            // SAFETY: a live QP of `new_qp`.
+            let ctx = unsafe { (*(dst as *mut ibv_qp)).context } as usize;
+            wc.src_qp = qpn;
+            wc.qp_num = dst_ctx.map_or(0, |d| d.0);
+            wc.slid = with(|w| w.ahs.values().find(|a| a.ctx == ctx && a.dgid == gid).map_or(0xffff, |a| a.ahn));
+        }
+        loop_complete(dst, false, wc);
         loop_complete(src, true, ibv_wc { wr_id: sid, status: ss, opcode: IBV_WC_SEND, ..Default::default() });
     }
 }

@@ -366,3 +366,91 @@ fn open_device_by_name() {
     drop(ctx);
     assert_eq!(standin::take_calls(), vec![Call::CloseDevice(c)]);
 }
+
+#[test]
+fn address_handles_and_srd_sends_across_the_loopback() {
+    let v = verbs(true);
+    standin::with(|w| w.loopback = Some(Default::default()));
+    let gid = |b: u8| [b; 16];
+    for (dev, g) in [("efa0", 1u8), ("efa1", 2u8)] {
+        standin::add_device(dev, IBV_NODE_UNSPECIFIED, IBV_TRANSPORT_UNSPECIFIED, "");
+        standin::set_port(dev, 1, standin::PortCfg { state: IBV_PORT_ACTIVE, gids: vec![gid(g)], ..Default::default() });
+    }
+    let side = |dev: &str| {
+        let ctx = v.open_device(dev).unwrap();
+        let pd = ctx.alloc_pd().unwrap();
+        let cq = ctx.create_cq(16, 0).unwrap();
+        let qp = pd.create_efa_srd_qp(&cq, &cq, ibv_qp_cap { max_send_wr: 4, max_recv_wr: 4, max_send_sge: 1, max_recv_sge: 1, ..Default::default() }, true).unwrap();
+        (ctx, pd, cq, qp)
+    };
+    let (_c0, pd0, cq0, qp0) = side("efa0");
+    let (_c1, pd1, cq1, qp1) = side("efa1");
+    standin::take_calls();
+
+    let attr = |g: [u8; 16]| {
+        let mut a = ibv_ah_attr { is_global: 1, port_num: 1, ..Default::default() };
+        a.grh.dgid.raw = g;
+        a
+    };
+    let ah = pd0.create_ah(&attr(gid(2))).unwrap();
+    assert_eq!(
+        standin::take_calls(),
+        vec![Call::CreateAh { pd: pd0.as_ptr() as usize, dgid: gid(2), is_global: 1, port_num: 1 }]
+    );
+    // The receiver knows the sender's GID: its completions name that handle.
+    let back = pd1.create_ah(&attr(gid(1))).unwrap();
+    let back_ahn = standin::with(|w| w.ahs[&(back.as_ptr() as usize)].ahn);
+
+    let mut rbuf = [0u8; 32];
+    let mut rsge = ibv_sge { addr: rbuf.as_mut_ptr() as u64, length: 32, lkey: 1 };
+    let mut rwr = ibv_recv_wr { wr_id: 77, sg_list: &mut rsge, num_sge: 1, ..Default::default() };
+    // SAFETY: `rbuf` outlives the receive (it completes below).
+    unsafe { qp1.post_recv(&mut rwr) }.unwrap();
+
+    let msg = *b"srd hello";
+    let mut sge = ibv_sge { addr: msg.as_ptr() as u64, length: msg.len() as u32, lkey: 2 };
+    let mut wr = ibv_send_wr { wr_id: 5, opcode: IBV_WR_SEND, send_flags: IBV_SEND_SIGNALED, sg_list: &mut sge, num_sge: 1, ..Default::default() };
+    wr.wr.ud = ibv_send_wr_ud { ah: ah.as_ptr(), remote_qpn: qp1.qp_num(), remote_qkey: 0x1234 };
+    // SAFETY: `msg` outlives the send (the loopback copies it at once).
+    unsafe { qp0.post_send(&mut wr) }.unwrap();
+    let sent = standin::with(|w| w.sent.last().cloned()).unwrap();
+    assert_eq!((sent.ah, sent.remote_qpn, sent.remote_qkey), (ah.as_ptr() as usize, qp1.qp_num(), 0x1234));
+
+    let mut wc = [ibv_wc::default(); 2];
+    assert_eq!(cq1.poll(&mut wc).unwrap(), 1);
+    assert_eq!((wc[0].wr_id, wc[0].status, wc[0].byte_len), (77, IBV_WC_SUCCESS, msg.len() as u32));
+    assert_eq!((wc[0].src_qp, wc[0].slid), (qp0.qp_num(), back_ahn));
+    assert_eq!(&rbuf[..msg.len()], &msg);
+    assert_eq!(cq0.poll(&mut wc).unwrap(), 1);
+    assert_eq!((wc[0].wr_id, wc[0].status, wc[0].opcode), (5, IBV_WC_SUCCESS, IBV_WC_SEND));
+
+    // Without a handle for the sender's GID, `slid` is 0xffff.
+    drop(back);
+    // SAFETY: as above.
+    unsafe { qp1.post_recv(&mut rwr) }.unwrap();
+    // SAFETY: as above.
+    unsafe { qp0.post_send(&mut wr) }.unwrap();
+    assert_eq!(cq1.poll(&mut wc).unwrap(), 1);
+    assert_eq!((wc[0].src_qp, wc[0].slid), (qp0.qp_num(), 0xffff));
+    cq0.poll(&mut wc).unwrap();
+
+    // A send waiting for a receive fails when the destination QP goes; so
+    // does one to a QP number nobody has.
+    // SAFETY: as above.
+    unsafe { qp0.post_send(&mut wr) }.unwrap();
+    assert_eq!(cq0.poll(&mut wc).unwrap(), 0);
+    drop(qp1);
+    assert_eq!(cq0.poll(&mut wc).unwrap(), 1);
+    assert_eq!((wc[0].wr_id, wc[0].status), (5, 12));
+    // SAFETY: as above.
+    unsafe { qp0.post_send(&mut wr) }.unwrap();
+    assert_eq!(cq0.poll(&mut wc).unwrap(), 1);
+    assert_eq!(wc[0].status, 12);
+
+    standin::take_calls();
+    let a = ah.as_ptr() as usize;
+    drop(ah);
+    assert_eq!(standin::take_calls(), vec![Call::DestroyAh(a)]);
+    standin::fail("ibv_create_ah", libc::EINVAL);
+    assert_eq!(pd0.create_ah(&attr(gid(2))).err(), Some(VerbsError::new("ibv_create_ah", libc::EINVAL)));
+}

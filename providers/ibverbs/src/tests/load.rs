@@ -84,6 +84,8 @@ fn the_table_binds_what_a_linked_program_binds() {
         ("ibv_create_qp", f.create_qp as usize),
         ("ibv_destroy_qp", f.destroy_qp as usize),
         ("ibv_modify_qp", f.modify_qp as usize),
+        ("ibv_create_ah", f.create_ah as usize),
+        ("ibv_destroy_ah", f.destroy_ah as usize),
     ];
     for &(name, ours) in table {
         // SAFETY: read as a plain address, never called.
