@@ -9,6 +9,7 @@
 pub mod device;
 mod dgram;
 pub mod efa;
+pub mod efadev;
 pub mod engine;
 pub mod fuzzing;
 pub mod local;
