@@ -536,4 +536,132 @@ mod tests {
         let plain = Verbs::from_fns(standin::verbs_fns(), None);
         assert_eq!(EfaDevice::open(&plain, "efa0", cfg()).err(), Some(Error(libc::EOPNOTSUPP)));
     }
+
+    // ---------- the engine on two EFA devices ----------
+
+    use crate::engine::{Engine, EngineConfig};
+    use rfabric_core::abi::*;
+    use rfabric_core::objects::cq::CqAttr;
+    use rfabric_core::objects::mr::{MrRegion, MrRegistry};
+    use rfabric_core::objects::progress::ProgressCq;
+    use rfabric_core::objects::wait::Locked;
+    use rfabric_core::provider::{CompletionQueue, Descs, Iov, RmaIov, RmaOp, RxOp, TxOp};
+    use std::sync::Arc;
+
+    struct Side {
+        eng: Engine<EfaDevice>,
+        tx: Arc<ProgressCq>,
+        rx: Arc<ProgressCq>,
+        mr: Arc<Locked<MrRegistry>>,
+    }
+
+    fn side(v: &Verbs, dev: &str) -> Side {
+        let d = EfaDevice::open(v, dev, EfaConfig { max_packet: 1024, tx_slots: 64, rx_slots: 64 }).unwrap();
+        let mr = Arc::new(Locked::new(MrRegistry::new(0, 8).unwrap()));
+        let cfg = EngineConfig { medium_max: 8192, tx_size: 64, rx_size: 64, unexp_max: 64, directed: false };
+        let mut eng = Engine::new(d, cfg, mr.clone()).unwrap();
+        let cq = || Arc::new(ProgressCq::new(&CqAttr { size: 64, format: FI_CQ_FORMAT_TAGGED, wait_obj: FI_WAIT_NONE }).unwrap());
+        let (tx, rx) = (cq(), cq());
+        eng.out.tx_cq = Some(tx.clone());
+        eng.out.rx_cq = Some(rx.clone());
+        Side { eng, tx, rx, mr }
+    }
+
+    /// (context, len, tag) of the next completion, progressing both sides
+    /// until there is one (a bounded number of rounds).
+    fn next(a: &mut Side, b: &mut Side, rx_of_b: bool) -> std::result::Result<(usize, usize, u64), i32> {
+        for _ in 0..10_000 {
+            a.eng.progress();
+            b.eng.progress();
+            let cq = if rx_of_b { &b.rx } else { &a.tx };
+            let mut e = [0u8; 48];
+            match cq.read(&mut e, 1, None) {
+                Ok(1) => {
+                    let w = |i: usize| u64::from_ne_bytes(e[i * 8..i * 8 + 8].try_into().unwrap());
+                    return Ok((w(0) as usize, w(2) as usize, w(5)));
+                }
+                Err(err) if err.0 == FI_EAVAIL => return Err(cq.readerr(None, 0).unwrap().0.err),
+                _ => {}
+            }
+        }
+        panic!("no completion after 10000 rounds");
+    }
+
+    fn send(s: &mut Side, peer: PeerId, data: &[u8], ctx: usize, tagged: Option<u64>) -> Result<()> {
+        let iov = [Iov { base: data.as_ptr() as usize, len: data.len() }];
+        let op = TxOp { iov: &iov, desc: Descs::NONE, dest: 0, context: ctx, tag: tagged.unwrap_or(0), data: 0, flags: 0, tagged: tagged.is_some(), no_completion: false };
+        // SAFETY: the callers keep `data` until the send's completion.
+        unsafe { s.eng.send(peer, &op) }
+    }
+
+    fn post_recv(s: &mut Side, buf: &mut [u8], ctx: usize, tagged: Option<u64>) {
+        let iov = [Iov { base: buf.as_mut_ptr() as usize, len: buf.len() }];
+        let op = RxOp { iov: &iov, desc: Descs::NONE, src: FI_ADDR_UNSPEC, context: ctx, tag: tagged.unwrap_or(0), ignore: 0, flags: 0, tagged: tagged.is_some() };
+        // SAFETY: the callers keep `buf` until the receive's completion.
+        unsafe { s.eng.recv(&op) }.unwrap();
+    }
+
+    #[test]
+    fn the_engine_runs_over_two_efa_devices() {
+        let v = verbs();
+        let mut a = side(&v, "efa0");
+        let mut b = side(&v, "efa1");
+        let name = b.eng.dev.name();
+        let p = a.eng.dev.peer(&name).unwrap();
+        assert!(a.eng.eager_max() < 1024);
+
+        // Eager, medium (several packets) and long (RTS/CTS) messages.
+        for (i, len) in [1usize, 500, 3000, 8192, 20_000, 100_000].into_iter().enumerate() {
+            let data: Vec<u8> = (0..len).map(|k| (k * 7 + i) as u8).collect();
+            let mut buf = vec![0u8; len];
+            post_recv(&mut b, &mut buf, 100 + i, None);
+            send(&mut a, p, &data, 200 + i, None).unwrap();
+            assert_eq!(next(&mut a, &mut b, true), Ok((100 + i, len, 0)), "receive of {len}");
+            assert_eq!(next(&mut a, &mut b, false).map(|c| c.0), Ok(200 + i), "send of {len}");
+            assert!(buf == data, "{len} bytes arrived intact");
+        }
+
+        // A tagged receive takes the message with its tag only.
+        let mut buf = vec![0u8; 64];
+        post_recv(&mut b, &mut buf, 300, Some(0xabc));
+        send(&mut a, p, b"tagged", 301, Some(0xabc)).unwrap();
+        assert_eq!(next(&mut a, &mut b, true), Ok((300, 6, 0xabc)));
+        assert_eq!(next(&mut a, &mut b, false).map(|c| c.0), Ok(301));
+        assert_eq!(&buf[..6], b"tagged");
+
+        // An emulated RMA write into `b`'s registered region.
+        let mut region = vec![0u8; 4096];
+        let key = b.mr.lock().register(MrRegion { base: region.as_mut_ptr() as usize, len: region.len(), access: FI_REMOTE_WRITE, ..MrRegion::default() }, 5).unwrap();
+        let src: Vec<u8> = (0..2000u32).map(|k| k as u8 ^ 0x5a).collect();
+        let iov = [Iov { base: src.as_ptr() as usize, len: src.len() }];
+        let rma = [RmaIov { addr: 16, len: src.len(), key }];
+        let op = RmaOp { iov: &iov, rma: &rma, dest: 0, context: 400, data: 0, flags: 0, no_completion: false };
+        // SAFETY: `src` outlives the write (its completion is awaited).
+        unsafe { a.eng.rma(p, &op, true) }.unwrap();
+        assert_eq!(next(&mut a, &mut b, false).map(|c| c.0), Ok(400));
+        assert!(region[16..2016] == src[..] && region[..16] == [0; 16]);
+    }
+
+    #[test]
+    fn a_send_error_loses_the_peer_and_pending_operations_fail_with_econnreset() {
+        let v = verbs();
+        let mut a = side(&v, "efa0");
+        let mut b = side(&v, "efa1");
+        let p = a.eng.dev.peer(&b.eng.dev.name()).unwrap();
+        let mut buf = [0u8; 8];
+        post_recv(&mut b, &mut buf, 1, None);
+        send(&mut a, p, b"hi", 2, None).unwrap();
+        assert_eq!(next(&mut a, &mut b, true).map(|c| c.0), Ok(1));
+        assert_eq!(next(&mut a, &mut b, false).map(|c| c.0), Ok(2));
+
+        // `b` goes away (its QP with it): the next packet fails at `a`'s
+        // send queue, the peer is lost and the long send pending on it
+        // completes in error. `idle` only stands in `b`'s place for `next`.
+        drop(b);
+        let mut idle = side(&v, "efa0");
+        let data = vec![1u8; 20_000];
+        send(&mut a, p, &data, 3, None).unwrap();
+        assert_eq!(next(&mut a, &mut idle, false), Err(FI_ECONNRESET));
+        assert!(a.eng.dev.peers[p as usize].lost);
+    }
 }
