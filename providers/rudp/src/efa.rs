@@ -4,10 +4,11 @@
 //! run on), it offers nothing and says why once at `FI_LOG_LEVEL=info`;
 //! `fi_getinfo` for other providers is unaffected.
 //!
-//! The EFA device under the engine (SRD queue pairs, address handles) is
-//! not part of this build: where EFA devices are found, that is logged
-//! and nothing is offered, rather than offering domains that cannot move
-//! data. `rudp` carries the same protocol over UDP on such hosts.
+//! The EFA device under the engine (`efadev`: SRD queue pairs, address
+//! handles) exists and is tested on `rfabric-ibverbs`' stand-in only; it
+//! is not offered: where EFA devices are found, that is logged and
+//! nothing is offered, since nothing has run on EFA hardware. `rudp`
+//! carries the same protocol over UDP on such hosts.
 
 #![forbid(unsafe_code)]
 
@@ -39,10 +40,14 @@ pub fn probe_with(names: Option<&LibNames>) -> Probe {
         Some(n) => Verbs::load_from(n),
         None => Verbs::load(),
     };
-    let verbs = match v {
-        Ok(v) => v,
-        Err(e) => return Probe::NoLibrary(e.to_string()),
-    };
+    match v {
+        Ok(v) => probe_verbs(&v),
+        Err(e) => Probe::NoLibrary(e.to_string()),
+    }
+}
+
+/// Probes a loaded libibverbs (the real one, or a test's stand-in).
+pub fn probe_verbs(verbs: &Verbs) -> Probe {
     match verbs.devices() {
         Ok(devs) => {
             let (efa, other): (Vec<_>, Vec<_>) = devs.into_iter().partition(|d| d.is_efa());
@@ -62,7 +67,10 @@ pub fn describe(p: &Probe) -> String {
         Probe::NoLibrary(why) => format!("no EFA domains: rdma-core's libibverbs is not available ({why})"),
         Probe::NoDevice(others) if others.is_empty() => "no EFA domains: libibverbs found no RDMA device".to_string(),
         Probe::NoDevice(others) => format!("no EFA domains: no EFA device among {}", others.join(", ")),
-        Probe::Devices(d) => format!("EFA devices {} found; this build has no EFA device path (use rudp on this host)", d.join(", ")),
+        Probe::Devices(d) => format!(
+            "EFA devices {} found; this build offers no EFA domains (its EFA device has not run on EFA hardware; use rudp on this host)",
+            d.join(", ")
+        ),
         Probe::Error(e) => format!("no EFA domains: the device list could not be read ({e})"),
     }
 }
@@ -107,6 +115,37 @@ mod tests {
         assert!(matches!(&p, Probe::NoLibrary(why) if why.contains("libibverbs-not-here.so.1")), "{p:?}");
         assert!(describe(&p).starts_with("no EFA domains"));
         assert!(EfaProvider.fabric(&FabricAttr::default()).is_err());
+    }
+
+    #[test]
+    fn without_libefa_the_probe_still_answers_and_nothing_is_offered() {
+        // libibverbs (if installed) with libefa absent: no EFA device here
+        // either way, and the reason is a no-domains line.
+        let names = LibNames { verbs: "libibverbs.so.1".into(), efa: Some("libefa-not-here.so.1".into()) };
+        let p = probe_with(Some(&names));
+        assert!(matches!(p, Probe::NoDevice(_) | Probe::NoLibrary(_)), "{p:?}");
+        assert!(describe(&p).starts_with("no EFA domains"), "{}", describe(&p));
+    }
+
+    #[test]
+    fn stand_in_devices_probe_as_no_device_or_efa_devices() {
+        use rfabric_ibverbs::standin;
+        use rfabric_ibverbs::sys::*;
+        // No device at all.
+        let v = Verbs::from_fns(standin::verbs_fns(), Some(standin::efa_fns()));
+        assert_eq!(probe_verbs(&v), Probe::NoDevice(Vec::new()));
+        assert_eq!(describe(&Probe::NoDevice(Vec::new())), "no EFA domains: libibverbs found no RDMA device");
+        // A device libefa does not accept is not an EFA device.
+        standin::add_device("mlx0", IBV_NODE_CA, IBV_TRANSPORT_IB, "");
+        assert_eq!(probe_verbs(&v), Probe::NoDevice(vec!["mlx0".into()]));
+        // Once libefa accepts it, it is one; still nothing is offered.
+        standin::with(|w| w.efa_device = true);
+        let p = probe_verbs(&v);
+        assert_eq!(p, Probe::Devices(vec!["mlx0".into()]));
+        assert!(describe(&p).contains("offers no EFA domains"));
+        // Without libefa the same device is not recognised as EFA.
+        let plain = Verbs::from_fns(standin::verbs_fns(), None);
+        assert_eq!(probe_verbs(&plain), Probe::NoDevice(vec!["mlx0".into()]));
     }
 
     #[test]
