@@ -93,8 +93,8 @@ pub struct SentWr {
     pub rkey: u32,
     /// `imm_data` as posted (big-endian).
     pub imm_data: u32,
-    /// `wr.ud` (sends on UD and SRD QPs; the same bytes as `wr.rdma` for
-    /// other QPs).
+    /// `wr.ud` (sends on UD and SRD QPs only; `remote_addr` and `rkey`
+    /// are 0 for those).
     pub ah: usize,
     pub remote_qpn: u32,
     pub remote_qkey: u32,
@@ -158,6 +158,10 @@ pub struct World {
     pub ports: u8,
     /// Live address handles by address.
     pub ahs: HashMap<usize, AhRec>,
+    /// Live UD and SRD QPs (their sends record `wr.ud`).
+    dgram_qps: std::collections::HashSet<usize>,
+    /// `max_msg_sz` every configured port reports (0 unless set).
+    pub max_msg_sz: u32,
     /// `efadv_query_device` accepts the devices.
     pub efa_device: bool,
     /// Function name -> the errno it fails with.
@@ -185,6 +189,8 @@ thread_local! {
         extended: true,
         ports: 1,
         ahs: HashMap::new(),
+        dgram_qps: std::collections::HashSet::new(),
+        max_msg_sz: 0,
         efa_device: false,
         fail: HashMap::new(),
         post_rc: 0,
@@ -467,6 +473,7 @@ unsafe extern "C" fn vctx_query_port(ctx: *mut ibv_context, port: u8, attr: *mut
 /// # Safety
 /// `attr` must be valid for writes.
 unsafe fn set_attr(attr: *mut ibv_port_attr, c: &PortCfg) {
+    let max_msg_sz = with(|w| w.max_msg_sz);
     // SAFETY: the caller's promise.
     unsafe {
         *attr = ibv_port_attr {
@@ -476,6 +483,7 @@ unsafe fn set_attr(attr: *mut ibv_port_attr, c: &PortCfg) {
             max_mtu: IBV_MTU_4096,
             lid: c.lid,
             gid_tbl_len: c.gids.len() as c_int,
+            max_msg_sz,
             ..Default::default()
         }
     };
@@ -610,6 +618,7 @@ fn new_qp(pd: *mut ibv_pd, send_cq: *mut ibv_cq, recv_cq: *mut ibv_cq, qp_type: 
         // Datagram QPs join the loopback as they are made (no connection).
         let gid = port_gid(context);
         with(|w| {
+            w.dgram_qps.insert(qp as usize);
             if let Some(l) = w.loopback.as_mut() {
                 l.cqs_of.insert(qp as usize, (send_cq as usize, recv_cq as usize));
                 l.ud.insert(qp as usize, (0x100 + h, gid));
@@ -671,10 +680,11 @@ unsafe extern "C" fn create_qp(pd: *mut ibv_pd, attr: *mut ibv_qp_init_attr) -> 
 
 unsafe extern "C" fn destroy_qp(qp: *mut ibv_qp) -> c_int {
     record(Call::DestroyQp(qp as usize));
-    // Datagrams on their way to this QP fail at their senders.
+    // Datagrams on their way to this (datagram) QP fail at their senders.
     let lost = with(|w| {
+        w.dgram_qps.remove(&(qp as usize));
         let l = w.loopback.as_mut()?;
-        l.ud.remove(&(qp as usize));
+        l.ud.remove(&(qp as usize))?;
         l.rq.remove(&(qp as usize));
         l.waiting.remove(&(qp as usize))
     });
@@ -783,9 +793,11 @@ unsafe extern "C" fn req_notify_cq(cq: *mut ibv_cq, solicited_only: c_int) -> c_
 unsafe extern "C" fn post_send(qp: *mut ibv_qp, wr: *mut ibv_send_wr, bad: *mut *mut ibv_send_wr) -> c_int {
     record(Call::PostSend { qp: qp as usize, wr: wr as usize, bad: bad as usize });
     if !wr.is_null() {
+        let dgram = with(|w| w.dgram_qps.contains(&(qp as usize)));
         // SAFETY: the caller's work request; its list has `num_sge` entries;
-        // `wr.rdma` and `imm_data` are plain integers in any case.
-        let s = unsafe {
+        // `wr.rdma`, `wr.ud` and `imm_data` are plain integers (and a
+        // pointer only recorded) in any case.
+        let mut s = unsafe {
             let w = &*wr;
             let sge0 = if w.num_sge > 0 && !w.sg_list.is_null() { let g = *w.sg_list; (g.addr, g.length, g.lkey) } else { (0, 0, 0) };
             SentWr {
@@ -798,11 +810,15 @@ unsafe extern "C" fn post_send(qp: *mut ibv_qp, wr: *mut ibv_send_wr, bad: *mut 
                 remote_addr: w.wr.rdma.remote_addr,
                 rkey: w.wr.rdma.rkey,
                 imm_data: w.imm.imm_data,
-                ah: w.wr.ud.ah as usize,
-                remote_qpn: w.wr.ud.remote_qpn,
-                remote_qkey: w.wr.ud.remote_qkey,
+                ..Default::default()
             }
         };
+        if dgram {
+            // SAFETY: as above.
+            let ud = unsafe { (*wr).wr.ud };
+            (s.ah, s.remote_qpn, s.remote_qkey) = (ud.ah as usize, ud.remote_qpn, ud.remote_qkey);
+            (s.remote_addr, s.rkey) = (0, 0);
+        }
         with(|w| w.sent.push(s));
         if with(|w| w.loopback.is_some()) {
             // SAFETY: the caller's work request and the memory its list names.

@@ -530,6 +530,20 @@ mod tests {
     }
 
     #[test]
+    fn the_ports_message_size_bounds_the_packet() {
+        let v = verbs();
+        standin::with(|w| w.max_msg_sz = 500 + NAME_LEN as u32);
+        let mut a = EfaDevice::open(&v, "efa0", cfg()).unwrap();
+        assert_eq!(a.max_packet(), 500);
+        let b = EfaDevice::open(&v, "efa1", cfg()).unwrap();
+        let p = a.peer(&b.name()).unwrap();
+        assert_eq!(a.send(p, &[0u8; 501], &[], 0), Err(EINVAL));
+        a.send(p, &[0u8; 500], &[], 0).unwrap();
+        standin::with(|w| w.max_msg_sz = 200);
+        assert_eq!(EfaDevice::open(&v, "efa0", cfg()).err(), Some(EINVAL));
+    }
+
+    #[test]
     fn no_device_and_no_efa_library_are_errors() {
         let v = verbs();
         assert!(EfaDevice::open(&v, "efa9", cfg()).is_err());
