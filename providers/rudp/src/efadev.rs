@@ -11,8 +11,10 @@
 //! - receives are pre-posted slots of the same buffer; a packet stays in
 //!   its slot until the engine took it (re-posted at `flush`), and a
 //!   rejected one is offered again at the next `recv`. A receive is
-//!   matched to its sender by the name it carries (checked against the
-//!   completion's `src_qp`).
+//!   matched to its sender by the name it carries, checked against the
+//!   completion's `src_qp` only (the GID is taken on trust: the
+//!   completion's `slid`, the address handle number, is not compared,
+//!   since that needs `efadv_query_ah`, not wrapped).
 //!
 //! Polled (no completion channel: `fd` is -1). Nothing here has run on
 //! EFA hardware; the tests run it on `rfabric-ibverbs`' stand-in.
@@ -210,12 +212,13 @@ impl EfaDevice {
     fn on_recv(&mut self, batch: &mut RxBatch, wc: &ibv_wc) {
         let rx = (wc.wr_id & !RX) as u32;
         let len = wc.byte_len as usize;
+        if wc.status == IBV_WC_WR_FLUSH_ERR {
+            // The QP is going away: the slot is not posted again.
+            return;
+        }
         if wc.status != IBV_WC_SUCCESS || len < NAME_LEN || len > self.slot {
-            // A flushed receive (QP going away) or a malformed packet.
-            if wc.status == IBV_WC_SUCCESS {
-                self.stats.malformed += 1;
-                let _ = self.post_rx(rx);
-            }
+            self.stats.malformed += 1;
+            let _ = self.post_rx(rx);
             return;
         }
         let off = (self.tx_slots + rx) as usize * self.slot;
@@ -527,6 +530,42 @@ mod tests {
         let mut other = b.name();
         other[0] ^= 0xff;
         assert_eq!(a.peer(&other), Err(EINVAL));
+    }
+
+    /// Posts `bytes` as they are (no name put in front) from `a` to `p`.
+    fn raw_send(a: &mut EfaDevice, p: PeerId, bytes: &[u8]) {
+        let tx = a.free_tx.pop().unwrap();
+        let off = tx as usize * a.slot;
+        a.buf[off..off + bytes.len()].copy_from_slice(bytes);
+        a.tx_owner[tx as usize] = (0, p);
+        let peer = &a.peers[p as usize];
+        let mut sge = ibv_sge { addr: a.buf[off..].as_ptr() as u64, length: bytes.len() as u32, lkey: a.mr.lkey() };
+        let mut wr = ibv_send_wr { wr_id: tx as u64, opcode: IBV_WR_SEND, sg_list: &mut sge, num_sge: 1, ..Default::default() };
+        wr.wr.ud = ibv_send_wr_ud { ah: peer.ah.as_ptr(), remote_qpn: peer.qpn, remote_qkey: peer.qkey };
+        // SAFETY: a free slot of the registered buffer (the stand-in copies
+        // it at once).
+        unsafe { a.qp.post_send(&mut wr) }.unwrap();
+    }
+
+    #[test]
+    fn short_packets_and_names_that_are_not_the_senders_are_dropped() {
+        let v = verbs();
+        let mut a = EfaDevice::open(&v, "efa0", cfg()).unwrap();
+        let mut b = EfaDevice::open(&v, "efa1", cfg()).unwrap();
+        let p = a.peer(&b.name()).unwrap();
+        let posted = || standin::with(|w| w.posted_recvs.len());
+        let before = posted();
+        raw_send(&mut a, p, &[1u8; NAME_LEN - 1]);
+        // A name whose QP number is not the completion's `src_qp`.
+        let mut forged = a.name();
+        forged[16] ^= 1;
+        forged.extend_from_slice(b"payload");
+        raw_send(&mut a, p, &forged);
+        let (got, _) = recv(&mut b);
+        assert!(got.is_empty());
+        assert_eq!((b.stats().malformed, b.stats().unknown_peer), (1, 1));
+        assert!(b.peers.is_empty(), "no peer made from a forged name");
+        assert_eq!(posted(), before + 2, "both slots posted again");
     }
 
     #[test]
