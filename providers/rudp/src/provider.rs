@@ -121,30 +121,7 @@ pub fn rdm_offer(ifa: &IfAddr, progress: fi_progress, name: &str, protocol: u32)
             rx_ctx_cnt: 1,
             ..EpAttr::default()
         }),
-        domain_attr: Some(DomainAttr {
-            name: Some(ifa.name.clone()),
-            threading: FI_THREAD_SAFE,
-            control_progress: progress,
-            data_progress: progress,
-            resource_mgmt: FI_RM_ENABLED,
-            av_type: FI_AV_UNSPEC,
-            mr_mode: 0,
-            mr_key_size: 8,
-            cq_data_size: 8,
-            cq_cnt: 1024,
-            ep_cnt: 1024,
-            tx_ctx_cnt: 1024,
-            rx_ctx_cnt: 1024,
-            max_ep_tx_ctx: 1,
-            max_ep_rx_ctx: 1,
-            cntr_cnt: 1024,
-            mr_iov_limit: 1,
-            caps: FI_LOCAL_COMM | FI_REMOTE_COMM,
-            mr_cnt: 1 << 16,
-            max_cntr_value: u64::MAX,
-            max_err_cntr_value: u64::MAX,
-            ..DomainAttr::default()
-        }),
+        domain_attr: Some(ip_domain_attr(&ifa.name, progress, progress)),
         fabric_attr: Some(FabricAttr {
             name: Some(name.to_string()),
             prov_name: Some(name.to_string()),
@@ -178,6 +155,35 @@ fn dgram_offer(ifa: &IfAddr) -> Info {
         e.mem_tag_format = 0;
     }
     o
+}
+
+/// The domain attributes of one interface's domain, as the IP providers
+/// (rudp, and tcp's `FI_EP_MSG`) offer it.
+pub fn ip_domain_attr(name: &str, control_progress: u32, data_progress: u32) -> DomainAttr {
+    DomainAttr {
+        name: Some(name.to_string()),
+        threading: FI_THREAD_SAFE,
+        control_progress,
+        data_progress,
+        resource_mgmt: FI_RM_ENABLED,
+        av_type: FI_AV_UNSPEC,
+        mr_mode: 0,
+        mr_key_size: 8,
+        cq_data_size: 8,
+        cq_cnt: 1024,
+        ep_cnt: 1024,
+        tx_ctx_cnt: 1024,
+        rx_ctx_cnt: 1024,
+        max_ep_tx_ctx: 1,
+        max_ep_rx_ctx: 1,
+        cntr_cnt: 1024,
+        mr_iov_limit: 1,
+        caps: FI_LOCAL_COMM | FI_REMOTE_COMM,
+        mr_cnt: 1 << 16,
+        max_cntr_value: u64::MAX,
+        max_err_cntr_value: u64::MAX,
+        ..DomainAttr::default()
+    }
 }
 
 impl Provider for RudpProvider {

@@ -24,7 +24,7 @@ use crate::conn::{Conn, Transport};
 use crate::tcp::{TcpConn, TcpTransport};
 use rfabric_core::abi::*;
 use rfabric_core::error::{Error, Result, EINVAL, ENODATA, ENOSYS};
-use rfabric_core::info::{DomainAttr, EpAttr, FabricAttr, Info};
+use rfabric_core::info::{EpAttr, FabricAttr, Info};
 use rfabric_core::objects::cq::{Completion, CqAttr, ErrCompletion};
 use rfabric_core::objects::mr::{MrRegion, MrRegistry};
 use rfabric_core::objects::progress::{Progress, ProgressCntr, ProgressCq};
@@ -171,30 +171,7 @@ pub fn offer(ifa: &IfAddr) -> Info {
             rx_ctx_cnt: 1,
             ..EpAttr::default()
         }),
-        domain_attr: Some(DomainAttr {
-            name: Some(ifa.name.clone()),
-            threading: FI_THREAD_SAFE,
-            control_progress: FI_PROGRESS_AUTO,
-            data_progress: FI_PROGRESS_MANUAL,
-            resource_mgmt: FI_RM_ENABLED,
-            av_type: FI_AV_UNSPEC,
-            mr_mode: 0,
-            mr_key_size: 8,
-            cq_data_size: 8,
-            cq_cnt: 1024,
-            ep_cnt: 1024,
-            tx_ctx_cnt: 1024,
-            rx_ctx_cnt: 1024,
-            max_ep_tx_ctx: 1,
-            max_ep_rx_ctx: 1,
-            cntr_cnt: 1024,
-            mr_iov_limit: 1,
-            caps: FI_LOCAL_COMM | FI_REMOTE_COMM,
-            mr_cnt: 1 << 16,
-            max_cntr_value: u64::MAX,
-            max_err_cntr_value: u64::MAX,
-            ..DomainAttr::default()
-        }),
+        domain_attr: Some(rfabric_rudp::provider::ip_domain_attr(&ifa.name, FI_PROGRESS_AUTO, FI_PROGRESS_MANUAL)),
         fabric_attr: Some(FabricAttr { name: Some(NAME.to_string()), prov_name: Some(NAME.to_string()), prov_version: VERSION, api_version: VERSION, fabric: 0 }),
         ..Info::default()
     }
