@@ -331,7 +331,10 @@ fn slow_progress<D: Device>(prov: &str, st: &EpState<D>, t0: Instant) {
 }
 
 /// How long a closing endpoint waits for its peers to fall quiet.
-const CLOSE_QUIET: Duration = Duration::from_millis(100);
+/// A peer whose last acknowledgement from us was lost sends its packet
+/// again within the largest retransmission timeout, so quiet is waited for
+/// a little longer than that.
+const CLOSE_QUIET: Duration = Duration::from_millis(crate::udp::MAX_RTO.as_millis() as u64 + 50);
 
 /// How often the keeper of a manual-progress endpoint looks at it.
 const KEEPER_PERIOD: Duration = Duration::from_millis(1);

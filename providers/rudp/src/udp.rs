@@ -32,7 +32,7 @@ const RECV_BATCH: usize = 64;
 /// Acknowledge at once after this many unacknowledged arrivals.
 const ACK_EVERY: u32 = 32;
 const MIN_RTO: Duration = Duration::from_millis(2);
-const MAX_RTO: Duration = Duration::from_millis(250);
+pub(crate) const MAX_RTO: Duration = Duration::from_millis(250);
 /// Doublings of the retransmission timeout, at most.
 const MAX_BACKOFF: u32 = 6;
 const TIMER_SCAN: Duration = Duration::from_millis(1);
