@@ -87,6 +87,17 @@ static const char *who = "survivor";
 		r_;                                 \
 	})
 
+/* A tagged send that completes only once the peer has the data
+ * (FI_TRANSMIT_COMPLETE): a send with the default completion level may
+ * complete as soon as the transport took it (tcp: written to the socket),
+ * which a peer's death does not undo. */
+static ssize_t tsend_tc(struct fid_ep *ep, const void *buf, size_t len, fi_addr_t dest, uint64_t tag, void *ctx)
+{
+	struct iovec iov = { (void *)buf, len };
+	struct fi_msg_tagged m = { .msg_iov = &iov, .iov_count = 1, .addr = dest, .tag = tag, .context = ctx };
+	return fi_tsendmsg(ep, &m, FI_TRANSMIT_COMPLETE);
+}
+
 #define ECHO_TAG 7
 #define HELLO_TAG 9
 #define BIG (1 << 20)
@@ -411,9 +422,9 @@ static void case_stopped(struct res *S, struct peer *third)
 	uint64_t errs0 = fi_cntr_readerr(S->cntr);
 	stop_peer(&v);
 	long t0 = now_ms();
-	CHECK(RETRY(fi_tsend(S->ep, small, sizeof(small), NULL, v.fa, 1, op(&o, "eager send"))) == 0, "post eager send");
-	CHECK(RETRY(fi_tsend(S->ep, mid, sizeof(mid), NULL, v.fa, 1, op(&o, "medium send"))) == 0, "post medium send");
-	CHECK(RETRY(fi_tsend(S->ep, big, sizeof(big), NULL, v.fa, 1, op(&o, "long send"))) == 0, "post long send");
+	CHECK(RETRY(tsend_tc(S->ep, small, sizeof(small), v.fa, 1, op(&o, "eager send"))) == 0, "post eager send");
+	CHECK(RETRY(tsend_tc(S->ep, mid, sizeof(mid), v.fa, 1, op(&o, "medium send"))) == 0, "post medium send");
+	CHECK(RETRY(tsend_tc(S->ep, big, sizeof(big), v.fa, 1, op(&o, "long send"))) == 0, "post long send");
 	{
 		struct iovec iov = { small, sizeof(small) };
 		struct fi_msg_tagged m = { .msg_iov = &iov, .iov_count = 1, .addr = v.fa, .tag = 1, .context = op(&o, "delivery complete send") };
@@ -440,7 +451,7 @@ static void case_stopped(struct res *S, struct peer *third)
 	/* a send to the dead address afterwards fails the same way */
 	struct ops o2 = { 0 };
 	t0 = now_ms();
-	CHECK(RETRY(fi_tsend(S->ep, small, sizeof(small), NULL, v.fa, 1, op(&o2, "send after the death"))) == 0, "post");
+	CHECK(RETRY(tsend_tc(S->ep, small, sizeof(small), v.fa, 1, op(&o2, "send after the death"))) == 0, "post");
 	settle(S, &o2, (int)(timeout_ms + slack_ms), NULL);
 	all_reset(&o2, t0, dead_lo_ms, timeout_ms + slack_ms, "dead address");
 	CHECK(echo(S, third, BIG), "the third peer still answers (1 MiB)");
@@ -454,7 +465,7 @@ static void case_waiting(struct res *S, struct peer *third)
 	spawn(&v, S, 0);
 	CHECK(echo(S, &v, 100), "the peer answers");
 	/* taken by the peer, unanswered: it has no receive for tag 2 */
-	CHECK(RETRY(fi_tsend(S->ep, big, sizeof(big), NULL, v.fa, 2, op(&o, "long send, no receive"))) == 0, "post long send");
+	CHECK(RETRY(tsend_tc(S->ep, big, sizeof(big), v.fa, 2, op(&o, "long send, no receive"))) == 0, "post long send");
 	struct iovec iov = { small, sizeof(small) };
 	struct fi_msg_tagged m = { .msg_iov = &iov, .iov_count = 1, .addr = v.fa, .tag = 2, .context = op(&o, "delivery complete, unexpected") };
 	CHECK(RETRY(fi_tsendmsg(S->ep, &m, FI_DELIVERY_COMPLETE)) == 0, "post delivery complete send");
@@ -515,8 +526,8 @@ static void case_restart(void)
 	int port = port_of(v.h.name);
 	stop_peer(&v);
 	long t0 = now_ms();
-	CHECK(RETRY(fi_tsend(S.ep, small, sizeof(small), NULL, v.fa, 1, op(&o, "eager send"))) == 0, "post eager send");
-	CHECK(RETRY(fi_tsend(S.ep, big, sizeof(big), NULL, v.fa, 1, op(&o, "long send"))) == 0, "post long send");
+	CHECK(RETRY(tsend_tc(S.ep, small, sizeof(small), v.fa, 1, op(&o, "eager send"))) == 0, "post eager send");
+	CHECK(RETRY(tsend_tc(S.ep, big, sizeof(big), v.fa, 1, op(&o, "long send"))) == 0, "post long send");
 	CHECK(RETRY(fi_write(S.ep, big, 65536, NULL, v.fa, v.h.addr, v.h.key, op(&o, "write"))) == 0, "post write");
 	usleep(100 * 1000);
 	kill_peer(&v);

@@ -7,8 +7,9 @@
  *     moment (neither has a connection yet: both connect at once), ten
  *     messages each way from 1 B to 1 MiB, data checked on both sides;
  *     twelve rounds, each with a new peer;
- *   stalled: a peer is stopped (SIGSTOP) and stays alive: sends of each
- *     protocol to it fail with FI_ECONNRESET once it has acknowledged
+ *   stalled: a peer is stopped (SIGSTOP) and stays alive: a send with the
+ *     default completion level completes (the socket took it); sends of each
+ *     protocol with FI_TRANSMIT_COMPLETE to it fail with FI_ECONNRESET once it has acknowledged
  *     nothing for the peer timeout (not before), and after it is continued
  *     (SIGCONT) it notices, and messages flow both ways again; a long
  *     message it had started before (unexpected here, its data never sent)
@@ -69,6 +70,17 @@ static const char *who = "survivor";
 			usleep(20);                 \
 		r_;                                 \
 	})
+
+/* A tagged send that completes only once the peer has the data
+ * (FI_TRANSMIT_COMPLETE): a send with the default completion level may
+ * complete as soon as the transport took it (tcp: written to the socket),
+ * which a peer's death does not undo. */
+static ssize_t tsend_tc(struct fid_ep *ep, const void *buf, size_t len, fi_addr_t dest, uint64_t tag, void *ctx)
+{
+	struct iovec iov = { (void *)buf, len };
+	struct fi_msg_tagged m = { .msg_iov = &iov, .iov_count = 1, .addr = dest, .tag = tag, .context = ctx };
+	return fi_tsendmsg(ep, &m, FI_TRANSMIT_COMPLETE);
+}
 
 #define ECHO_TAG 7
 #define CROSS_TAG 11
@@ -534,10 +546,18 @@ static void case_stalled(struct res *S, struct peer *third)
 	CHECK(echo(S, &v, BIG), "the peer answers (1 MiB)");
 	kill(v.pid, SIGSTOP);
 	CHECK(waitpid(v.pid, &st, WUNTRACED) == v.pid && WIFSTOPPED(st), "peer stopped: status %#x", st);
+	{
+		/* the default completion level: complete once the socket took it */
+		struct ops d = { 0 };
+		CHECK(RETRY(fi_tsend(S->ep, small, sizeof(small), NULL, v.fa, 3, op(&d, "default send"))) == 0, "post");
+		settle(S, &d, 5000, NULL);
+		CHECK(d.err[0] == 0, "a send with the default completion level to a stopped peer: %s",
+		      d.err[0] == -1 ? "still pending" : d.err[0] ? fi_strerror(d.err[0]) : "succeeded");
+	}
 	long t0 = now_ms();
-	CHECK(RETRY(fi_tsend(S->ep, small, sizeof(small), NULL, v.fa, 1, op(&o, "eager send"))) == 0, "post");
-	CHECK(RETRY(fi_tsend(S->ep, big, 30000, NULL, v.fa, 1, op(&o, "medium send"))) == 0, "post");
-	CHECK(RETRY(fi_tsend(S->ep, big, sizeof(big), NULL, v.fa, 1, op(&o, "long send"))) == 0, "post");
+	CHECK(RETRY(tsend_tc(S->ep, small, sizeof(small), v.fa, 1, op(&o, "eager send"))) == 0, "post");
+	CHECK(RETRY(tsend_tc(S->ep, big, 30000, v.fa, 1, op(&o, "medium send"))) == 0, "post");
+	CHECK(RETRY(tsend_tc(S->ep, big, sizeof(big), v.fa, 1, op(&o, "long send"))) == 0, "post");
 	{
 		struct iovec iov = { small, sizeof(small) };
 		struct fi_msg_tagged m = { .msg_iov = &iov, .iov_count = 1, .addr = v.fa, .tag = 1, .context = op(&o, "delivery complete send") };
@@ -572,7 +592,7 @@ static void case_killed(struct res *S, struct peer *third)
 	CHECK(echo(S, &v, 100), "the peer answers");
 	/* the first is received, the others wait for receives at the peer */
 	for (int i = 0; i < 16; i++)
-		CHECK(RETRY(fi_tsend(S->ep, big, sizeof(big), NULL, v.fa, STREAM_TAG, op(&o, "4 MiB send"))) == 0, "post");
+		CHECK(RETRY(tsend_tc(S->ep, big, sizeof(big), v.fa, STREAM_TAG, op(&o, "4 MiB send"))) == 0, "post");
 	CHECK(from_peer(S, &v, 20000, &o) == 'r', "the first message arrived");
 	long t0 = now_ms();
 	kill_peer(&v);
@@ -594,7 +614,7 @@ static void case_reset(struct res *S, struct peer *third)
 	/* the first is received, the others wait for receives at the peer
 	 * (and the survivor probes it meanwhile) */
 	for (int i = 0; i < 8; i++)
-		CHECK(RETRY(fi_tsend(S->ep, big, sizeof(big), NULL, v.fa, STREAM_TAG, op(&o, "1 MiB send"))) == 0, "post");
+		CHECK(RETRY(tsend_tc(S->ep, big, sizeof(big), v.fa, STREAM_TAG, op(&o, "1 MiB send"))) == 0, "post");
 	CHECK(from_peer(S, &v, 20000, &o) == 'r', "the first message arrived");
 	long t0 = now_ms();
 	snprintf(rule, sizeof(rule), "add rule inet rft in tcp dport %d reject with tcp reset", port_of(v.name));
@@ -626,7 +646,7 @@ static void case_blackhole(struct res *S, struct peer *third)
 	snprintf(rule, sizeof(rule), "add rule inet rft in tcp sport %d drop", port);
 	nft(rule);
 	long t0 = now_ms();
-	CHECK(RETRY(fi_tsend(S->ep, small, sizeof(small), NULL, v.fa, 1, op(&o, "send into the void"))) == 0, "post");
+	CHECK(RETRY(tsend_tc(S->ep, small, sizeof(small), v.fa, 1, op(&o, "send into the void"))) == 0, "post");
 	settle(S, &o, (int)(timeout_ms + slack_ms), NULL);
 	check_reset(&o, t0, timeout_ms - 50, timeout_ms + slack_ms, 0, "half-open");
 	nft("delete table inet rft");

@@ -11,6 +11,12 @@ use std::time::Instant;
 /// A peer of one endpoint, as the device numbers it.
 pub type PeerId = u32;
 
+/// A token with this bit comes back only once the peer has the packet,
+/// also from a device that may hand tokens back earlier (over TCP, once
+/// the bytes are written): the engine sets it for `FI_TRANSMIT_COMPLETE`
+/// and `FI_DELIVERY_COMPLETE` operations. Devices return tokens unchanged.
+pub const TOKEN_ON_ACK: u64 = 1 << 63;
+
 /// One arrived packet: `data[start..start + len]` of the batch is the
 /// protocol header and payload.
 #[derive(Clone, Copy, Debug)]

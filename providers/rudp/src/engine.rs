@@ -17,7 +17,7 @@
 //! application passed: the `Endpoint` contract keeps it valid until the
 //! operation completes.
 
-use crate::device::{Device, PeerId, RxBatch, RxItem};
+use crate::device::{Device, PeerId, RxBatch, RxItem, TOKEN_ON_ACK};
 use crate::wire::{Pkt, ProtoHdr, F_CQ_DATA, F_RECEIPT, F_TAGGED, PROTO_HDR};
 use rfabric_core::abi::*;
 use rfabric_core::error::{Error, Result, EAGAIN, EINVAL};
@@ -132,6 +132,8 @@ struct TxOp_ {
     end: usize,
     /// Packets sent and not yet acknowledged.
     unacked: u32,
+    /// Its packets' tokens carry `TOKEN_ON_ACK`.
+    on_ack: bool,
     wait_cts: bool,
     wait_receipt: bool,
     wait_resp: bool,
@@ -437,6 +439,7 @@ impl<D: Device> Engine<D> {
             next: 0,
             end: 0,
             unacked: 0,
+            on_ack: false,
             wait_cts: false,
             wait_receipt: false,
             wait_resp: false,
@@ -480,6 +483,7 @@ impl<D: Device> Engine<D> {
             hflags |= F_RECEIPT;
             o.wait_receipt = true;
         }
+        o.on_ack = op.flags & (FI_TRANSMIT_COMPLETE | FI_DELIVERY_COMPLETE) != 0 && !inject;
         let pkts = if long { 1 } else { len.div_ceil(self.max_payload()).max(1) };
         if inject {
             if self.dev.room(peer) < pkts {
@@ -557,7 +561,7 @@ impl<D: Device> Engine<D> {
         h.op_id = op_id(slot, o.gen);
         let mut hb = [0u8; PROTO_HDR];
         h.encode(&mut hb);
-        let (peer, tok) = (o.peer, token(slot, o.gen));
+        let (peer, tok) = (o.peer, token(slot, o.gen) | if o.on_ack { TOKEN_ON_ACK } else { 0 });
         let owned_ptr = (o.owned.as_ptr(), o.owned.len());
         // SAFETY: `owned` lives in the op, which outlives this call.
         let payload: &[u8] = unsafe { std::slice::from_raw_parts(owned_ptr.0, owned_ptr.1) };
@@ -602,7 +606,11 @@ impl<D: Device> Engine<D> {
             // operation's contract), or are its own `owned` copy, or (read
             // responses) registered memory checked by `verify`.
             let n = unsafe { gather(&o.iov[..o.niov], o.next, take, &mut parts) };
-            let tok = if o.kind == TxKind::ReadResp { 0 } else { token(slot, o.gen) };
+            let tok = if o.kind == TxKind::ReadResp {
+                0
+            } else {
+                token(slot, o.gen) | if o.on_ack { TOKEN_ON_ACK } else { 0 }
+            };
             if self.dev.send(peer, &hb, &parts[..n], tok).is_err() {
                 return false;
             }
@@ -1059,6 +1067,7 @@ impl<D: Device> Engine<D> {
     }
 
     fn on_acked(&mut self, t: u64) {
+        let t = t & !TOKEN_ON_ACK;
         let slot = ((t & 0xffff_ffff) as u32).wrapping_sub(1);
         let gen = (t >> 32) as u32;
         let Some(o) = self.tx.get_mut(slot) else { return };

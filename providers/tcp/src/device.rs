@@ -41,7 +41,7 @@ use crate::conn::{Conn, Transport};
 use crate::sys::Epoll;
 use rfabric_core::abi::*;
 use rfabric_core::error::{Error, Result, EAGAIN, EINVAL};
-use rfabric_rudp::device::{Device, PeerId, RxBatch, RxItem, Stats};
+use rfabric_rudp::device::{Device, PeerId, RxBatch, RxItem, Stats, TOKEN_ON_ACK};
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
@@ -61,6 +61,8 @@ const RECV_ITEMS: usize = 256;
 const RECV_BYTES: usize = 8 << 20;
 /// Accepted connections waiting for their `Hello`, at most.
 const MAX_UNBOUND: usize = 1024;
+/// With `complete_on_write`, how long an acknowledgement may wait.
+const ACK_DELAY: Duration = Duration::from_millis(1);
 
 /// Epoll keys: the kind in the low two bits, an index above.
 const K_LISTEN: u64 = 0;
@@ -84,11 +86,17 @@ pub struct ConnConfig {
     /// Bytes of refused packets kept for one connection before it is no
     /// longer read.
     pub hold_max: usize,
+    /// A packet's token comes back once its bytes are handed to the
+    /// transport (TCP: written to the socket, whose kernel delivers or
+    /// resets), not at the peer's acknowledgement. Acknowledgements then
+    /// only bound the bytes in flight and show the peer alive, so they go
+    /// out lazily (`ACK_DELAY`, or a quarter of the window owed).
+    pub complete_on_write: bool,
 }
 
 impl Default for ConnConfig {
     fn default() -> Self {
-        ConnConfig { peer_timeout: Duration::from_secs(10), max_inflight_bytes: 4 << 20, max_peers: 1 << 16, hold_max: 8 << 20 }
+        ConnConfig { peer_timeout: Duration::from_secs(10), max_inflight_bytes: 4 << 20, max_peers: 1 << 16, hold_max: 8 << 20, complete_on_write: false }
     }
 }
 
@@ -107,6 +115,9 @@ struct Out<C> {
     next_seq: u32,
     unacked: VecDeque<Sent>,
     unacked_bytes: usize,
+    /// With `complete_on_write`: tokens of packets still queued in the
+    /// connection (they come back once the queue is empty).
+    unwritten: Vec<u64>,
 }
 
 /// The peer's connection to us: what it sends comes from there.
@@ -117,6 +128,8 @@ struct In<C> {
     /// What the last `Ack` said.
     acked: u32,
     last_ack: Instant,
+    /// Bytes taken since the last `Ack`.
+    owed_bytes: usize,
     held: BTreeMap<u32, Vec<u8>>,
     held_bytes: usize,
     last_retry: Instant,
@@ -163,6 +176,9 @@ pub struct ConnDevice<T: Transport> {
     failed: Vec<PeerId>,
     /// Peers whose refused packets are held.
     holding: Vec<PeerId>,
+    /// With `complete_on_write`: tokens of packets written, to hand back at
+    /// the next `recv`.
+    written: Vec<u64>,
     last_scan: Instant,
     stats: Stats,
 }
@@ -204,6 +220,7 @@ impl<T: Transport> ConnDevice<T> {
             rejected: Vec::new(),
             failed: Vec::new(),
             holding: Vec::new(),
+            written: Vec::new(),
             last_scan: now,
             stats: Stats::default(),
         })
@@ -265,7 +282,7 @@ impl<T: Transport> ConnDevice<T> {
         c.send(&[&self.hello])?;
         self.ep.add(c.fd(), key(id as usize, K_OUT))?;
         let now = Instant::now();
-        self.peers[id as usize].out = Some(Out { c, since: now, up: false, next_seq: 0, unacked: VecDeque::new(), unacked_bytes: 0 });
+        self.peers[id as usize].out = Some(Out { c, since: now, up: false, next_seq: 0, unacked: VecDeque::new(), unacked_bytes: 0, unwritten: Vec::new() });
         if !self.backlog.contains(&id) {
             self.backlog.push(id);
         }
@@ -348,7 +365,7 @@ impl<T: Transport> ConnDevice<T> {
         let p = &mut self.peers[id as usize];
         p.instance = inst;
         p.last_heard = now;
-        p.inn = Some(In { c, rx_seq: 0, acked: 0, last_ack: now, held: BTreeMap::new(), held_bytes: 0, last_retry: now, paused: false });
+        p.inn = Some(In { c, rx_seq: 0, acked: 0, last_ack: now, owed_bytes: 0, held: BTreeMap::new(), held_bytes: 0, last_retry: now, paused: false });
         self.read_in(id, now, batch);
     }
 
@@ -415,6 +432,7 @@ impl<T: Transport> ConnDevice<T> {
                     let seq = i.rx_seq;
                     i.rx_seq = seq.wrapping_add(1);
                     batch.items.push(RxItem { peer: id, seq, start, len: m.len() - 1 });
+                    i.owed_bytes += m.len();
                     self.stats.received += 1;
                     self.peers[id as usize].last_heard = now;
                     if !self.owed.contains(&id) {
@@ -469,6 +487,7 @@ impl<T: Transport> ConnDevice<T> {
         let r = i.c.send(&[&m]);
         i.acked = a;
         i.last_ack = now;
+        i.owed_bytes = 0;
         if let Err(e) = r {
             self.lose(id, &format!("its connection failed: {e}"), None);
         } else if i.c.queued() > 0 && !self.backlog.contains(&id) {
@@ -485,7 +504,12 @@ impl<T: Transport> ConnDevice<T> {
             let mut err = None;
             if let Some(o) = p.out.as_mut() {
                 match o.c.flush() {
-                    Ok(n) => left += n,
+                    Ok(n) => {
+                        left += n;
+                        if n == 0 {
+                            self.written.append(&mut o.unwritten);
+                        }
+                    }
                     Err(e) => err = Some(format!("our connection failed: {e}")),
                 }
             }
@@ -628,9 +652,19 @@ impl<T: Transport> Device for ConnDevice<T> {
         let r = o.c.send(&parts[..2 + payload.len()]);
         let seq = o.next_seq;
         o.next_seq = seq.wrapping_add(1);
-        o.unacked.push_back(Sent { seq, token, bytes, at: now });
-        o.unacked_bytes += bytes;
         let queued = o.c.queued() > 0;
+        let on_ack = if self.cfg.complete_on_write && token != 0 && token & TOKEN_ON_ACK == 0 {
+            if queued || !o.unwritten.is_empty() {
+                o.unwritten.push(token);
+            } else {
+                self.written.push(token);
+            }
+            0
+        } else {
+            token
+        };
+        o.unacked.push_back(Sent { seq, token: on_ack, bytes, at: now });
+        o.unacked_bytes += bytes;
         self.stats.sent += 1;
         match r {
             Err(e) => self.lose(id, &format!("our connection failed: {e}"), None),
@@ -656,6 +690,7 @@ impl<T: Transport> Device for ConnDevice<T> {
         }
         batch.clear();
         batch.data.clear();
+        batch.acked.append(&mut self.written);
         for id in std::mem::take(&mut self.failed) {
             self.peers[id as usize].failed = false;
             if !batch.lost.contains(&id) {
@@ -749,7 +784,16 @@ impl<T: Transport> Device for ConnDevice<T> {
                 continue;
             }
             // One acknowledgement per round and peer costs little on a
-            // stream: it goes at once, not only once many are owed.
+            // stream: it goes at once, not only once many are owed. When
+            // completions do not wait for it, it waits for enough bytes
+            // or `ACK_DELAY` (the timers), and stays off the reply's path.
+            if self.cfg.complete_on_write {
+                let due = self.peers[id as usize].inn.as_ref().is_some_and(|i| i.owed_bytes >= self.cfg.max_inflight_bytes / 4 || now.saturating_duration_since(i.last_ack) >= ACK_DELAY);
+                if !due {
+                    k += 1;
+                    continue;
+                }
+            }
             self.send_ack(id, now);
             k += 1;
         }
@@ -765,7 +809,13 @@ impl<T: Transport> Device for ConnDevice<T> {
         while k < self.backlog.len() {
             let id = self.backlog[k];
             let p = &mut self.peers[id as usize];
-            let r = p.out.as_mut().map_or(Ok(0), |o| o.c.flush());
+            let r = p.out.as_mut().map_or(Ok(0), |o| {
+                let r = o.c.flush();
+                if matches!(r, Ok(0)) {
+                    self.written.append(&mut o.unwritten);
+                }
+                r
+            });
             match r {
                 Ok(0) if p.inn.as_ref().map_or(true, |i| i.c.queued() == 0) => {
                     self.backlog.swap_remove(k);
