@@ -338,7 +338,14 @@ pub struct Engine<D: Device> {
     pub bad_packets: u64,
     last_probe: Instant,
     last_round: RoundTimes,
+    /// Buffers of finished injects and atomics, for the next ones: no heap
+    /// allocation per operation once warm.
+    spare: Vec<Vec<u8>>,
 }
+
+/// Spare buffers kept, and the largest kept.
+const SPARE_BUFS: usize = 64;
+const SPARE_BUF_MAX: usize = 64 << 10;
 
 impl<D: Device> Engine<D> {
     pub fn new(dev: D, cfg: EngineConfig, mr: Arc<Locked<MrRegistry>>) -> Result<Engine<D>> {
@@ -364,6 +371,7 @@ impl<D: Device> Engine<D> {
             bad_packets: 0,
             last_probe: Instant::now(),
             last_round: RoundTimes::default(),
+            spare: Vec::new(),
             cfg,
         })
     }
@@ -489,7 +497,7 @@ impl<D: Device> Engine<D> {
             if self.dev.room(peer) < pkts {
                 return Err(EAGAIN);
             }
-            let mut buf = Vec::with_capacity(len);
+            let mut buf = self.buffer(len);
             let mut parts: [&[u8]; IOV_MAX] = [&[]; IOV_MAX];
             // SAFETY: readable during this call (caller).
             let n = unsafe { gather(&iov[..niov], 0, len, &mut parts) };
@@ -633,11 +641,29 @@ impl<D: Device> Engine<D> {
         if waiting && o.err == 0 {
             return;
         }
-        let Some(o) = self.tx.remove(slot) else { return };
-        if o.kind == TxKind::ReadResp {
-            return;
+        let Some(mut o) = self.tx.remove(slot) else { return };
+        if o.kind != TxKind::ReadResp {
+            self.complete_tx(&o);
         }
-        self.complete_tx(&o);
+        self.recycle(std::mem::take(&mut o.owned));
+    }
+
+    /// An empty buffer with room for `len` bytes, from the spares if one fits.
+    fn buffer(&mut self, len: usize) -> Vec<u8> {
+        match self.spare.pop() {
+            Some(mut b) => {
+                b.reserve(len);
+                b
+            }
+            None => Vec::with_capacity(len.max(256)),
+        }
+    }
+
+    fn recycle(&mut self, mut b: Vec<u8>) {
+        if b.capacity() > 0 && b.capacity() <= SPARE_BUF_MAX && self.spare.len() < SPARE_BUFS {
+            b.clear();
+            self.spare.push(b);
+        }
     }
 
     fn complete_tx(&mut self, o: &TxOp_) {
@@ -1621,7 +1647,7 @@ impl<D: Device> Engine<D> {
             return Err(Error(FI_EMSGSIZE));
         }
         if inject {
-            let mut buf = Vec::with_capacity(len);
+            let mut buf = self.buffer(len);
             let mut parts: [&[u8]; IOV_MAX] = [&[]; IOV_MAX];
             // SAFETY: readable during this call (caller).
             let n = unsafe { gather(&iov[..niov], 0, len, &mut parts) };
@@ -1683,7 +1709,7 @@ impl<D: Device> Engine<D> {
         if bytes > ATOMIC_MAX_BYTES || need > self.max_payload() {
             return Err(EINVAL);
         }
-        let mut owned = Vec::with_capacity(need);
+        let mut owned = self.buffer(need);
         let reads_only = op.kind == AtomicKind::Fetch && op.op == FI_ATOMIC_READ;
         for (src, want) in [(op.iov, bytes), (op.compare, if op.kind == AtomicKind::Compare { bytes } else { 0 })] {
             if want == 0 {
