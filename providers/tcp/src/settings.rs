@@ -3,7 +3,7 @@
 //! | variable | type | default |
 //! | --- | --- | --- |
 //! | `FI_TCP_IFACE` | string | every interface that is up, non-loopback first |
-//! | `FI_TCP_MAX_PACKET` | size_t | 65536 |
+//! | `FI_TCP_MAX_PACKET` | size_t | 262144 |
 //! | `FI_TCP_PEER_TIMEOUT_MS` | int | 10000 |
 //! | `FI_TCP_MEDIUM_MAX` | size_t | 65536 |
 //! | `FI_TCP_INFLIGHT` | size_t | 4 MiB |
@@ -25,7 +25,7 @@ pub const PACKET_MAX: usize = 1 << 24;
 
 const DEFS: [(&str, fi_param_type, &str); 7] = [
     ("iface", FI_PARAM_STRING, "Network interface (name, or address) endpoints listen and connect on; sockets bind only to its address (default: every interface that is up, one domain each, non-loopback first)"),
-    ("max_packet", FI_PARAM_SIZE_T, "Largest packet (one framed message on a connection), in bytes (default: 65536, from 1024 to 16777216)"),
+    ("max_packet", FI_PARAM_SIZE_T, "Largest packet (one framed message on a connection), in bytes (default: 262144, from 1024 to 16777216)"),
     ("peer_timeout_ms", FI_PARAM_INT, "Milliseconds a peer may leave packets unacknowledged (while sending nothing), or a connection unestablished, before it is given up on and its operations complete with FI_ECONNRESET (default: 10000)"),
     ("medium_max", FI_PARAM_SIZE_T, "Largest message sent without waiting for the receiver's clear-to-send (default: 65536, at most 1048576)"),
     ("inflight", FI_PARAM_SIZE_T, "Bytes sent to one peer and not yet acknowledged, at most (default: 4194304)"),
@@ -68,7 +68,7 @@ impl Settings {
         define();
         Settings {
             iface: params::get_str(NAME, "iface").ok().filter(|s| !s.is_empty()),
-            max_packet: size("max_packet").unwrap_or(65536).clamp(PACKET_MIN, PACKET_MAX),
+            max_packet: size("max_packet").unwrap_or(262144).clamp(PACKET_MIN, PACKET_MAX),
             peer_timeout_ms: int("peer_timeout_ms").filter(|&v| v > 0).map_or(10_000, |v| v as u64),
             medium_max: size("medium_max").unwrap_or(65536).min(rfabric_rudp::engine::MEDIUM_CAP),
             inflight_bytes: size("inflight").filter(|&v| v > 0).unwrap_or(4 << 20),

@@ -145,13 +145,20 @@ impl TcpConn {
             self.rx_start = 0;
             self.rx_end = 0;
         }
-        if self.rx.len() - self.rx_end < READ_CHUNK {
+        // Room for the message whose start is buffered (up to `max_msg`:
+        // a connection that carries only small ones keeps a small buffer),
+        // and at least READ_CHUNK more.
+        let whole = match self.rx[self.rx_start..self.rx_end].first_chunk::<FRAME_HDR>() {
+            Some(h) => FRAME_HDR + (u32::from_le_bytes(*h) as usize).min(self.max_msg),
+            None => 0,
+        };
+        if self.rx.len() - self.rx_end < READ_CHUNK || self.rx.len() - self.rx_start < whole {
             if self.rx_start > 0 {
                 self.rx.copy_within(self.rx_start..self.rx_end, 0);
                 self.rx_end -= self.rx_start;
                 self.rx_start = 0;
             }
-            let want = (self.rx_end + READ_CHUNK).max(self.max_msg + FRAME_HDR);
+            let want = (self.rx_end + READ_CHUNK).max(whole);
             if self.rx.len() < want {
                 self.rx.resize(want, 0);
             }
