@@ -4,7 +4,7 @@
  * hangs.
  *   API: fi_getinfo / fi_endpoint for FI_EP_MSG (refused) and FI_EP_DGRAM; fi_av_insert of addresses
  *   of the wrong family, port 0, the any-address (count 0, FI_ADDR_NOTAVAIL,
- *   FI_SYNC_ERR codes) and a mixed batch; sends, RMA and atomics to an
+ *   FI_SYNC_ERR codes per address in context) and a mixed batch; sends, RMA and atomics to an
  *   fi_addr that is not in the AV (or was removed); too many iovs; injects
  *   larger than inject_size; atomics too large or of unsupported types; RMA
  *   and atomics with a bad key, out of range, or without the access they
@@ -219,13 +219,20 @@ static void av_checks(struct res *A, const struct res *B)
 	bad.sin_addr.s_addr = htonl(INADDR_ANY);
 	RC(fi_av_insert(A->av, &bad, 1, out, 0, NULL), 0);
 	CHECK(out[0] == FI_ADDR_NOTAVAIL, "any-address: fi_addr %#llx", (unsigned long long)out[0]);
-	/* FI_SYNC_ERR: no per-address codes are written (the AddressVector
-	 * interface has no room for them); refused or count 0, either way no
-	 * entry */
-	int errs[3] = { 0, 0, 0 };
+	/* FI_SYNC_ERR: context is an array of per-address results (fi_av(3)):
+	 * 0 for the good address, an FI_E* code for the bad one */
+	int errs[3] = { -1, 0, -1 };
 	bad.sin_family = 0;
-	long r = fi_av_insert(A->av, &bad, 1, out, FI_SYNC_ERR, errs);
-	CHECK(r == 0 || r == -FI_EINVAL, "FI_SYNC_ERR insert of a bad address: %ld", r);
+	{
+		struct sockaddr_in pair[2] = { good, bad };
+		pair[0].sin_port = htons(ntohs(good.sin_port) ^ 2);
+		long r = fi_av_insert(A->av, pair, 2, out, FI_SYNC_ERR, errs);
+		CHECK(r == 1 && errs[0] == 0 && errs[1] != 0 && out[0] != FI_ADDR_NOTAVAIL && out[1] == FI_ADDR_NOTAVAIL,
+		      "FI_SYNC_ERR insert of a good and a bad address: %ld, codes %d %d", r, errs[0], errs[1]);
+		if (r == 1)
+			RC(fi_av_remove(A->av, out, 1, 0), 0);
+		RC(fi_av_insert(A->av, pair, 2, out, FI_SYNC_ERR, NULL), -FI_EINVAL);
+	}
 	/* a batch of good, bad, good */
 	struct sockaddr_in batch[3] = { good, bad, good };
 	batch[2].sin_port = htons(ntohs(good.sin_port) ^ 1);
