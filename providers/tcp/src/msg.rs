@@ -168,6 +168,11 @@ pub fn offer(ifa: &IfAddr) -> Info {
             protocol: FI_PROTO_SOCK_TCP,
             protocol_version: WIRE_VERSION as u32,
             max_msg_size: MAX_MSG,
+            // One stream carries everything in order: RMA is ordered at
+            // any size.
+            max_order_raw_size: MAX_MSG,
+            max_order_war_size: MAX_MSG,
+            max_order_waw_size: MAX_MSG,
             tx_ctx_cnt: 1,
             rx_ctx_cnt: 1,
             ..EpAttr::default()
