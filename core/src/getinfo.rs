@@ -115,6 +115,17 @@ pub fn check(prov: &str, offer: &Info, hints: &Info, version: u32) -> Result<(),
     if let (Some(h), Some(o)) = (&hints.fabric_attr, &offer.fabric_attr) {
         check_fabric(&mut c, h, o);
     }
+    // Shared contexts only where the domain has them (fi_stx_context /
+    // fi_srx_context), as upstream matches them.
+    if let Some(h) = &hints.ep_attr {
+        let d = offer.domain_attr.as_ref();
+        if h.tx_ctx_cnt == FI_SHARED_CONTEXT && d.map_or(0, |d| d.max_ep_stx_ctx) == 0 {
+            c.fail("ep_attr->tx_ctx_cnt", "FI_SHARED_CONTEXT".into(), "no shared transmit contexts".into());
+        }
+        if h.rx_ctx_cnt == FI_SHARED_CONTEXT && d.map_or(0, |d| d.max_ep_srx_ctx) == 0 {
+            c.fail("ep_attr->rx_ctx_cnt", "FI_SHARED_CONTEXT".into(), "no shared receive contexts".into());
+        }
+    }
     if let (Some(h), Some(o)) = (&hints.domain_attr, &offer.domain_attr) {
         check_domain(&mut c, h, o, version);
     }

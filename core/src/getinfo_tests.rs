@@ -193,3 +193,18 @@ fn generic_socket_address_formats_match_ip_offers() {
     h.addr_format = FI_SOCKADDR;
     assert!(check("p", &offer(), &h, V).is_err());
 }
+
+#[test]
+fn shared_contexts_only_where_the_domain_has_them() {
+    let mut h = hints();
+    h.ep_attr.as_mut().unwrap().tx_ctx_cnt = FI_SHARED_CONTEXT;
+    assert!(check("p", &offer(), &h, V).unwrap_err().0.contains("tx_ctx_cnt"));
+    let mut o = offer();
+    o.domain_attr.as_mut().unwrap().max_ep_stx_ctx = 1;
+    assert!(check("p", &o, &h, V).is_ok());
+    let mut h = hints();
+    h.ep_attr.as_mut().unwrap().rx_ctx_cnt = FI_SHARED_CONTEXT;
+    assert!(check("p", &o, &h, V).unwrap_err().0.contains("rx_ctx_cnt"));
+    o.domain_attr.as_mut().unwrap().max_ep_srx_ctx = 1;
+    assert!(check("p", &o, &h, V).is_ok());
+}
