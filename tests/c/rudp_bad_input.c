@@ -270,8 +270,32 @@ static void api_checks(struct res *A, struct res *B, fi_addr_t to_b)
 		/* rudp offers FI_EP_DGRAM: the same domain opens one; tcp has none. */
 		i2->ep_attr->type = FI_EP_DGRAM;
 		RC(fi_endpoint(A->domain, i2, &ep, NULL), is_tcp() ? -FI_EINVAL : 0);
-		if (ep)
+		if (ep) {
+			/* a datagram carries the payload only: no remote CQ data */
+			struct fi_info *dh = fi_allocinfo(), *dg = NULL;
+			dh->ep_attr->type = FI_EP_DGRAM;
+			dh->caps = FI_MSG;
+			dh->fabric_attr->prov_name = strdup(prov_name());
+			RC(fi_getinfo(FI_VERSION(1, 18), NULL, NULL, 0, dh, &dg), 0);
+			CHECK(dg && dg->domain_attr->cq_data_size == 0, "FI_EP_DGRAM offer: cq_data_size %zu", dg ? dg->domain_attr->cq_data_size : 99);
+			dh->domain_attr->cq_data_size = 4;
+			struct fi_info *none = NULL;
+			RC(fi_getinfo(FI_VERSION(1, 18), NULL, NULL, 0, dh, &none), -FI_ENODATA);
+			fi_freeinfo(none);
+			fi_freeinfo(dg);
+			fi_freeinfo(dh);
+			struct fid_cq *dcq = NULL;
+			struct fi_cq_attr ca = { .format = FI_CQ_FORMAT_DATA };
+			RC(fi_cq_open(A->domain, &ca, &dcq, NULL), 0);
+			RC(fi_ep_bind(ep, &A->av->fid, 0), 0);
+			RC(fi_ep_bind(ep, &dcq->fid, FI_TRANSMIT | FI_RECV), 0);
+			RC(fi_enable(ep), 0);
+			fi_addr_t self = FI_ADDR_NOTAVAIL;
+			RC(fi_av_insert(A->av, A->name, 1, &self, 0, NULL), 1);
+			RC(fi_senddata(ep, buf, 8, NULL, 0x1234, self, &ctx), -FI_EINVAL);
 			RC(fi_close(&ep->fid), 0);
+			RC(fi_close(&dcq->fid), 0);
+		}
 		fi_freeinfo(i2);
 	}
 

@@ -154,6 +154,10 @@ fn dgram_offer(ifa: &IfAddr) -> Info {
         e.max_msg_size = max;
         e.mem_tag_format = 0;
     }
+    if let Some(d) = o.domain_attr.as_mut() {
+        // No header on the wire: no remote CQ data.
+        d.cq_data_size = 0;
+    }
     o
 }
 
