@@ -598,6 +598,10 @@ unsafe extern "C" fn reg_dmabuf_mr(pd: *mut ibv_pd, offset: u64, length: usize, 
     use std::os::unix::fs::MetadataExt;
     let ino = std::fs::metadata(format!("/proc/self/fd/{fd}")).map(|m| m.ino()).unwrap_or(0);
     record(Call::RegDmabufMr { pd: pd as usize, offset, length, iova, fd, ino, access });
+    if let Some(e) = failing("ibv_reg_dmabuf_mr") {
+        set_errno(e);
+        return null_mut();
+    }
     new_mr(pd, null_mut(), length)
 }
 
