@@ -114,7 +114,7 @@ impl RdmDevices for RcDevices {
         // handed to the adapter is not yet delivered.
         let cfg = ConnConfig { peer_timeout: Duration::from_secs(10), max_inflight_bytes: 4 << 20, complete_on_write: false, ..ConnConfig::default() };
         let dev = ConnDevice::new(t, cfg)?;
-        let at = crate::rc_transport::parse_addr(&rfabric_tcp::conn::Transport::addr(dev.transport()).to_vec());
+        let at = crate::rc_transport::parse_addr(rfabric_tcp::conn::Transport::addr(dev.transport()));
         rfabric_core::fi_info!(NAME, FI_LOG_EP_CTRL, "RDM endpoint listening on {:?} of {} (packets up to {} bytes)", at, self.dom.spec().name, dev.max_packet());
         Ok(dev)
     }
