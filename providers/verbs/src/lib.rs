@@ -11,7 +11,10 @@
 //!   `FI_MR_DMABUF` through `ibv_reg_dmabuf_mr`);
 //! - `rc`: reliable-connected queue pairs whose connections librdmacm makes
 //!   (`rfabric_ibverbs::RdmaCm`, loaded at run time), as a Rust API, not
-//!   yet reachable through `fi_endpoint`.
+//!   yet reachable through `fi_endpoint`; `rc_transport`: the same queue
+//!   pairs as the tcp crate's reliable connected transport;
+//! - `rdm`: `FI_EP_RDM` endpoints, rudp's protocol engine over connections
+//!   of `rc_transport` (upstream's `verbs;ofi_rxm`).
 //!
 //! Nothing here has run on RDMA hardware (`man/fi_verbs.7.md`).
 
@@ -20,10 +23,13 @@ pub mod discovery;
 pub mod provider;
 pub mod rc;
 pub mod rc_transport;
+pub mod rdm;
 
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
 mod tests_rc;
+#[cfg(test)]
+mod tests_rdm;
 
 pub use provider::{providers, VerbsProvider, NAME};
