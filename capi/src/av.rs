@@ -116,7 +116,7 @@ unsafe extern "C" fn av_insert(av: *mut fid_av, addr: *const c_void, count: usiz
             for (i, a) in list.iter().enumerate() {
                 let one = out.as_deref_mut().map(|o| &mut o[i..i + 1]);
                 match h.obj.insert(std::slice::from_ref(a), one, flags & !FI_SYNC_ERR) {
-                    Ok(n) if n == 1 => {
+                    Ok(1) => {
                         errs[i] = 0;
                         done += 1;
                     }
