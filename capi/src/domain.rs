@@ -158,8 +158,9 @@ unsafe fn open_endpoint(d: *mut fid_domain, i: *mut fi_info, ep: *mut *mut fid_e
                 let iov_limits = (info.tx_attr.map_or(0, |t| t.iov_limit), info.rx_attr.map_or(0, |r| r.iov_limit));
                 let xpu = xctx.map(crate::xpu::XpuEp::new);
                 let addr_format = info.addr_format;
+                let inject_size = info.tx_attr.map_or(0, |t| t.inject_size);
                 // SAFETY: ep non-NULL; the domain outlives its endpoints (its count).
-                unsafe { crate::endpoint::publish_ep(obj, &h.children, op_flags, iov_limits, crate::endpoint::EpInit { xpu, connreq: req.unwrap_or(std::ptr::null_mut()), addr_format }, ctx, ep) }
+                unsafe { crate::endpoint::publish_ep(obj, &h.children, op_flags, iov_limits, crate::endpoint::EpInit { xpu, connreq: req.unwrap_or(std::ptr::null_mut()), addr_format, inject_size }, ctx, ep) }
             }
             Err(e) => e.to_c(),
         }

@@ -38,6 +38,9 @@ pub(crate) struct EpHandle {
     xpu: Option<crate::xpu::XpuEp>,
     /// What connection management needs of the info it was opened with.
     cm: CmInit,
+    /// `tx_attr->inject_size` of that fi_info: the `FI_OPT_INJECT_*_SIZE`
+    /// options of a provider that does not answer them itself.
+    inject_size: usize,
 }
 
 /// What `publish_ep` takes besides the provider's object and the limits.
@@ -45,6 +48,7 @@ pub(crate) struct EpInit {
     pub(crate) xpu: Option<crate::xpu::XpuEp>,
     pub(crate) connreq: *mut crate::pep::ConnReqHandle,
     pub(crate) addr_format: u32,
+    pub(crate) inject_size: usize,
 }
 
 /// What an endpoint's connection management keeps of its `fi_info`.
@@ -234,7 +238,22 @@ unsafe extern "C" fn ep_getopt(f: fid_t, level: c_int, name: c_int, val: *mut c_
         let Some(h) = (unsafe { ep(f) }) else { return -FI_EINVAL };
         // SAFETY: val holds *len bytes.
         let buf = unsafe { std::slice::from_raw_parts_mut(val as *mut u8, *len) };
-        match h.obj.getopt(level, name, buf) {
+        let inject = level == FI_OPT_ENDPOINT && matches!(name, FI_OPT_INJECT_MSG_SIZE | FI_OPT_INJECT_TAGGED_SIZE | FI_OPT_INJECT_RMA_SIZE | FI_OPT_INJECT_ATOMIC_SIZE);
+        let r = match h.obj.getopt(level, name, buf) {
+            // fi_endpoint(3): the inject sizes default to the info's
+            // tx_attr->inject_size.
+            Err(e) if inject && (e.0 == FI_ENOSYS || e.0 == FI_ENOPROTOOPT) => {
+                let v = h.inject_size.to_ne_bytes();
+                if buf.len() < v.len() {
+                    Err(rfabric_core::error::Error(FI_ETOOSMALL))
+                } else {
+                    buf[..v.len()].copy_from_slice(&v);
+                    Ok(v.len())
+                }
+            }
+            r => r,
+        };
+        match r {
             Ok(n) => {
                 // SAFETY: len non-NULL.
                 unsafe { *len = n };
@@ -723,6 +742,7 @@ pub(crate) unsafe fn publish_ep(
         rx_iov_limit: limit(iov_limits.1),
         xpu: init.xpu,
         cm: CmInit { connreq: init.connreq, addr_format: init.addr_format },
+        inject_size: init.inject_size,
     });
     // SAFETY: caller's out pointer.
     unsafe { *out = Box::into_raw(h) as *mut fid_ep };

@@ -278,6 +278,14 @@ static void api_checks(struct res *A, struct res *B, fi_addr_t to_b)
 			dh->fabric_attr->prov_name = strdup(prov_name());
 			RC(fi_getinfo(FI_VERSION(1, 18), NULL, NULL, 0, dh, &dg), 0);
 			CHECK(dg && dg->domain_attr->cq_data_size == 0, "FI_EP_DGRAM offer: cq_data_size %zu", dg ? dg->domain_attr->cq_data_size : 99);
+			{
+				/* fi_endpoint(3): FI_OPT_INJECT_MSG_SIZE defaults to tx_attr->inject_size */
+				size_t v = 0, vl = sizeof v;
+				RC(fi_getopt(&ep->fid, FI_OPT_ENDPOINT, FI_OPT_INJECT_MSG_SIZE, &v, &vl), 0);
+				CHECK(v == i2->tx_attr->inject_size && vl == sizeof v, "FI_OPT_INJECT_MSG_SIZE %zu, inject_size %zu", v, i2->tx_attr->inject_size);
+				vl = 1;
+				RC(fi_getopt(&ep->fid, FI_OPT_ENDPOINT, FI_OPT_INJECT_MSG_SIZE, &v, &vl), -FI_ETOOSMALL);
+			}
 			dh->domain_attr->cq_data_size = 4;
 			struct fi_info *none = NULL;
 			RC(fi_getinfo(FI_VERSION(1, 18), NULL, NULL, 0, dh, &none), -FI_ENODATA);
