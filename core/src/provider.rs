@@ -286,6 +286,8 @@ pub struct RmaIov {
 pub struct RmaOp<'a> {
     /// Local buffers.
     pub iov: &'a [Iov],
+    /// The application's descriptors for `iov` (see `objects::local_mr`).
+    pub desc: Descs,
     pub rma: &'a [RmaIov],
     pub dest: u64,
     pub context: usize,

@@ -15,7 +15,7 @@ use libc::{c_int, c_void, iovec};
 use rfabric_core::abi::*;
 use rfabric_core::error::{Error, EINVAL};
 use rfabric_core::objects::atomic::type_size;
-use rfabric_core::provider::{AtomicKind, AtomicOp, Iov, RmaIov, RmaOp};
+use rfabric_core::provider::{AtomicKind, AtomicOp, Descs, Iov, RmaIov, RmaOp};
 
 /// Most local or remote iovs one call may carry.
 pub(crate) const MAX_IOV: usize = 8;
@@ -113,13 +113,13 @@ unsafe fn do_rma(e: *mut fid_ep, write: bool, op: &RmaOp<'_>) -> isize {
 ///
 /// # Safety
 /// Caller's buffer rules.
-unsafe fn rma1(e: *mut fid_ep, write: bool, buf: *const c_void, len: usize, peer: u64, addr: u64, key: u64, ctx: *mut c_void, data: u64, flags: u64, inject: bool) -> isize {
+unsafe fn rma1(e: *mut fid_ep, write: bool, buf: *const c_void, len: usize, desc: *mut c_void, peer: u64, addr: u64, key: u64, ctx: *mut c_void, data: u64, flags: u64, inject: bool) -> isize {
     if buf.is_null() && len > 0 {
         return -(FI_EINVAL as isize);
     }
     let iov = [Iov { base: buf as usize, len }];
     let rma = [RmaIov { addr, len, key }];
-    let op = RmaOp { iov: &iov, rma: &rma, dest: peer, context: ctx as usize, data, flags, no_completion: inject };
+    let op = RmaOp { iov: &iov, desc: Descs(&desc), rma: &rma, dest: peer, context: ctx as usize, data, flags, no_completion: inject };
     // SAFETY: forwarded.
     unsafe { do_rma(e, write, &op) }
 }
@@ -127,7 +127,7 @@ unsafe fn rma1(e: *mut fid_ep, write: bool, buf: *const c_void, len: usize, peer
 #[allow(clippy::too_many_arguments)]
 /// # Safety
 /// Caller's buffer rules.
-unsafe fn rmav(e: *mut fid_ep, write: bool, iov: *const iovec, count: usize, peer: u64, addr: u64, key: u64, ctx: *mut c_void) -> isize {
+unsafe fn rmav(e: *mut fid_ep, write: bool, iov: *const iovec, desc: *mut *mut c_void, count: usize, peer: u64, addr: u64, key: u64, ctx: *mut c_void) -> isize {
     let mut v = [Iov::default(); MAX_IOV];
     // SAFETY: iov holds count entries.
     let n = match unsafe { local_iovs(iov, count, &mut v) } {
@@ -136,7 +136,7 @@ unsafe fn rmav(e: *mut fid_ep, write: bool, iov: *const iovec, count: usize, pee
     };
     let Some(len) = total(&v[..n]) else { return -(FI_EINVAL as isize) };
     let rma = [RmaIov { addr, len, key }];
-    let op = RmaOp { iov: &v[..n], rma: &rma, dest: peer, context: ctx as usize, data: 0, flags: 0, no_completion: false };
+    let op = RmaOp { iov: &v[..n], desc: Descs(desc.cast_const()), rma: &rma, dest: peer, context: ctx as usize, data: 0, flags: 0, no_completion: false };
     // SAFETY: forwarded.
     unsafe { do_rma(e, write, &op) }
 }
@@ -155,34 +155,34 @@ unsafe fn rmamsg(e: *mut fid_ep, write: bool, m: *const fi_msg_rma, flags: u64) 
         Ok(x) => x,
         Err(err) => return err.to_c() as isize,
     };
-    let op = RmaOp { iov: &v[..n], rma: &r[..k], dest: m.addr, context: m.context as usize, data: m.data, flags, no_completion: false };
+    let op = RmaOp { iov: &v[..n], desc: Descs(m.desc.cast_const()), rma: &r[..k], dest: m.addr, context: m.context as usize, data: m.data, flags, no_completion: false };
     // SAFETY: forwarded.
     unsafe { do_rma(e, write, &op) }
 }
 
 #[allow(clippy::too_many_arguments)]
-unsafe extern "C" fn rma_read(e: *mut fid_ep, buf: *mut c_void, len: usize, _desc: *mut c_void, src: fi_addr_t, addr: u64, key: u64, ctx: *mut c_void) -> isize {
+unsafe extern "C" fn rma_read(e: *mut fid_ep, buf: *mut c_void, len: usize, desc: *mut c_void, src: fi_addr_t, addr: u64, key: u64, ctx: *mut c_void) -> isize {
     // SAFETY: fi_read contract.
-    guard!(EOTHER_S, unsafe { rma1(e, false, buf, len, src, addr, key, ctx, 0, 0, false) })
+    guard!(EOTHER_S, unsafe { rma1(e, false, buf, len, desc, src, addr, key, ctx, 0, 0, false) })
 }
 #[allow(clippy::too_many_arguments)]
-unsafe extern "C" fn rma_readv(e: *mut fid_ep, iov: *const iovec, _desc: *mut *mut c_void, count: usize, src: fi_addr_t, addr: u64, key: u64, ctx: *mut c_void) -> isize {
+unsafe extern "C" fn rma_readv(e: *mut fid_ep, iov: *const iovec, desc: *mut *mut c_void, count: usize, src: fi_addr_t, addr: u64, key: u64, ctx: *mut c_void) -> isize {
     // SAFETY: fi_readv contract.
-    guard!(EOTHER_S, unsafe { rmav(e, false, iov, count, src, addr, key, ctx) })
+    guard!(EOTHER_S, unsafe { rmav(e, false, iov, desc, count, src, addr, key, ctx) })
 }
 unsafe extern "C" fn rma_readmsg(e: *mut fid_ep, m: *const fi_msg_rma, flags: u64) -> isize {
     // SAFETY: fi_readmsg contract.
     guard!(EOTHER_S, unsafe { rmamsg(e, false, m, flags) })
 }
 #[allow(clippy::too_many_arguments)]
-unsafe extern "C" fn rma_write(e: *mut fid_ep, buf: *const c_void, len: usize, _desc: *mut c_void, dest: fi_addr_t, addr: u64, key: u64, ctx: *mut c_void) -> isize {
+unsafe extern "C" fn rma_write(e: *mut fid_ep, buf: *const c_void, len: usize, desc: *mut c_void, dest: fi_addr_t, addr: u64, key: u64, ctx: *mut c_void) -> isize {
     // SAFETY: fi_write contract.
-    guard!(EOTHER_S, unsafe { rma1(e, true, buf, len, dest, addr, key, ctx, 0, 0, false) })
+    guard!(EOTHER_S, unsafe { rma1(e, true, buf, len, desc, dest, addr, key, ctx, 0, 0, false) })
 }
 #[allow(clippy::too_many_arguments)]
-unsafe extern "C" fn rma_writev(e: *mut fid_ep, iov: *const iovec, _desc: *mut *mut c_void, count: usize, dest: fi_addr_t, addr: u64, key: u64, ctx: *mut c_void) -> isize {
+unsafe extern "C" fn rma_writev(e: *mut fid_ep, iov: *const iovec, desc: *mut *mut c_void, count: usize, dest: fi_addr_t, addr: u64, key: u64, ctx: *mut c_void) -> isize {
     // SAFETY: fi_writev contract.
-    guard!(EOTHER_S, unsafe { rmav(e, true, iov, count, dest, addr, key, ctx) })
+    guard!(EOTHER_S, unsafe { rmav(e, true, iov, desc, count, dest, addr, key, ctx) })
 }
 unsafe extern "C" fn rma_writemsg(e: *mut fid_ep, m: *const fi_msg_rma, flags: u64) -> isize {
     // SAFETY: fi_writemsg contract.
@@ -190,17 +190,17 @@ unsafe extern "C" fn rma_writemsg(e: *mut fid_ep, m: *const fi_msg_rma, flags: u
 }
 unsafe extern "C" fn rma_inject(e: *mut fid_ep, buf: *const c_void, len: usize, dest: fi_addr_t, addr: u64, key: u64) -> isize {
     // SAFETY: fi_inject_write contract.
-    guard!(EOTHER_S, unsafe { rma1(e, true, buf, len, dest, addr, key, std::ptr::null_mut(), 0, FI_INJECT, true) })
+    guard!(EOTHER_S, unsafe { rma1(e, true, buf, len, std::ptr::null_mut(), dest, addr, key, std::ptr::null_mut(), 0, FI_INJECT, true) })
 }
 #[allow(clippy::too_many_arguments)]
-unsafe extern "C" fn rma_writedata(e: *mut fid_ep, buf: *const c_void, len: usize, _desc: *mut c_void, data: u64, dest: fi_addr_t, addr: u64, key: u64, ctx: *mut c_void) -> isize {
+unsafe extern "C" fn rma_writedata(e: *mut fid_ep, buf: *const c_void, len: usize, desc: *mut c_void, data: u64, dest: fi_addr_t, addr: u64, key: u64, ctx: *mut c_void) -> isize {
     // SAFETY: fi_writedata contract.
-    guard!(EOTHER_S, unsafe { rma1(e, true, buf, len, dest, addr, key, ctx, data, FI_REMOTE_CQ_DATA, false) })
+    guard!(EOTHER_S, unsafe { rma1(e, true, buf, len, desc, dest, addr, key, ctx, data, FI_REMOTE_CQ_DATA, false) })
 }
 #[allow(clippy::too_many_arguments)]
 unsafe extern "C" fn rma_injectdata(e: *mut fid_ep, buf: *const c_void, len: usize, data: u64, dest: fi_addr_t, addr: u64, key: u64) -> isize {
     // SAFETY: fi_inject_writedata contract.
-    guard!(EOTHER_S, unsafe { rma1(e, true, buf, len, dest, addr, key, std::ptr::null_mut(), data, FI_INJECT | FI_REMOTE_CQ_DATA, true) })
+    guard!(EOTHER_S, unsafe { rma1(e, true, buf, len, std::ptr::null_mut(), dest, addr, key, std::ptr::null_mut(), data, FI_INJECT | FI_REMOTE_CQ_DATA, true) })
 }
 
 pub(crate) static RMA_OPS: fi_ops_rma = fi_ops_rma {

@@ -1058,7 +1058,7 @@ mod tests {
     fn rma(ep: &dyn Endpoint, write: bool, buf: &mut [u8], dest: u64, addr: u64, key: u64, ctx: usize, flags: u64, data: u64) -> Result<()> {
         let iov = [Iov { base: buf.as_mut_ptr() as usize, len: buf.len() }];
         let r = [RmaIov { addr, len: buf.len(), key }];
-        let op = RmaOp { iov: &iov, rma: &r, dest, context: ctx, data, flags, no_completion: false };
+        let op = RmaOp { iov: &iov, desc: rfabric_core::provider::Descs::NONE, rma: &r, dest, context: ctx, data, flags, no_completion: false };
         // SAFETY: buf outlives the completion in these tests.
         unsafe {
             if write {
