@@ -688,7 +688,7 @@ unsafe extern "C" fn destroy_qp(qp: *mut ibv_qp) -> c_int {
         l.rq.remove(&(qp as usize));
         l.waiting.remove(&(qp as usize))
     });
-    for (src, wr_id, _, _) in lost.into_iter().flatten() {
+    for (src, wr_id, _, _, _) in lost.into_iter().flatten() {
         loop_complete(src, true, ibv_wc { wr_id, status: WC_RETRY_EXC_ERR, opcode: IBV_WC_SEND, ..Default::default() });
     }
     // SAFETY: a QP of `new_qp`, freed once.
@@ -1115,7 +1115,17 @@ unsafe extern "C" fn cm_reject(id: *mut rdma_cm_id, data: *const c_void, len: u8
         // SAFETY: `len` readable bytes (the caller's).
         unsafe { std::slice::from_raw_parts(data.cast::<u8>(), usize::from(len)) }.to_vec()
     };
-    cm_record(CmCall::Reject { id: id as usize, private_data });
+    cm_record(CmCall::Reject { id: id as usize, private_data: private_data.clone() });
+    // On the loopback the connecting id hears `REJECTED` with the data.
+    let peer = with(|w| {
+        let l = w.loopback.as_mut()?;
+        let p = l.cm_peer.remove(&(id as usize))?;
+        l.cm_peer.remove(&p);
+        Some(p)
+    });
+    if let Some(p) = peer {
+        cm_queue(RDMA_CM_EVENT_REJECTED, p, 0, private_data);
+    }
     0
 }
 
@@ -1196,8 +1206,16 @@ pub fn rdmacm_fns() -> crate::rdmacm::RdmaCmFns {
 /// copied into the peer's oldest posted receive, completing on both
 /// sides; without one it waits, as an RC sender retries on
 /// receiver-not-ready, until the peer posts one. `rdma_disconnect` or
-/// destroying a connected id gives the peer `DISCONNECTED`. Sends only (no
-/// RDMA); no loss; completions in order.
+/// destroying a connected id gives the peer `DISCONNECTED`. Between
+/// connected RC QPs also: `SEND_WITH_IMM` (the receive completion carries
+/// `IBV_WC_WITH_IMM` and the immediate), RDMA writes (copied to
+/// `remote_addr` at once; `RDMA_WRITE_WITH_IMM` then consumes a posted
+/// receive at the peer, completing it as `IBV_WC_RECV_RDMA_WITH_IMM` with
+/// the length written), RDMA reads (copied from `remote_addr` at once), and
+/// the 8-byte atomics (`ATOMIC_CMP_AND_SWP`, `ATOMIC_FETCH_AND_ADD`: the
+/// old value into the local entry). Remote keys are recorded (`sent`), not
+/// checked: the addresses are this process's. No loss; completions in
+/// order.
 ///
 /// UD and SRD QPs (`IBV_QPT_UD`, `IBV_QPT_DRIVER`) made while the loopback
 /// is on join it at once: a send goes to the QP numbered `wr.ud.remote_qpn`
@@ -1227,7 +1245,80 @@ pub struct Loopback {
 
 /// A send waiting for a receive: source QP, wr_id, bytes, and for a
 /// datagram QP the source's QP number and GID.
-type Datagram = (usize, u64, Vec<u8>, Option<(u32, [u8; 16])>);
+/// Last: the immediate data (network order) and whether it came with an
+/// RDMA write (whose bytes are already placed and whose sender has its
+/// completion).
+type Datagram = (usize, u64, Vec<u8>, Option<(u32, [u8; 16])>, Option<(u32, bool)>);
+
+/// IBV_WC_COMP_SWAP, IBV_WC_FETCH_ADD
+const WC_COMP_SWAP: u32 = 3;
+const WC_FETCH_ADD: u32 = 4;
+
+/// The RDMA and atomic operations of `wr` between connected RC QPs (see
+/// `Loopback`); false for sends.
+///
+/// # Safety
+/// The memory `wr`'s list and remote address name is this process's,
+/// readable and writable.
+unsafe fn loop_rdma(src: usize, wr: &ibv_send_wr, bytes: &[u8]) -> bool {
+    // SAFETY: `wr.rdma` and `wr.atomic` are plain integers.
+    let (raddr, atomic) = unsafe { (wr.wr.rdma.remote_addr, wr.wr.atomic) };
+    let done = |opcode: u32, len: usize| loop_complete(src, true, ibv_wc { wr_id: wr.wr_id, status: IBV_WC_SUCCESS, opcode, byte_len: len as u32, ..Default::default() });
+    match wr.opcode {
+        IBV_WR_RDMA_WRITE | IBV_WR_RDMA_WRITE_WITH_IMM => {
+            // SAFETY: the caller's promise.
+            unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), raddr as *mut u8, bytes.len()) };
+            done(IBV_WC_RDMA_WRITE, bytes.len());
+            if wr.opcode == IBV_WR_RDMA_WRITE_WITH_IMM {
+                let Some(dst) = with(|w| w.loopback.as_ref().and_then(|l| l.qp_peer.get(&src).copied())) else { return true };
+                // SAFETY: `imm_data` is a plain integer.
+                let imm = unsafe { wr.imm.imm_data };
+                with(|w| {
+                    if let Some(l) = w.loopback.as_mut() {
+                        l.waiting.entry(dst).or_default().push_back((src, wr.wr_id, vec![0; bytes.len()], None, Some((imm, true))));
+                    }
+                });
+                loop_deliver(dst);
+            }
+            true
+        }
+        IBV_WR_RDMA_READ => {
+            let mut at = raddr;
+            let mut n = 0;
+            for i in 0..usize::try_from(wr.num_sge).unwrap_or(0) {
+                // SAFETY: the caller's promise.
+                unsafe {
+                    let g = *wr.sg_list.add(i);
+                    std::ptr::copy_nonoverlapping(at as *const u8, g.addr as *mut u8, g.length as usize);
+                    at += u64::from(g.length);
+                    n += g.length as usize;
+                }
+            }
+            done(IBV_WC_RDMA_READ, n);
+            true
+        }
+        IBV_WR_ATOMIC_CMP_AND_SWP | IBV_WR_ATOMIC_FETCH_AND_ADD => {
+            // SAFETY: the caller's promise: 8 bytes at the remote address
+            // and in the first entry.
+            unsafe {
+                let p = atomic.remote_addr as *mut u64;
+                let old = p.read_unaligned();
+                let new = if wr.opcode == IBV_WR_ATOMIC_CMP_AND_SWP {
+                    if old == atomic.compare_add { atomic.swap } else { old }
+                } else {
+                    old.wrapping_add(atomic.compare_add)
+                };
+                p.write_unaligned(new);
+                if wr.num_sge > 0 {
+                    ((*wr.sg_list).addr as *mut u64).write_unaligned(old);
+                }
+            }
+            done(if wr.opcode == IBV_WR_ATOMIC_CMP_AND_SWP { WC_COMP_SWAP } else { WC_FETCH_ADD }, 8);
+            true
+        }
+        _ => false,
+    }
+}
 
 /// IBV_WC_RETRY_EXC_ERR
 const WC_RETRY_EXC_ERR: u32 = 12;
@@ -1256,7 +1347,7 @@ unsafe fn loop_send(src: usize, wr: &ibv_send_wr) {
         };
         with(|w| {
             if let Some(l) = w.loopback.as_mut() {
-                l.waiting.entry(dst).or_default().push_back((src, wr.wr_id, bytes, Some(me)));
+                l.waiting.entry(dst).or_default().push_back((src, wr.wr_id, bytes, Some(me), None));
             }
         });
         loop_deliver(dst);
@@ -1267,9 +1358,15 @@ unsafe fn loop_send(src: usize, wr: &ibv_send_wr) {
         loop_complete(src, true, ibv_wc { wr_id: wr.wr_id, status: IBV_WC_WR_FLUSH_ERR, opcode: IBV_WC_SEND, ..Default::default() });
         return;
     };
+    // SAFETY: the caller's promise.
+    if unsafe { loop_rdma(src, wr, &bytes) } {
+        return;
+    }
+    // SAFETY: `imm_data` is a plain integer.
+    let imm = (wr.opcode == IBV_WR_SEND_WITH_IMM).then(|| (unsafe { wr.imm.imm_data }, false));
     with(|w| {
         if let Some(l) = w.loopback.as_mut() {
-            l.waiting.entry(dst).or_default().push_back((src, wr.wr_id, bytes, None));
+            l.waiting.entry(dst).or_default().push_back((src, wr.wr_id, bytes, None, imm));
         }
     });
     loop_deliver(dst);
@@ -1306,15 +1403,20 @@ fn loop_deliver(dst: usize) {
             let s = l.waiting.get_mut(&dst)?.pop_front()?;
             Some((r, s))
         });
-        let Some(((rid, addr, len), (src, sid, bytes, from))) = next else { return };
-        let fits = bytes.len() <= len as usize;
-        if fits {
+        let Some(((rid, addr, len), (src, sid, bytes, from, imm))) = next else { return };
+        let write = imm.is_some_and(|i| i.1);
+        let fits = write || bytes.len() <= len as usize;
+        if fits && !write {
             // SAFETY: a posted receive names writable memory of `len` bytes
             // (the poster's promise).
             unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), addr as *mut u8, bytes.len()) };
         }
         let (rs, ss) = if fits { (IBV_WC_SUCCESS, IBV_WC_SUCCESS) } else { (1, 9) };
-        let mut wc = ibv_wc { wr_id: rid, status: rs, opcode: IBV_WC_RECV, byte_len: bytes.len() as u32, ..Default::default() };
+        let mut wc = ibv_wc { wr_id: rid, status: rs, opcode: if write { IBV_WC_RECV_RDMA_WITH_IMM } else { IBV_WC_RECV }, byte_len: bytes.len() as u32, ..Default::default() };
+        if let Some((data, _)) = imm {
+            wc.wc_flags = IBV_WC_WITH_IMM;
+            wc.imm = ibv_wc_imm { imm_data: data };
+        }
         if let Some((qpn, gid)) = from {
             let dst_ctx = with(|w| w.loopback.as_ref().and_then(|l| l.ud.get(&dst).copied()));
             // The receiver's QP is live (it posted the receive); its context
@@ -1326,7 +1428,9 @@ fn loop_deliver(dst: usize) {
             wc.slid = with(|w| w.ahs.values().find(|a| a.ctx == ctx && a.dgid == gid).map_or(0xffff, |a| a.ahn));
         }
         loop_complete(dst, false, wc);
-        loop_complete(src, true, ibv_wc { wr_id: sid, status: ss, opcode: IBV_WC_SEND, ..Default::default() });
+        if !write {
+            loop_complete(src, true, ibv_wc { wr_id: sid, status: ss, opcode: IBV_WC_SEND, ..Default::default() });
+        }
     }
 }
 
