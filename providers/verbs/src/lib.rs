@@ -10,19 +10,24 @@
 //!   domain and memory registration through the core's registration cache,
 //!   `FI_MR_DMABUF` through `ibv_reg_dmabuf_mr`);
 //! - `rc`: reliable-connected queue pairs whose connections librdmacm makes
-//!   (`rfabric_ibverbs::RdmaCm`, loaded at run time), as a Rust API, not
-//!   yet reachable through `fi_endpoint`.
+//!   (`rfabric_ibverbs::RdmaCm`, loaded at run time), as a Rust API;
+//! - `msg`: `FI_EP_MSG` endpoints and passive endpoints on them
+//!   (`fi_endpoint`, `fi_passive_ep`, connection management from the EQ,
+//!   sends, receives and RMA as work requests on registered buffers).
 //!
 //! Nothing here has run on RDMA hardware (`man/fi_verbs.7.md`).
 
 pub mod addr;
 pub mod discovery;
+pub mod msg;
 pub mod provider;
 pub mod rc;
 pub mod rc_transport;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_msg;
 #[cfg(test)]
 mod tests_rc;
 

@@ -4,9 +4,9 @@
 //! and left out at `FI_LOG_LEVEL=info`. A domain opens its device and a
 //! protection domain; `fi_mr_reg` goes through the core's registration
 //! cache (`rfabric_core::objects::mr_cache`) to `ibv_reg_mr`, and
-//! `fi_mr_regattr` with `FI_MR_DMABUF` to `ibv_reg_dmabuf_mr`. Endpoints
-//! are not offered through `fi_endpoint` yet (`-FI_ENOSYS`): the RC queue
-//! pairs and connection management exist as a Rust API (`rc`, `rdmacm`).
+//! `fi_mr_regattr` with `FI_MR_DMABUF` to `ibv_reg_dmabuf_mr`.
+//! `fi_endpoint`, `fi_passive_ep`, CQs and counters are `msg`'s
+//! (`FI_EP_MSG`); librdmacm is loaded with the first fabric.
 //!
 //! Its unsafe code: the fabric's `domain` (the trait's), and the two
 //! registration calls, which hand memory and a file descriptor to libibverbs.
@@ -17,9 +17,10 @@ use rfabric_core::error::{Error, Result, EINVAL, ENODATA};
 use rfabric_core::info::{DomainAttr, EpAttr, FabricAttr, Info};
 use rfabric_core::objects::local_mr::LocalRegs;
 use rfabric_core::objects::mr_cache::MrCache;
-use rfabric_core::provider::{Domain, Fabric, MrReg, MrReq, Provider};
+use rfabric_core::objects::cq::CqAttr;
+use rfabric_core::provider::{CompletionQueue, ConnReq, Counter, Domain, Endpoint, Fabric, MrReg, MrReq, PassiveEndpoint, Provider};
 use rfabric_ibverbs::sys::*;
-use rfabric_ibverbs::{Context, Mr, Pd, Verbs};
+use rfabric_ibverbs::{Context, Mr, Pd, RdmaCm, Verbs};
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::os::fd::BorrowedFd;
@@ -43,6 +44,19 @@ enum Source {
 
 pub struct VerbsProvider {
     source: Source,
+    /// librdmacm given with a given libibverbs (tests: the stand-in's).
+    given_cm: Option<RdmaCm>,
+}
+
+/// The system's librdmacm, loaded with the first fabric (`None`: absent).
+fn system_rdmacm() -> Option<RdmaCm> {
+    static CM: OnceLock<Option<RdmaCm>> = OnceLock::new();
+    CM.get_or_init(|| {
+        RdmaCm::load()
+            .inspect_err(|e| rfabric_core::fi_info!(NAME, FI_LOG_FABRIC, "librdmacm: {}; no FI_EP_MSG endpoints", e))
+            .ok()
+    })
+    .clone()
 }
 
 struct System {
@@ -65,12 +79,18 @@ fn system() -> &'static System {
 
 impl VerbsProvider {
     pub fn system() -> VerbsProvider {
-        VerbsProvider { source: Source::System }
+        VerbsProvider { source: Source::System, given_cm: None }
     }
 
     /// A provider over the given libibverbs (tests: the stand-in).
     pub fn with_verbs(verbs: Verbs, ipoib: fn(&[u8; 16]) -> Vec<IpAddr>) -> VerbsProvider {
-        VerbsProvider { source: Source::Given(verbs, ipoib) }
+        VerbsProvider { source: Source::Given(verbs, ipoib), given_cm: None }
+    }
+
+    /// The provider with a given librdmacm (tests: the stand-in).
+    pub fn with_rdmacm(mut self, cm: RdmaCm) -> VerbsProvider {
+        self.given_cm = Some(cm);
+        self
     }
 
     /// The probe and the library it ran on.
@@ -102,7 +122,8 @@ pub fn offer(d: &DomainSpec, addr: &crate::addr::Addr) -> Info {
     };
     let rx = fi_rx_attr {
         caps: CAPS & !(FI_SEND | FI_READ | FI_WRITE),
-        mode: 0,
+        // A write with remote CQ data consumes a posted receive.
+        mode: FI_RX_CQ_DATA,
         op_flags: 0,
         msg_order: tx.msg_order,
         comp_order: FI_ORDER_STRICT,
@@ -178,7 +199,11 @@ impl Provider for VerbsProvider {
         if attr.name.as_deref().is_some_and(|n| n != NAME) {
             return Err(EINVAL);
         }
-        Ok(Box::new(VerbsFabric { verbs, domains: p.domains().to_vec() }))
+        let cm = match self.source {
+            Source::System => system_rdmacm(),
+            Source::Given(..) => self.given_cm.clone(),
+        };
+        Ok(Box::new(VerbsFabric { verbs, domains: p.domains().to_vec(), cm }))
     }
 }
 
@@ -189,6 +214,7 @@ pub fn providers() -> Vec<Box<dyn Provider>> {
 pub struct VerbsFabric {
     verbs: Verbs,
     domains: Vec<DomainSpec>,
+    cm: Option<RdmaCm>,
 }
 
 impl Fabric for VerbsFabric {
@@ -201,7 +227,12 @@ impl Fabric for VerbsFabric {
             rfabric_core::fi_warn!(NAME, FI_LOG_DOMAIN, "fi_domain: no verbs domain named {:?}", name);
             ENODATA
         })?;
-        Ok(Box::new(VerbsDomain::open(&self.verbs, spec)?))
+        let mut d = VerbsDomain::open(&self.verbs, spec)?;
+        d.cm = self.cm.clone();
+        Ok(Box::new(d))
+    }
+    fn passive_ep(&self, info: &Info) -> Result<Box<dyn PassiveEndpoint>> {
+        crate::msg::passive_ep(self.cm.as_ref(), info)
     }
 }
 
@@ -220,6 +251,8 @@ pub struct VerbsDomain {
     /// one registration to each registration of the same memory).
     mrs: Mutex<HashMap<u64, Vec<Arc<Mr>>>>,
     local: Arc<LocalRegs>,
+    /// librdmacm, for `FI_EP_MSG` endpoints.
+    cm: Option<RdmaCm>,
 }
 
 /// `FI_*` access bits as `IBV_ACCESS_*`. Local write is asked for when
@@ -251,6 +284,7 @@ impl VerbsDomain {
             cache: MrCache::new(NAME),
             mrs: Mutex::new(HashMap::new()),
             local: LocalRegs::new(MR_MODE as u64),
+            cm: None,
         })
     }
 
@@ -265,6 +299,16 @@ impl VerbsDomain {
     }
     pub fn cache(&self) -> &MrCache<Mr> {
         &self.cache
+    }
+    pub fn regs(&self) -> &Arc<LocalRegs> {
+        &self.local
+    }
+    pub fn rdmacm(&self) -> Option<&RdmaCm> {
+        self.cm.as_ref()
+    }
+    /// With librdmacm (a domain opened outside a fabric: tests).
+    pub fn set_rdmacm(&mut self, cm: RdmaCm) {
+        self.cm = Some(cm);
     }
 
     fn register(&self, req: &MrReq) -> Result<Arc<Mr>> {
@@ -300,8 +344,23 @@ impl Domain for VerbsDomain {
     fn mr_reg(&self, req: &MrReq) -> Result<MrReg> {
         let mr = self.register(req)?;
         let key = u64::from(mr.rkey());
+        // The descriptor carries the local key, for the work requests.
+        let local = self.local.register_word(None, u64::from(mr.lkey()));
         self.mrs.lock().unwrap_or_else(|p| p.into_inner()).entry(key).or_default().push(mr);
-        Ok(MrReg { key, local: Some(self.local.register(None)) })
+        Ok(MrReg { key, local: Some(local) })
+    }
+
+    fn endpoint(&self, info: &Info) -> Result<Box<dyn Endpoint>> {
+        crate::msg::endpoint(self, info)
+    }
+    fn accept_endpoint(&self, info: &Info, req: ConnReq) -> Result<Box<dyn Endpoint>> {
+        crate::msg::accept_endpoint(self, info, req)
+    }
+    fn cq_open(&self, attr: &CqAttr) -> Result<Arc<dyn CompletionQueue>> {
+        crate::msg::cq_open(attr)
+    }
+    fn cntr_open(&self, events: u32, wait_obj: u32) -> Result<Arc<dyn Counter>> {
+        crate::msg::cntr_open(events, wait_obj)
     }
 
     fn mr_close(&self, key: u64) -> Result<()> {
