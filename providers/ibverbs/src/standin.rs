@@ -1363,7 +1363,8 @@ unsafe fn loop_send(src: usize, wr: &ibv_send_wr) {
         return;
     }
     // SAFETY: `imm_data` is a plain integer.
-    let imm = (wr.opcode == IBV_WR_SEND_WITH_IMM).then(|| (unsafe { wr.imm.imm_data }, false));
+    let imm_data = unsafe { wr.imm.imm_data };
+    let imm = (wr.opcode == IBV_WR_SEND_WITH_IMM).then_some((imm_data, false));
     with(|w| {
         if let Some(l) = w.loopback.as_mut() {
             l.waiting.entry(dst).or_default().push_back((src, wr.wr_id, bytes, None, imm));
