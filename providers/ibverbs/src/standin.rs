@@ -58,6 +58,9 @@ pub enum Call {
     EfaCreateDriverQp { pd: usize, driver_qp_type: u32 },
     PollCq { cq: usize, n: c_int, wc: usize },
     ReqNotifyCq { cq: usize, solicited_only: c_int },
+    /// `ibv_get_cq_event` that handed out an event of `cq`.
+    GetCqEvent { channel: usize, cq: usize },
+    AckCqEvents { cq: usize, n: c_uint },
     PostSend { qp: usize, wr: usize, bad: usize },
     PostRecv { qp: usize, wr: usize, bad: usize },
     PostSrqRecv { srq: usize, wr: usize, bad: usize },
@@ -168,6 +171,12 @@ pub struct World {
     pub fail: HashMap<&'static str, c_int>,
     /// What the data-path slots return.
     pub post_rc: c_int,
+    /// CQs armed by `ibv_req_notify_cq`: the next completion queued on
+    /// one (loopback) becomes an event on its channel, whose fd turns
+    /// readable until `ibv_get_cq_event` has taken every event.
+    armed: std::collections::HashSet<usize>,
+    /// Channel -> CQs with an event waiting.
+    cq_events: HashMap<usize, std::collections::VecDeque<usize>>,
     // Boxed: device lists point at them while the Vec grows.
     #[allow(clippy::vec_box)]
     devices: Vec<Box<ibv_device>>,
@@ -194,6 +203,8 @@ thread_local! {
         efa_device: false,
         fail: HashMap::new(),
         post_rc: 0,
+        armed: std::collections::HashSet::new(),
+        cq_events: HashMap::new(),
         devices: Vec::new(),
         lists: HashMap::new(),
         next_handle: 1,
@@ -577,11 +588,12 @@ unsafe extern "C" fn create_cq(
         set_errno(e);
         return null_mut();
     }
-    Box::into_raw(Box::new(ibv_cq { context: ctx, cq_context, cqe, handle: handle(), ..Default::default() }))
+    Box::into_raw(Box::new(ibv_cq { context: ctx, channel, cq_context, cqe, handle: handle(), ..Default::default() }))
 }
 
 unsafe extern "C" fn create_comp_channel(ctx: *mut ibv_context) -> *mut ibv_comp_channel {
-    // An fd that is never readable: the stand-in has no events.
+    // An eventfd, written when an armed CQ of the loopback gets a
+    // completion (`loop_complete`).
     // SAFETY: no memory-safety preconditions; the fd is closed by destroy.
     let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
     Box::into_raw(Box::new(ibv_comp_channel { context: ctx, fd, refcnt: 0 }))
@@ -595,12 +607,34 @@ unsafe extern "C" fn destroy_comp_channel(ch: *mut ibv_comp_channel) -> c_int {
     0
 }
 
-unsafe extern "C" fn get_cq_event(_ch: *mut ibv_comp_channel, _cq: *mut *mut ibv_cq, _ctx: *mut *mut c_void) -> c_int {
-    set_errno(libc::EAGAIN);
-    -1
+unsafe extern "C" fn get_cq_event(ch: *mut ibv_comp_channel, cq: *mut *mut ibv_cq, ctx: *mut *mut c_void) -> c_int {
+    let (next, empty) = with(|w| {
+        let q = w.cq_events.entry(ch as usize).or_default();
+        let n = q.pop_front();
+        (n, q.is_empty())
+    });
+    if empty {
+        let mut v = 0u64;
+        // SAFETY: the channel's own non-blocking eventfd; 8 bytes into `v`.
+        unsafe { libc::read((*ch).fd, (&mut v as *mut u64).cast(), 8) };
+    }
+    let Some(c) = next else {
+        set_errno(libc::EAGAIN);
+        return -1;
+    };
+    record(Call::GetCqEvent { channel: ch as usize, cq: c });
+    // SAFETY: the caller's out-parameters; `c` is a live CQ of `create_cq`
+    // (an event keeps it, as the real library's does).
+    unsafe {
+        *cq = c as *mut ibv_cq;
+        *ctx = (*(c as *mut ibv_cq)).cq_context;
+    }
+    0
 }
 
-unsafe extern "C" fn ack_cq_events(_cq: *mut ibv_cq, _n: c_uint) {}
+unsafe extern "C" fn ack_cq_events(cq: *mut ibv_cq, n: c_uint) {
+    record(Call::AckCqEvents { cq: cq as usize, n });
+}
 
 unsafe extern "C" fn destroy_cq(cq: *mut ibv_cq) -> c_int {
     record(Call::DestroyCq(cq as usize));
@@ -787,7 +821,10 @@ unsafe extern "C" fn poll_cq(cq: *mut ibv_cq, n: c_int, wc: *mut ibv_wc) -> c_in
 
 unsafe extern "C" fn req_notify_cq(cq: *mut ibv_cq, solicited_only: c_int) -> c_int {
     record(Call::ReqNotifyCq { cq: cq as usize, solicited_only });
-    with(|w| w.post_rc)
+    with(|w| {
+        w.armed.insert(cq as usize);
+        w.post_rc
+    })
 }
 
 unsafe extern "C" fn post_send(qp: *mut ibv_qp, wr: *mut ibv_send_wr, bad: *mut *mut ibv_send_wr) -> c_int {
@@ -1383,13 +1420,23 @@ fn loop_recv(qp: usize, wr_id: u64, addr: u64, len: u32) {
 }
 
 fn loop_complete(qp: usize, send: bool, wc: ibv_wc) {
-    with(|w| {
-        if let Some(l) = w.loopback.as_mut() {
-            if let Some(&(s, r)) = l.cqs_of.get(&qp) {
-                l.cqs.entry(if send { s } else { r }).or_default().push_back(wc);
-            }
-        }
+    let cq = with(|w| {
+        let l = w.loopback.as_mut()?;
+        let &(s, r) = l.cqs_of.get(&qp)?;
+        let cq = if send { s } else { r };
+        l.cqs.entry(cq).or_default().push_back(wc);
+        w.armed.remove(&cq).then_some(cq)
     });
+    // An armed CQ: one event on its channel.
+    // SAFETY: a live CQ of `create_cq` (its QP completes into it).
+    let Some((cq, ch)) = cq.map(|c| (c, unsafe { (*(c as *mut ibv_cq)).channel })) else { return };
+    if ch.is_null() {
+        return;
+    }
+    with(|w| w.cq_events.entry(ch as usize).or_default().push_back(cq));
+    let one = 1u64;
+    // SAFETY: the channel's own eventfd; 8 bytes from `one`.
+    unsafe { libc::write((*ch).fd, (&one as *const u64).cast(), 8) };
 }
 
 /// Matches the sends waiting for `dst` with its posted receives.

@@ -45,14 +45,17 @@ use crate::rc_transport::parse_addr;
 use rfabric_core::abi::*;
 use rfabric_core::error::{Error, Result, EINVAL, ENOSYS};
 use rfabric_core::info::Info;
-use rfabric_core::objects::cq::{Completion, CqAttr, ErrCompletion};
+use rfabric_core::objects::cq::{Completion, CqAttr, CqErrInfo, ErrCompletion};
 use rfabric_core::objects::local_mr::{Descs, LocalRegs};
 use rfabric_core::objects::progress::{Progress, ProgressCntr, ProgressCq};
 use rfabric_core::provider::{Bind, CompletionQueue, ConnReq, Counter, EqBinding, Iov, PassiveEndpoint, RmaOp, RxOp, TxOp};
 use rfabric_core::provider::Endpoint;
 use rfabric_ibverbs::sys::*;
-use rfabric_ibverbs::{inline, Cq, Pd, RdmaCm, VerbsError};
+use rfabric_ibverbs::{inline, CompChannel, Cq, Pd, RdmaCm, VerbsError};
+use std::any::Any;
 use std::collections::HashMap;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::time::{Duration, Instant};
 use std::net::SocketAddr;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
@@ -384,12 +387,12 @@ pub struct VerbsEp {
 }
 
 enum BoundTo {
-    Cq(Arc<ProgressCq>),
+    Cq(Arc<VerbsCq>),
     Cntr(Arc<ProgressCntr>),
 }
 
 fn new_ep(d: &VerbsDomain, chan: Arc<Chan>, phase: Phase, id: Option<CmId>) -> Result<EpInner> {
-    let vcq = d.context().create_cq((2 * QUEUE_DEPTH) as i32, 0).map_err(verr)?;
+    let vcq = d.context().create_cq_on((2 * QUEUE_DEPTH) as i32, Some(d.comp_channel()?), 0).map_err(verr)?;
     let cap = ibv_qp_cap { max_send_wr: QUEUE_DEPTH, max_recv_wr: QUEUE_DEPTH, max_send_sge: IOV_LIMIT as u32, max_recv_sge: IOV_LIMIT as u32, max_inline_data: INJECT_SIZE as u32 };
     Ok(EpInner {
         ctl: Mutex::new(Ctl { phase, eq: None, id, data: Vec::new(), peer: None, pending: Vec::new() }),
@@ -448,8 +451,131 @@ pub fn accept_endpoint(d: &VerbsDomain, _info: &Info, req: ConnReq) -> Result<Bo
     Ok(Box::new(VerbsEp { inner, bound: Mutex::new(Vec::new()) }))
 }
 
-pub fn cq_open(attr: &CqAttr) -> Result<Arc<dyn CompletionQueue>> {
-    Ok(Arc::new(ProgressCq::new(attr)?))
+/// A CQ: the core's (`ProgressCq`), and with `FI_WAIT_FD` the domain's
+/// completion channel. Its `FI_GETWAIT` fd is an epoll descriptor over the
+/// channel's fd and the core CQ's eventfd (`fi_cq_signal`): `fi_trywait`
+/// acknowledges the channel's events, arms every bound endpoint's verbs CQ
+/// (`ibv_req_notify_cq`) and polls once more, so the fd turns readable
+/// when the adapter reports the next completion. The channel is the
+/// domain's, so a completion of another CQ's endpoint wakes it too (the
+/// read then finds nothing and `fi_cq_sread` sleeps again).
+pub struct VerbsCq {
+    cq: Arc<ProgressCq>,
+    wait: Option<CqWait>,
+    /// `fi_cq_signal` came (`FI_WAIT_FD`): the next `sread` returns.
+    signaled: AtomicBool,
+}
+
+struct CqWait {
+    chan: CompChannel,
+    epfd: OwnedFd,
+    /// The verbs CQs of the endpoints bound to this CQ.
+    vcqs: Mutex<Vec<Cq>>,
+}
+
+/// epoll data of the core CQ's eventfd (`fi_cq_signal`, entries queued
+/// while the CQ is armed).
+const EP_SIGNAL: u64 = 1;
+
+pub fn cq_open(d: &VerbsDomain, attr: &CqAttr) -> Result<Arc<dyn CompletionQueue>> {
+    let cq = Arc::new(ProgressCq::new(attr)?);
+    let wait = if attr.wait_obj == FI_WAIT_FD {
+        let chan = d.comp_channel()?.clone();
+        // SAFETY: plain system call; the result is checked.
+        let ep = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
+        if ep < 0 {
+            return Err(Error(std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EMFILE)));
+        }
+        // SAFETY: a fresh descriptor nobody else owns.
+        let epfd = unsafe { OwnedFd::from_raw_fd(ep) };
+        for (fd, data) in [(chan.fd(), 0), (cq.wait_fd().ok_or(EINVAL)?, EP_SIGNAL)] {
+            let mut ev = libc::epoll_event { events: libc::EPOLLIN as u32, u64: data };
+            // SAFETY: both fds are open; `ev` is readable.
+            if unsafe { libc::epoll_ctl(ep, libc::EPOLL_CTL_ADD, fd, &mut ev) } != 0 {
+                return Err(Error(std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EINVAL)));
+            }
+        }
+        Some(CqWait { chan, epfd, vcqs: Mutex::new(Vec::new()) })
+    } else {
+        None
+    };
+    Ok(Arc::new(VerbsCq { cq, wait, signaled: AtomicBool::new(false) }))
+}
+
+impl VerbsCq {
+    /// Waits on the epoll fd (until something is readable or `ms`).
+    fn block(w: &CqWait, ms: i32) {
+        let mut ev = [libc::epoll_event { events: 0, u64: 0 }; 2];
+        // SAFETY: `ev` is writable for 2 entries.
+        unsafe { libc::epoll_wait(w.epfd.as_raw_fd(), ev.as_mut_ptr(), 2, ms) };
+    }
+}
+
+impl CompletionQueue for VerbsCq {
+    fn entry_size(&self) -> usize {
+        self.cq.entry_size()
+    }
+    fn read(&self, out: &mut [u8], count: usize, src: Option<&mut [u64]>) -> Result<usize> {
+        self.cq.read(out, count, src)
+    }
+    fn readerr(&self, user_buf: Option<&mut [u8]>, api_version: u32) -> Result<(CqErrInfo, usize)> {
+        self.cq.readerr(user_buf, api_version)
+    }
+    fn sread(&self, out: &mut [u8], count: usize, mut src: Option<&mut [u64]>, timeout: i32) -> Result<usize> {
+        let Some(w) = &self.wait else { return self.cq.sread(out, count, src, timeout) };
+        let deadline = (timeout >= 0).then(|| Instant::now() + Duration::from_millis(timeout as u64));
+        loop {
+            match self.cq.read(out, count, src.as_deref_mut()) {
+                Err(e) if e.0 == FI_EAGAIN => {}
+                r => return r,
+            }
+            match self.trywait() {
+                Err(e) if e.0 == FI_EAGAIN => continue,
+                Err(e) => return Err(e),
+                Ok(()) => {}
+            }
+            if self.signaled.swap(false, Ordering::AcqRel) {
+                return Err(Error(FI_EAGAIN));
+            }
+            let ms = match deadline {
+                None => -1,
+                Some(d) => {
+                    let left = d.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        return Err(Error(FI_EAGAIN));
+                    }
+                    left.as_millis().min(i32::MAX as u128) as i32
+                }
+            };
+            Self::block(w, ms);
+            if self.signaled.swap(false, Ordering::AcqRel) {
+                // fi_cq_signal: back without an entry, unless one came.
+                return self.cq.read(out, count, src);
+            }
+        }
+    }
+    fn signal(&self) -> Result<()> {
+        self.signaled.store(true, Ordering::Release);
+        self.cq.signal()
+    }
+    fn wait_fd(&self) -> Option<i32> {
+        match &self.wait {
+            Some(w) => Some(w.epfd.as_raw_fd()),
+            None => self.cq.wait_fd(),
+        }
+    }
+    fn trywait(&self) -> Result<()> {
+        let Some(w) = &self.wait else { return self.cq.trywait() };
+        w.chan.drain();
+        for c in locked(&w.vcqs).iter() {
+            c.req_notify(false).map_err(verr)?;
+        }
+        // Polls once more: what came before the arming raised no event.
+        self.cq.trywait()
+    }
+    fn as_any_arc(self: Arc<Self>) -> Arc<dyn Any + Send + Sync> {
+        self
+    }
 }
 
 pub fn cntr_open(events: u32, wait_obj: u32) -> Result<Arc<dyn Counter>> {
@@ -744,7 +870,8 @@ impl Endpoint for VerbsEp {
                 Ok(())
             }
             Bind::Cq(cq) => {
-                let cq = cq.clone().as_any_arc().downcast::<ProgressCq>().map_err(|_| EINVAL)?;
+                let vcq = cq.clone().as_any_arc().downcast::<VerbsCq>().map_err(|_| EINVAL)?;
+                let cq = vcq.cq.clone();
                 if flags & !(FI_TRANSMIT | FI_RECV | FI_SELECTIVE_COMPLETION) != 0 || flags & (FI_TRANSMIT | FI_RECV) == 0 {
                     return Err(Error(FI_EBADFLAGS));
                 }
@@ -757,7 +884,10 @@ impl Endpoint for VerbsEp {
                 }
                 let p: Arc<dyn Progress> = self.inner.clone();
                 cq.bound.attach(p);
-                locked(&self.bound).push(BoundTo::Cq(cq));
+                if let Some(w) = &vcq.wait {
+                    locked(&w.vcqs).push(self.inner.vcq.clone());
+                }
+                locked(&self.bound).push(BoundTo::Cq(vcq));
                 Ok(())
             }
             Bind::Cntr(c) => {
@@ -955,7 +1085,12 @@ impl Endpoint for VerbsEp {
         let p: Arc<dyn Progress> = self.inner.clone();
         for b in locked(&self.bound).drain(..) {
             match b {
-                BoundTo::Cq(c) => c.bound.detach(&p),
+                BoundTo::Cq(c) => {
+                    c.cq.bound.detach(&p);
+                    if let Some(w) = &c.wait {
+                        locked(&w.vcqs).retain(|v| v.as_ptr() != self.inner.vcq.as_ptr());
+                    }
+                }
                 BoundTo::Cntr(c) => c.bound.detach(&p),
             }
         }

@@ -20,7 +20,7 @@ use rfabric_core::objects::mr_cache::MrCache;
 use rfabric_core::objects::cq::CqAttr;
 use rfabric_core::provider::{CompletionQueue, ConnReq, Counter, Domain, Endpoint, Fabric, MrReg, MrReq, PassiveEndpoint, Provider};
 use rfabric_ibverbs::sys::*;
-use rfabric_ibverbs::{Context, Mr, Pd, RdmaCm, Verbs};
+use rfabric_ibverbs::{CompChannel, Context, Mr, Pd, RdmaCm, Verbs};
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::os::fd::BorrowedFd;
@@ -253,6 +253,8 @@ pub struct VerbsDomain {
     local: Arc<LocalRegs>,
     /// librdmacm, for `FI_EP_MSG` endpoints.
     cm: Option<RdmaCm>,
+    /// The completion channel of the endpoints' CQs (made with the first).
+    comp: OnceLock<CompChannel>,
 }
 
 /// `FI_*` access bits as `IBV_ACCESS_*`. Local write is asked for when
@@ -285,6 +287,7 @@ impl VerbsDomain {
             mrs: Mutex::new(HashMap::new()),
             local: LocalRegs::new(MR_MODE as u64),
             cm: None,
+            comp: OnceLock::new(),
         })
     }
 
@@ -305,6 +308,20 @@ impl VerbsDomain {
     }
     pub fn rdmacm(&self) -> Option<&RdmaCm> {
         self.cm.as_ref()
+    }
+    /// The domain's completion channel (non-blocking), made on first use.
+    pub fn comp_channel(&self) -> Result<&CompChannel> {
+        if let Some(c) = self.comp.get() {
+            return Ok(c);
+        }
+        let c = self.ctx.create_comp_channel().map_err(verr)?;
+        // SAFETY: fcntl on the channel's own fd; failure leaves it blocking
+        // (and a drain would then wait), which F_SETFL does not do.
+        unsafe {
+            let fl = libc::fcntl(c.fd(), libc::F_GETFL);
+            libc::fcntl(c.fd(), libc::F_SETFL, fl | libc::O_NONBLOCK);
+        }
+        Ok(self.comp.get_or_init(|| c))
     }
     /// With librdmacm (a domain opened outside a fabric: tests).
     pub fn set_rdmacm(&mut self, cm: RdmaCm) {
@@ -357,7 +374,7 @@ impl Domain for VerbsDomain {
         crate::msg::accept_endpoint(self, info, req)
     }
     fn cq_open(&self, attr: &CqAttr) -> Result<Arc<dyn CompletionQueue>> {
-        crate::msg::cq_open(attr)
+        crate::msg::cq_open(self, attr)
     }
     fn cntr_open(&self, events: u32, wait_obj: u32) -> Result<Arc<dyn Counter>> {
         crate::msg::cntr_open(events, wait_obj)

@@ -90,7 +90,11 @@ fn eq_next(b: &EqBinding) -> Result<(u32, usize, usize, Vec<u8>), i32> {
 }
 
 fn cq(d: &dyn Domain) -> Arc<dyn CompletionQueue> {
-    d.cq_open(&CqAttr { size: 64, format: FI_CQ_FORMAT_DATA, wait_obj: FI_WAIT_NONE }).unwrap()
+    cq_wait(d, FI_WAIT_NONE)
+}
+
+fn cq_wait(d: &dyn Domain, wait_obj: u32) -> Arc<dyn CompletionQueue> {
+    d.cq_open(&CqAttr { size: 64, format: FI_CQ_FORMAT_DATA, wait_obj }).unwrap()
 }
 
 /// `(op_context, flags, len, data)` of the next `fi_cq_data_entry`.
@@ -149,6 +153,11 @@ fn client(w: &World) -> (Box<dyn Endpoint>, EqBinding, Arc<dyn CompletionQueue>)
 }
 
 fn pair() -> Pair {
+    pair_with(FI_WAIT_NONE)
+}
+
+/// A connected pair whose server CQ has `wait_obj`.
+fn pair_with(wait_obj: u32) -> Pair {
     let w = world();
     let (pep, peq) = listening(&w);
     let (cli, ceq, ccq) = client(&w);
@@ -160,7 +169,7 @@ fn pair() -> Pair {
     assert_eq!((ev, fid, data.as_slice()), (FI_CONNREQ, 0x100, &b"hello from cli"[..]));
     let srv = w.dom.accept_endpoint(&w.info, take_req(handle)).unwrap();
     let seq = eq(0x300);
-    let scq = cq(&*w.dom);
+    let scq = cq_wait(&*w.dom, wait_obj);
     srv.bind(Bind::Eq(&seq), 0).unwrap();
     srv.bind(Bind::Cq(&scq), FI_TRANSMIT | FI_RECV).unwrap();
     srv.enable().unwrap();
@@ -414,4 +423,50 @@ fn bad_inputs_are_documented_codes() {
     // Nothing was posted by any of them.
     assert!(standin::with(|w| w.sent.is_empty()));
     let _ = (&p.pep, &p.peq, &p.ceq, &p.seq, &p.ccq, &p.scq, &p.srv);
+}
+
+fn readable(fd: i32) -> bool {
+    let mut p = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
+    // SAFETY: one pollfd, no wait.
+    unsafe { libc::poll(&mut p, 1, 0) == 1 }
+}
+
+#[test]
+fn the_wait_fd_turns_readable_on_a_completion_through_the_completion_channel() {
+    let p = pair_with(FI_WAIT_FD);
+    let fd = p.scq.wait_fd().expect("FI_WAIT_FD gives an fd");
+    let d = &*p.w.dom;
+    let mut rx = [0u8; 32];
+    let rmr = reg(d, &mut rx);
+    // SAFETY: the buffer outlives the test.
+    unsafe { recv(&*p.srv, &mut rx, desc(&rmr), 9).unwrap() };
+    standin::take_calls();
+    // Nothing there: trywait arms the endpoint's verbs CQ.
+    assert_eq!(p.scq.trywait(), Ok(()));
+    let calls = standin::take_calls();
+    let armed: Vec<usize> = calls.iter().filter_map(|c| if let standin::Call::ReqNotifyCq { cq, solicited_only: 0 } = c { Some(*cq) } else { None }).collect();
+    assert_eq!(armed.len(), 1, "{calls:?}");
+    assert!(!readable(fd));
+    // With nothing to come, a timed sread comes back empty.
+    let mut e = [0u8; 40];
+    assert_eq!(p.scq.sread(&mut e, 1, None, 1), Err(Error(FI_EAGAIN)));
+    assert_eq!(p.scq.trywait(), Ok(()));
+    let msg = *b"wake up";
+    // SAFETY: inline.
+    unsafe { send(&*p.cli, &msg, std::ptr::null_mut(), 0, FI_INJECT, 0, true).unwrap() };
+    // The receive completion on the armed CQ is an event on the channel.
+    assert!(readable(fd));
+    assert_eq!(p.scq.trywait(), Err(Error(FI_EAGAIN)));
+    let calls = standin::take_calls();
+    assert!(calls.iter().any(|c| matches!(c, standin::Call::GetCqEvent { cq, .. } if *cq == armed[0])), "{calls:?}");
+    assert!(calls.iter().any(|c| matches!(c, standin::Call::AckCqEvents { cq, n: 1 } if *cq == armed[0])), "{calls:?}");
+    assert_eq!(p.scq.sread(&mut e, 1, None, -1), Ok(1));
+    assert_eq!(u64::from_ne_bytes(e[0..8].try_into().unwrap()), 9);
+    // Read empty, a trywait leaves the fd quiet again.
+    assert_eq!(p.scq.trywait(), Ok(()));
+    assert!(!readable(fd));
+    // fi_cq_signal wakes a waiter without an entry.
+    p.scq.signal().unwrap();
+    assert_eq!(p.scq.sread(&mut e, 1, None, -1), Err(Error(FI_EAGAIN)));
+    let _ = (&p.pep, &p.peq, &p.ceq, &p.seq, &p.ccq);
 }
