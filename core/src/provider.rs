@@ -312,6 +312,9 @@ pub struct AtomicOp<'a> {
     pub compare: &'a [Iov],
     /// Where previous values go (`Fetch` and `Compare`).
     pub result: &'a [Iov],
+    /// The application's descriptors for `result` (`Descs::NONE` when the
+    /// call has none).
+    pub result_desc: Descs,
     pub rma: &'a [RmaIov],
     pub dest: u64,
     pub context: usize,

@@ -869,6 +869,7 @@ impl Objects {
                     iov: &iov,
                     compare: if kind == AtomicKind::Compare { &cmp } else { &[] },
                     result: if kind == AtomicKind::Write { &[] } else { &res },
+                    result_desc: rfabric_core::provider::Descs::NONE,
                     rma: &r,
                     dest: self.to_x,
                     context: ctx,
