@@ -48,7 +48,7 @@ use rfabric_core::info::Info;
 use rfabric_core::objects::cq::{Completion, CqAttr, CqErrInfo, ErrCompletion};
 use rfabric_core::objects::local_mr::{Descs, LocalRegs};
 use rfabric_core::objects::progress::{Progress, ProgressCntr, ProgressCq};
-use rfabric_core::provider::{Bind, CompletionQueue, ConnReq, Counter, EqBinding, Iov, PassiveEndpoint, RmaOp, RxOp, TxOp};
+use rfabric_core::provider::{AtomicKind, AtomicOp, Bind, CompletionQueue, ConnReq, Counter, EqBinding, Iov, PassiveEndpoint, RmaOp, RxOp, TxOp};
 use rfabric_core::provider::Endpoint;
 use rfabric_ibverbs::sys::*;
 use rfabric_ibverbs::{inline, CompChannel, Cq, Pd, RdmaCm, VerbsError};
@@ -578,6 +578,21 @@ impl CompletionQueue for VerbsCq {
     }
 }
 
+/// The atomics of InfiniBand RC: 8-byte compare-and-swap
+/// (`fi_compare_atomic` with `FI_CSWAP`) and fetch-and-add
+/// (`fi_fetch_atomic` with `FI_SUM`) on `FI_UINT64`/`FI_INT64`, one element
+/// per operation: `(count, size)` = `(1, 8)`. Everything else is
+/// `-FI_EOPNOTSUPP` (fi_atomic(3)); an unknown type `-FI_EINVAL`. `fi_query_atomic` and `fi_atomicvalid` answer this.
+pub fn atomic_valid(kind: AtomicKind, op: u32, datatype: u32) -> Result<(usize, usize)> {
+    if rfabric_core::objects::atomic::type_size(datatype).is_none() {
+        return Err(EINVAL);
+    }
+    match (kind, op, datatype) {
+        (AtomicKind::Fetch, FI_SUM, FI_UINT64 | FI_INT64) | (AtomicKind::Compare, FI_CSWAP, FI_UINT64 | FI_INT64) => Ok((1, 8)),
+        _ => Err(Error(FI_EOPNOTSUPP)),
+    }
+}
+
 pub fn cntr_open(events: u32, wait_obj: u32) -> Result<Arc<dyn Counter>> {
     Ok(Arc::new(ProgressCntr::new(events, wait_obj)?))
 }
@@ -1058,6 +1073,55 @@ impl Endpoint for VerbsEp {
     unsafe fn rma_read(&self, op: &RmaOp<'_>) -> Result<()> {
         // SAFETY: forwarded.
         unsafe { self.rma(op, false) }
+    }
+
+    unsafe fn atomic(&self, op: &AtomicOp<'_>) -> Result<()> {
+        atomic_valid(op.kind, op.op, op.datatype)?;
+        let qp = self.connected_qp("fi_atomic")?;
+        let ([r], [res]) = (op.rma, op.result) else {
+            rfabric_core::fi_warn!(NAME, FI_LOG_EP_DATA, "fi_atomic: {} remote and {} result buffers, 1 each supported", op.rma.len(), op.result.len());
+            return Err(EINVAL);
+        };
+        let operand = op.iov.first().filter(|v| v.len == 8 && op.iov.len() == 1).ok_or(EINVAL)?;
+        if r.len != 1 || res.len != 8 || r.addr % 8 != 0 {
+            rfabric_core::fi_warn!(NAME, FI_LOG_EP_DATA, "fi_atomic: one 8-byte element at an 8-byte aligned address only (count {}, address {:#x})", r.len, r.addr);
+            return Err(EINVAL);
+        }
+        let rkey = u32::try_from(r.key).map_err(|_| EINVAL)?;
+        // SAFETY: `op.result_desc` holds a value per result buffer or is
+        // NULL (capi).
+        let (sge, _) = unsafe { sges(&self.inner.regs, op.result, op.result_desc, true, "fi_atomic")? };
+        // SAFETY: operand and compare buffers are 8 readable bytes (the
+        // trait's contract and the checks above).
+        let (add_or_compare, swap) = unsafe {
+            let v = (operand.base as *const u64).read_unaligned();
+            match op.kind {
+                AtomicKind::Compare => {
+                    let c = op.compare.first().filter(|c| c.len == 8).ok_or(EINVAL)?;
+                    ((c.base as *const u64).read_unaligned(), v)
+                }
+                _ => (v, 0),
+            }
+        };
+        let opcode = if op.kind == AtomicKind::Compare { IBV_WR_ATOMIC_CMP_AND_SWP } else { IBV_WR_ATOMIC_FETCH_AND_ADD };
+        let mut wr = ibv_send_wr {
+            wr_id: self.wr_id(false, op.context, op.flags, op.no_completion),
+            sg_list: sge.as_ptr().cast_mut(),
+            num_sge: 1,
+            opcode,
+            send_flags: IBV_SEND_SIGNALED,
+            ..Default::default()
+        };
+        wr.wr = ibv_send_wr_wr { atomic: ibv_send_wr_atomic { remote_addr: r.addr, compare_add: add_or_compare, swap, rkey } };
+        let mut bad = std::ptr::null_mut();
+        // SAFETY: a live QP; `wr` and `sge` live across the call; the
+        // result buffer is registered and writable until the completion.
+        let rc = unsafe { inline::ibv_post_send(qp, &mut wr, &mut bad) };
+        post_rc("ibv_post_send", rc)
+    }
+
+    fn atomic_valid(&self, kind: AtomicKind, op: u32, datatype: u32) -> Result<usize> {
+        atomic_valid(kind, op, datatype).map(|(n, _)| n)
     }
 
     fn getopt(&self, level: i32, name: i32, buf: &mut [u8]) -> Result<usize> {

@@ -29,7 +29,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 pub const NAME: &str = "verbs";
 pub const VERSION: u32 = fi_version(FI_MAJOR_VERSION, FI_MINOR_VERSION);
 
-pub const CAPS: u64 = FI_MSG | FI_RMA | FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE | FI_LOCAL_COMM | FI_REMOTE_COMM;
+pub const CAPS: u64 = FI_MSG | FI_RMA | FI_ATOMIC | FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE | FI_LOCAL_COMM | FI_REMOTE_COMM;
 /// `FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY`.
 pub const MR_MODE: i32 = (FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY) as i32;
 
@@ -378,6 +378,9 @@ impl Domain for VerbsDomain {
     }
     fn cntr_open(&self, events: u32, wait_obj: u32) -> Result<Arc<dyn Counter>> {
         crate::msg::cntr_open(events, wait_obj)
+    }
+    fn query_atomic(&self, kind: rfabric_core::provider::AtomicKind, op: u32, datatype: u32) -> Result<(usize, usize)> {
+        crate::msg::atomic_valid(kind, op, datatype)
     }
 
     fn mr_close(&self, key: u64) -> Result<()> {

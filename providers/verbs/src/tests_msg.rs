@@ -15,7 +15,7 @@ use rfabric_core::objects::cq::CqAttr;
 use rfabric_core::objects::eq::{Eq, InfoHooks};
 use rfabric_core::objects::wait::Locked;
 use rfabric_core::provider::{
-    Bind, CompletionQueue, ConnReq, Descs, Domain, Endpoint, EqBinding, Fabric, Iov, MrReg, MrReq, PassiveEndpoint, Provider, RmaIov, RmaOp, RxOp, TxOp,
+    AtomicKind, AtomicOp, Bind, CompletionQueue, ConnReq, Descs, Domain, Endpoint, EqBinding, Fabric, Iov, MrReg, MrReq, PassiveEndpoint, Provider, RmaIov, RmaOp, RxOp, TxOp,
 };
 use rfabric_ibverbs::standin::{self, CmCall, PortCfg};
 use rfabric_ibverbs::sys::*;
@@ -469,4 +469,64 @@ fn the_wait_fd_turns_readable_on_a_completion_through_the_completion_channel() {
     p.scq.signal().unwrap();
     assert_eq!(p.scq.sread(&mut e, 1, None, -1), Err(Error(FI_EAGAIN)));
     let _ = (&p.pep, &p.peq, &p.ceq, &p.seq, &p.ccq);
+}
+
+#[test]
+fn atomics_are_the_8_byte_cswap_and_fetch_add_of_infiniband() {
+    let p = pair();
+    let d = &*p.w.dom;
+    // fi_query_atomic / fi_atomicvalid: exactly these.
+    for dt in [FI_UINT64, FI_INT64] {
+        assert_eq!(d.query_atomic(AtomicKind::Fetch, FI_SUM, dt), Ok((1, 8)));
+        assert_eq!(d.query_atomic(AtomicKind::Compare, FI_CSWAP, dt), Ok((1, 8)));
+        assert_eq!(p.cli.atomic_valid(AtomicKind::Fetch, FI_SUM, dt), Ok(1));
+    }
+    for (k, op, dt) in [(AtomicKind::Write, FI_SUM, FI_UINT64), (AtomicKind::Fetch, FI_SUM, FI_UINT32), (AtomicKind::Fetch, FI_BOR, FI_UINT64), (AtomicKind::Compare, FI_CSWAP_LE, FI_UINT64), (AtomicKind::Fetch, FI_ATOMIC_READ, FI_DOUBLE)] {
+        assert_eq!(d.query_atomic(k, op, dt), Err(Error(FI_EOPNOTSUPP)), "{k:?} {op} {dt}");
+    }
+    let mut target = [0u64; 2];
+    target[1] = 40;
+    // SAFETY: a u64 array as bytes, for its registration.
+    let tbytes = unsafe { std::slice::from_raw_parts_mut(target.as_mut_ptr().cast::<u8>(), 16) };
+    let tmr = reg(d, tbytes);
+    let taddr = target.as_ptr() as u64 + 8;
+    let mut res = [0u64; 1];
+    // SAFETY: as above.
+    let rbytes = unsafe { std::slice::from_raw_parts_mut(res.as_mut_ptr().cast::<u8>(), 8) };
+    let rmr = reg(d, rbytes);
+    let two: u64 = 2;
+    let forty_two: u64 = 42;
+    let seven: u64 = 7;
+    let operand = |v: &u64| [Iov { base: v as *const u64 as usize, len: 8 }];
+    let resv = [Iov { base: res.as_mut_ptr() as usize, len: 8 }];
+    let rd = [desc(&rmr)];
+    let r = [RmaIov { addr: taddr, len: 1, key: tmr.key }];
+    let add = operand(&two);
+    let op = AtomicOp { kind: AtomicKind::Fetch, op: FI_SUM, datatype: FI_UINT64, iov: &add, compare: &[], result: &resv, result_desc: Descs(rd.as_ptr()), rma: &r, dest: 0, context: 31, data: 0, flags: 0, no_completion: false };
+    // SAFETY: the buffers live to the end of the test.
+    unsafe { p.cli.atomic(&op).unwrap() };
+    assert_eq!(cq_next(&p.ccq), Some((31, FI_ATOMIC | FI_READ, 0, 0)));
+    assert_eq!((target[1], res[0]), (42, 40));
+    let swap = operand(&seven);
+    let cmp = operand(&forty_two);
+    let cs = AtomicOp { kind: AtomicKind::Compare, op: FI_CSWAP, iov: &swap, compare: &cmp, context: 32, ..op };
+    // SAFETY: as above.
+    unsafe { p.cli.atomic(&cs).unwrap() };
+    assert_eq!(cq_next(&p.ccq), Some((32, FI_ATOMIC | FI_READ, 0, 0)));
+    assert_eq!((target[1], res[0]), (7, 42));
+    let sent = standin::with(|w| std::mem::take(&mut w.sent));
+    assert_eq!(sent.iter().map(|s| (s.opcode, s.remote_addr)).collect::<Vec<_>>(), vec![(IBV_WR_ATOMIC_FETCH_AND_ADD, taddr), (IBV_WR_ATOMIC_CMP_AND_SWP, taddr)]);
+    // Bad inputs: no result descriptor, an unaligned target, two elements,
+    // an unsupported operation.
+    // SAFETY: as above; all fail before posting.
+    unsafe {
+        assert_eq!(p.cli.atomic(&AtomicOp { result_desc: Descs::NONE, ..op }), Err(Error(FI_EINVAL)));
+        let ur = [RmaIov { addr: taddr + 4, len: 1, key: tmr.key }];
+        assert_eq!(p.cli.atomic(&AtomicOp { rma: &ur, ..op }), Err(Error(FI_EINVAL)));
+        let tr = [RmaIov { addr: taddr, len: 2, key: tmr.key }];
+        assert_eq!(p.cli.atomic(&AtomicOp { rma: &tr, ..op }), Err(Error(FI_EINVAL)));
+        assert_eq!(p.cli.atomic(&AtomicOp { op: FI_PROD, ..op }), Err(Error(FI_EOPNOTSUPP)));
+    }
+    assert!(standin::with(|w| w.sent.is_empty()));
+    let _ = (&p.pep, &p.peq, &p.ceq, &p.seq, &p.scq, &p.srv);
 }
