@@ -748,6 +748,9 @@ impl CmOwner for EpInner {
                 }
             }
             (_, RDMA_CM_EVENT_REJECTED) => self.fail(&mut c, FI_ECONNREFUSED, &e.private_data, "rejected by the peer"),
+            (Phase::Resolving | Phase::Routing | Phase::Connecting | Phase::Accepting, RDMA_CM_EVENT_CONNECT_ERROR | RDMA_CM_EVENT_DISCONNECTED) => {
+                self.fail(&mut c, FI_ECONNREFUSED, &[], "the peer went away before the connection was made")
+            }
             (_, RDMA_CM_EVENT_ADDR_ERROR | RDMA_CM_EVENT_ROUTE_ERROR | RDMA_CM_EVENT_UNREACHABLE) => {
                 self.fail(&mut c, FI_EHOSTUNREACH, &[], "peer unreachable")
             }
@@ -869,6 +872,13 @@ impl VerbsEp {
         let wr_id = self.wr_id(false, op.context, op.flags, op.no_completion);
         // SAFETY: the application's buffers (the trait's contract).
         unsafe { Self::post(qp, wr_id, &sge[..n], opcode, if inject { IBV_SEND_INLINE } else { 0 }, imm, Some((r.addr, rkey))) }
+    }
+}
+
+impl Drop for VerbsEp {
+    fn drop(&mut self) {
+        // `fi_close` closed it before; a second close finds nothing to do.
+        let _ = Endpoint::close(self);
     }
 }
 

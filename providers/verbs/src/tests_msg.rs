@@ -530,3 +530,22 @@ fn atomics_are_the_8_byte_cswap_and_fetch_add_of_infiniband() {
     assert!(standin::with(|w| w.sent.is_empty()));
     let _ = (&p.pep, &p.peq, &p.ceq, &p.seq, &p.scq, &p.srv);
 }
+
+#[test]
+fn a_peer_that_goes_away_before_the_accept_fails_the_connect() {
+    let w = world();
+    let (_pep, peq) = listening(&w);
+    let (cli, ceq, _ccq) = client(&w);
+    cli.connect(&addr_bytes(&SRV.parse().unwrap()), b"").unwrap();
+    assert_eq!(eq_read(&ceq), Err(FI_EAGAIN));
+    let (_, _, h, _) = eq_next(&peq).unwrap();
+    // The request's endpoint is opened and closed without fi_accept.
+    let srv = w.dom.accept_endpoint(&w.info, take_req(h)).unwrap();
+    srv.close().unwrap();
+    drop(srv);
+    assert_eq!(eq_next(&ceq), Err(FI_EAVAIL));
+    assert_eq!(ceq.eq.lock().readerr(None, fi_version(1, 20), 0).unwrap().err, FI_ECONNREFUSED);
+    let b = [0u8; 4];
+    // SAFETY: inline.
+    assert_eq!(unsafe { send(&*cli, &b, std::ptr::null_mut(), 0, FI_INJECT, 0, true) }, Err(Error(FI_ENOTCONN)));
+}
