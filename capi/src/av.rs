@@ -65,7 +65,7 @@ unsafe fn str_addr<'a>(p: *const u8) -> Result<&'a [u8], Error> {
     Err(EINVAL)
 }
 
-unsafe extern "C" fn av_insert(av: *mut fid_av, addr: *const c_void, count: usize, fi_addr: *mut fi_addr_t, flags: u64, _ctx: *mut c_void) -> c_int {
+unsafe extern "C" fn av_insert(av: *mut fid_av, addr: *const c_void, count: usize, fi_addr: *mut fi_addr_t, flags: u64, ctx: *mut c_void) -> c_int {
     guard!(-FI_EOTHER, {
         // SAFETY: checked against our ops table.
         let Some(h) = (unsafe { AvHandle::from_fid(av) }) else { return -FI_EINVAL };
@@ -102,6 +102,35 @@ unsafe extern "C" fn av_insert(av: *mut fid_av, addr: *const c_void, count: usiz
             // SAFETY: fi_addr holds count values.
             Some(unsafe { std::slice::from_raw_parts_mut(fi_addr, count) })
         };
+        if flags & FI_SYNC_ERR != 0 {
+            // fi_av(3): `context` is an array of `count` ints that receives
+            // 0 or the FI_E* code of each insertion.
+            if ctx.is_null() {
+                rfabric_core::fi_warn!("core", FI_LOG_AV, "fi_av_insert: FI_SYNC_ERR without an array of results in context");
+                return -FI_EINVAL;
+            }
+            // SAFETY: with FI_SYNC_ERR the caller's context holds count ints.
+            let errs = unsafe { std::slice::from_raw_parts_mut(ctx as *mut c_int, count) };
+            let mut out = out;
+            let mut done = 0;
+            for (i, a) in list.iter().enumerate() {
+                let one = out.as_deref_mut().map(|o| &mut o[i..i + 1]);
+                match h.obj.insert(std::slice::from_ref(a), one, flags & !FI_SYNC_ERR) {
+                    Ok(1) => {
+                        errs[i] = 0;
+                        done += 1;
+                    }
+                    Ok(_) => errs[i] = FI_EINVAL,
+                    Err(e) => {
+                        errs[i] = e.0;
+                        if let Some(o) = out.as_deref_mut() {
+                            o[i] = FI_ADDR_NOTAVAIL;
+                        }
+                    }
+                }
+            }
+            return done;
+        }
         match h.obj.insert(&list, out, flags) {
             Ok(n) => n as c_int,
             Err(e) => e.to_c(),

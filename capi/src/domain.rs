@@ -119,10 +119,14 @@ unsafe fn open_endpoint(d: *mut fid_domain, i: *mut fi_info, ep: *mut *mut fid_e
         // SAFETY: checked against our ops table.
         let Some(h) = (unsafe { DomainHandle::from_fid(d) }) else { return -FI_EINVAL };
         // SAFETY: i is the caller's fi_info.
-        let info = match unsafe { crate::info::info_from_c(i) } {
+        let mut info = match unsafe { crate::info::info_from_c(i) } {
             Ok(x) => x,
             Err(e) => return e.to_c(),
         };
+        // SAFETY: handle is NULL or a fid (fi_info(3)).
+        if let Some(name) = unsafe { crate::pep::pep_name(info.handle) } {
+            info.src_addr = Some(name);
+        }
         let xctx = match crate::xpu::requested(flags, crate::xpu::info_ctx(&info), "fi_endpoint2") {
             Ok(c) => c,
             Err(e) => return e,

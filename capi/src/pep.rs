@@ -201,6 +201,20 @@ unsafe impl Handle for PepHandle {
     }
 }
 
+/// The bound address of the passive endpoint `handle` names, if it is one
+/// of ours: `fi_endpoint` with an info whose `handle` is a passive endpoint
+/// opens the active endpoint on that address (fi_endpoint(3)).
+///
+/// # Safety
+/// `handle` NULL or a readable fid.
+pub(crate) unsafe fn pep_name(handle: usize) -> Option<Vec<u8>> {
+    // SAFETY: caller; checked against the passive endpoint's ops table.
+    let h = unsafe { PepHandle::from_fid(handle as *mut fid) }?;
+    let mut buf = [0u8; 128];
+    let n = h.obj.getname(&mut buf).ok()?;
+    (n <= buf.len()).then(|| buf[..n].to_vec())
+}
+
 unsafe extern "C" fn pep_close(f: *mut fid) -> c_int {
     guard!(-FI_EOTHER, {
         // SAFETY: checked conversion.

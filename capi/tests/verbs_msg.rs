@@ -110,7 +110,10 @@ fn fi_ep_msg_on_verbs_through_the_c_api() {
     standin::add_device("mlx5_0", IBV_NODE_CA, IBV_TRANSPORT_IB, "");
     let gid = std::net::Ipv4Addr::new(10, 0, 0, 5).to_ipv6_mapped().octets();
     standin::set_port("mlx5_0", 1, PortCfg { state: IBV_PORT_ACTIVE, link_layer: IBV_LINK_LAYER_ETHERNET, lid: 0, gids: vec![gid] });
-    standin::with(|w| w.loopback = Some(Default::default()));
+    standin::with(|w| {
+        w.loopback = Some(Default::default());
+        w.comp_events = true;
+    });
     let p = VerbsProvider::with_verbs(Verbs::from_fns(standin::verbs_fns(), None), |_| Vec::new()).with_rdmacm(RdmaCm::from_fns(standin::rdmacm_fns()));
     assert!(rfabric_core::provider::init_table_only(vec![Box::new(p)]), "the table was built before");
 

@@ -82,6 +82,23 @@ fn enum_str(v: u32, ty: u32) -> String {
 
 /// Check one offer against the hints. `Ok(())` means the provider can
 /// serve the request; the offer is then narrowed by [`narrow`].
+/// Whether an application asking for addresses of `user`'s format can use
+/// an offer of `offer`'s: the same format, or a generic socket-address
+/// format that covers it (`FI_SOCKADDR`: any socket address;
+/// `FI_SOCKADDR_IP`: IPv4 or IPv6), as upstream matches them.
+pub fn addr_format_ok(offer: u32, user: u32) -> bool {
+    if user == FI_FORMAT_UNSPEC || offer == FI_FORMAT_UNSPEC || user == offer {
+        return true;
+    }
+    match offer {
+        FI_SOCKADDR_IN | FI_SOCKADDR_IN6 => user == FI_SOCKADDR || user == FI_SOCKADDR_IP,
+        FI_SOCKADDR_IB => user == FI_SOCKADDR,
+        FI_SOCKADDR_IP => matches!(user, FI_SOCKADDR | FI_SOCKADDR_IN | FI_SOCKADDR_IN6),
+        FI_SOCKADDR => matches!(user, FI_SOCKADDR_IP | FI_SOCKADDR_IN | FI_SOCKADDR_IN6 | FI_SOCKADDR_IB),
+        _ => false,
+    }
+}
+
 pub fn check(prov: &str, offer: &Info, hints: &Info, version: u32) -> Result<(), Mismatch> {
     let mut c = Checker { prov, why: None };
     c.bits("caps", hints.caps, offer.caps, FI_TYPE_CAPS);
@@ -92,11 +109,22 @@ pub fn check(prov: &str, offer: &Info, hints: &Info, version: u32) -> Result<(),
             c.fail("mode", bits_str(hints.mode, FI_TYPE_MODE), format!("needs {}", bits_str(offer.mode, FI_TYPE_MODE)));
         }
     }
-    if hints.addr_format != FI_FORMAT_UNSPEC && hints.addr_format != offer.addr_format {
+    if !addr_format_ok(offer.addr_format, hints.addr_format) {
         c.fail("addr_format", enum_str(hints.addr_format, FI_TYPE_ADDR_FORMAT), enum_str(offer.addr_format, FI_TYPE_ADDR_FORMAT));
     }
     if let (Some(h), Some(o)) = (&hints.fabric_attr, &offer.fabric_attr) {
         check_fabric(&mut c, h, o);
+    }
+    // Shared contexts only where the domain has them (fi_stx_context /
+    // fi_srx_context), as upstream matches them.
+    if let Some(h) = &hints.ep_attr {
+        let d = offer.domain_attr.as_ref();
+        if h.tx_ctx_cnt == FI_SHARED_CONTEXT && d.map_or(0, |d| d.max_ep_stx_ctx) == 0 {
+            c.fail("ep_attr->tx_ctx_cnt", "FI_SHARED_CONTEXT".into(), "no shared transmit contexts".into());
+        }
+        if h.rx_ctx_cnt == FI_SHARED_CONTEXT && d.map_or(0, |d| d.max_ep_srx_ctx) == 0 {
+            c.fail("ep_attr->rx_ctx_cnt", "FI_SHARED_CONTEXT".into(), "no shared receive contexts".into());
+        }
     }
     if let (Some(h), Some(o)) = (&hints.domain_attr, &offer.domain_attr) {
         check_domain(&mut c, h, o, version);

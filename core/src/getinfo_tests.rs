@@ -172,3 +172,39 @@ fn unrequested_directions_are_all_named() {
     let n = narrow(&o, &h);
     assert_eq!(n.caps & (FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE), 0);
 }
+
+#[test]
+fn generic_socket_address_formats_match_ip_offers() {
+    let mut o = offer();
+    o.addr_format = FI_SOCKADDR_IN;
+    for (user, ok) in [(FI_SOCKADDR, true), (FI_SOCKADDR_IP, true), (FI_SOCKADDR_IN, true), (FI_SOCKADDR_IN6, false), (FI_SOCKADDR_IB, false), (FI_ADDR_STR, false)] {
+        let mut h = hints();
+        h.addr_format = user;
+        assert_eq!(check("p", &o, &h, V).is_ok(), ok, "IPv4 offer, hints format {user}");
+    }
+    o.addr_format = FI_SOCKADDR_IB;
+    for (user, ok) in [(FI_SOCKADDR, true), (FI_SOCKADDR_IP, false), (FI_SOCKADDR_IB, true)] {
+        let mut h = hints();
+        h.addr_format = user;
+        assert_eq!(check("p", &o, &h, V).is_ok(), ok, "IB offer, hints format {user}");
+    }
+    // FI_ADDR_STR offers (shm) match only FI_ADDR_STR or unspecified.
+    let mut h = hints();
+    h.addr_format = FI_SOCKADDR;
+    assert!(check("p", &offer(), &h, V).is_err());
+}
+
+#[test]
+fn shared_contexts_only_where_the_domain_has_them() {
+    let mut h = hints();
+    h.ep_attr.as_mut().unwrap().tx_ctx_cnt = FI_SHARED_CONTEXT;
+    assert!(check("p", &offer(), &h, V).unwrap_err().0.contains("tx_ctx_cnt"));
+    let mut o = offer();
+    o.domain_attr.as_mut().unwrap().max_ep_stx_ctx = 1;
+    assert!(check("p", &o, &h, V).is_ok());
+    let mut h = hints();
+    h.ep_attr.as_mut().unwrap().rx_ctx_cnt = FI_SHARED_CONTEXT;
+    assert!(check("p", &o, &h, V).unwrap_err().0.contains("rx_ctx_cnt"));
+    o.domain_attr.as_mut().unwrap().max_ep_srx_ctx = 1;
+    assert!(check("p", &o, &h, V).is_ok());
+}

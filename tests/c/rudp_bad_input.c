@@ -4,7 +4,7 @@
  * hangs.
  *   API: fi_getinfo / fi_endpoint for FI_EP_MSG (refused) and FI_EP_DGRAM; fi_av_insert of addresses
  *   of the wrong family, port 0, the any-address (count 0, FI_ADDR_NOTAVAIL,
- *   FI_SYNC_ERR codes) and a mixed batch; sends, RMA and atomics to an
+ *   FI_SYNC_ERR codes per address in context) and a mixed batch; sends, RMA and atomics to an
  *   fi_addr that is not in the AV (or was removed); too many iovs; injects
  *   larger than inject_size; atomics too large or of unsupported types; RMA
  *   and atomics with a bad key, out of range, or without the access they
@@ -219,13 +219,20 @@ static void av_checks(struct res *A, const struct res *B)
 	bad.sin_addr.s_addr = htonl(INADDR_ANY);
 	RC(fi_av_insert(A->av, &bad, 1, out, 0, NULL), 0);
 	CHECK(out[0] == FI_ADDR_NOTAVAIL, "any-address: fi_addr %#llx", (unsigned long long)out[0]);
-	/* FI_SYNC_ERR: no per-address codes are written (the AddressVector
-	 * interface has no room for them); refused or count 0, either way no
-	 * entry */
-	int errs[3] = { 0, 0, 0 };
+	/* FI_SYNC_ERR: context is an array of per-address results (fi_av(3)):
+	 * 0 for the good address, an FI_E* code for the bad one */
+	int errs[3] = { -1, 0, -1 };
 	bad.sin_family = 0;
-	long r = fi_av_insert(A->av, &bad, 1, out, FI_SYNC_ERR, errs);
-	CHECK(r == 0 || r == -FI_EINVAL, "FI_SYNC_ERR insert of a bad address: %ld", r);
+	{
+		struct sockaddr_in pair[2] = { good, bad };
+		pair[0].sin_port = htons(ntohs(good.sin_port) ^ 2);
+		long r = fi_av_insert(A->av, pair, 2, out, FI_SYNC_ERR, errs);
+		CHECK(r == 1 && errs[0] == 0 && errs[1] != 0 && out[0] != FI_ADDR_NOTAVAIL && out[1] == FI_ADDR_NOTAVAIL,
+		      "FI_SYNC_ERR insert of a good and a bad address: %ld, codes %d %d", r, errs[0], errs[1]);
+		if (r == 1)
+			RC(fi_av_remove(A->av, out, 1, 0), 0);
+		RC(fi_av_insert(A->av, pair, 2, out, FI_SYNC_ERR, NULL), -FI_EINVAL);
+	}
 	/* a batch of good, bad, good */
 	struct sockaddr_in batch[3] = { good, bad, good };
 	batch[2].sin_port = htons(ntohs(good.sin_port) ^ 1);
@@ -263,8 +270,32 @@ static void api_checks(struct res *A, struct res *B, fi_addr_t to_b)
 		/* rudp offers FI_EP_DGRAM: the same domain opens one; tcp has none. */
 		i2->ep_attr->type = FI_EP_DGRAM;
 		RC(fi_endpoint(A->domain, i2, &ep, NULL), is_tcp() ? -FI_EINVAL : 0);
-		if (ep)
+		if (ep) {
+			/* a datagram carries the payload only: no remote CQ data */
+			struct fi_info *dh = fi_allocinfo(), *dg = NULL;
+			dh->ep_attr->type = FI_EP_DGRAM;
+			dh->caps = FI_MSG;
+			dh->fabric_attr->prov_name = strdup(prov_name());
+			RC(fi_getinfo(FI_VERSION(1, 18), NULL, NULL, 0, dh, &dg), 0);
+			CHECK(dg && dg->domain_attr->cq_data_size == 0, "FI_EP_DGRAM offer: cq_data_size %zu", dg ? dg->domain_attr->cq_data_size : 99);
+			dh->domain_attr->cq_data_size = 4;
+			struct fi_info *none = NULL;
+			RC(fi_getinfo(FI_VERSION(1, 18), NULL, NULL, 0, dh, &none), -FI_ENODATA);
+			fi_freeinfo(none);
+			fi_freeinfo(dg);
+			fi_freeinfo(dh);
+			struct fid_cq *dcq = NULL;
+			struct fi_cq_attr ca = { .format = FI_CQ_FORMAT_DATA };
+			RC(fi_cq_open(A->domain, &ca, &dcq, NULL), 0);
+			RC(fi_ep_bind(ep, &A->av->fid, 0), 0);
+			RC(fi_ep_bind(ep, &dcq->fid, FI_TRANSMIT | FI_RECV), 0);
+			RC(fi_enable(ep), 0);
+			fi_addr_t self = FI_ADDR_NOTAVAIL;
+			RC(fi_av_insert(A->av, A->name, 1, &self, 0, NULL), 1);
+			RC(fi_senddata(ep, buf, 8, NULL, 0x1234, self, &ctx), -FI_EINVAL);
 			RC(fi_close(&ep->fid), 0);
+			RC(fi_close(&dcq->fid), 0);
+		}
 		fi_freeinfo(i2);
 	}
 

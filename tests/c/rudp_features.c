@@ -1138,6 +1138,8 @@ static void rma_target(void)
 		seen++;
 		sum += e.data;
 		bad += e.flags != (FI_REMOTE_CQ_DATA | FI_RMA | FI_REMOTE_WRITE) || e.op_context != NULL;
+		/* fi_cq(3): len is the length written */
+		bad += e.len != (e.data == 0xD1 ? 100 : e.data == 0xD2 ? 200000 : e.data == 0xD3 ? 3000 : 32);
 	}
 	CHECK(seen == 4 && bad == 0 && sum == 0xD1 + 0xD2 + 0xD3 + 0xD4, "remote CQ data at the target: %llu entries, %d bad, sum %#llx",
 	      (unsigned long long)seen, bad, (unsigned long long)sum);

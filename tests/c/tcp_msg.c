@@ -383,8 +383,8 @@ static void rma(struct side *c, struct side *s)
 	for (int i = 0; i < 1000 && nb == 0; i++)
 		if (fi_cq_read(s->cq, &tc, 1) == 1)
 			nb++;
-	CHECK(nb == 1 && tc.data == 0xabcdef && (tc.flags & FI_REMOTE_CQ_DATA) && (tc.flags & FI_REMOTE_WRITE), "target completion: n %d data %#llx flags %#llx", nb,
-	      (unsigned long long)tc.data, (unsigned long long)tc.flags);
+	CHECK(nb == 1 && tc.data == 0xabcdef && (tc.flags & FI_REMOTE_CQ_DATA) && (tc.flags & FI_REMOTE_WRITE) && tc.len == 64,
+	      "target completion: n %d data %#llx flags %#llx len %zu", nb, (unsigned long long)tc.data, (unsigned long long)tc.flags, tc.len);
 	CHECK(same(tb, 64, 7), "writedata data");
 
 	/* Inject: no completion; read it back. */
@@ -467,6 +467,12 @@ int main(void)
 	CHECK(fi_accept(c.ep, NULL, 0) == -FI_EINVAL, "fi_accept on an endpoint not opened on a request");
 	CHECK(fi_connect(c.ep, NULL, NULL, 0) == -FI_EINVAL, "fi_connect to NULL");
 	CHECK(fi_connect(c.ep, &sa, NULL, 5) == -FI_EINVAL, "fi_connect with NULL param and a length");
+	{
+		/* fi_cm(3): more than FI_OPT_CM_DATA_SIZE bytes is -FI_EINVAL */
+		static char toolong[4096];
+		CHECK(cmsz < sizeof toolong && fi_connect(c.ep, &sa, toolong, cmsz + 1) == -FI_EINVAL, "fi_connect with %zu bytes of data",
+		      cmsz + 1);
+	}
 	CHECK(fi_shutdown(c.ep, 1) == -FI_EBADFLAGS, "fi_shutdown with flags");
 	CHECK(fi_shutdown(c.ep, 0) == -FI_EOPBADSTATE, "fi_shutdown unconnected");
 	char pb[64];
@@ -513,6 +519,12 @@ int main(void)
 		usleep(100);
 	}
 	CHECK(r == FI_SHUTDOWN && ev.e.fid == &s.ep->fid, "FI_SHUTDOWN at the peer: %zd", r);
+	{
+		uint32_t event;
+		r = fi_eq_read(c.eq, &event, &ev, sizeof ev, 0);
+		CHECK(r == sizeof ev.e && event == FI_SHUTDOWN && ev.e.fid == &c.ep->fid, "FI_SHUTDOWN at the side that shut down: %zd", r);
+		CHECK(fi_shutdown(s.ep, 0) == 0, "fi_shutdown after the peer's");
+	}
 	struct fi_cq_data_entry ce;
 	struct fi_cq_err_entry cqerr;
 	r = wait_cq(s.cq, &ce, &cqerr);

@@ -10,7 +10,6 @@
 use crate::fns::{EfaFns, VerbsFns};
 use crate::sys::*;
 use libc::{c_char, c_int, c_uint, c_void};
-use std::cell::RefCell;
 use std::collections::HashMap;
 use std::mem::size_of;
 use std::ptr::{addr_of_mut, null_mut};
@@ -171,9 +170,12 @@ pub struct World {
     pub fail: HashMap<&'static str, c_int>,
     /// What the data-path slots return.
     pub post_rc: c_int,
-    /// CQs armed by `ibv_req_notify_cq`: the next completion queued on
-    /// one (loopback) becomes an event on its channel, whose fd turns
-    /// readable until `ibv_get_cq_event` has taken every event.
+    /// Completion channels as a device's: with the loopback, a completion
+    /// queued on a CQ armed by `ibv_req_notify_cq` becomes an event on its
+    /// channel, whose fd is readable until `ibv_get_cq_event` has taken
+    /// every event (off: the fd is always readable under the loopback).
+    pub comp_events: bool,
+    /// CQs armed by `ibv_req_notify_cq` (`comp_events`).
     armed: std::collections::HashSet<usize>,
     /// Channel -> CQs with an event waiting.
     cq_events: HashMap<usize, std::collections::VecDeque<usize>>,
@@ -184,35 +186,80 @@ pub struct World {
     next_handle: u32,
 }
 
+fn new_world() -> World {
+    World {
+    calls: Vec::new(),
+    sent: Vec::new(),
+    posted_recvs: Vec::new(),
+    wcs: None,
+    loopback: None,
+    id_channel: HashMap::new(),
+    cm_calls: Vec::new(),
+    cm: CmScript::default(),
+    port_cfg: HashMap::new(),
+    extended: true,
+    ports: 1,
+    ahs: HashMap::new(),
+    dgram_qps: std::collections::HashSet::new(),
+    max_msg_sz: 0,
+    efa_device: false,
+    fail: HashMap::new(),
+    post_rc: 0,
+    comp_events: false,
+    armed: std::collections::HashSet::new(),
+    cq_events: HashMap::new(),
+    devices: Vec::new(),
+    lists: HashMap::new(),
+    next_handle: 1,
+}
+}
+
+// SAFETY: the raw pointers a world holds (device lists) point at boxed
+// objects the world owns; a world is only reached under its mutex.
+unsafe impl Send for World {}
+
+type SharedWorld = std::sync::Arc<std::sync::Mutex<World>>;
+
+/// Worlds lent to threads by name prefix (`share_with_threads`).
+static LENT: std::sync::Mutex<Vec<(String, SharedWorld)>> = std::sync::Mutex::new(Vec::new());
+/// Held while a world is lent: one lending test at a time.
+static LENDING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn lent_world() -> Option<SharedWorld> {
+    let name = std::thread::current().name()?.to_string();
+    let lent = LENT.lock().unwrap_or_else(|p| p.into_inner());
+    lent.iter().find(|(prefix, _)| name.starts_with(prefix.as_str())).map(|(_, w)| w.clone())
+}
+
 thread_local! {
-    static WORLD: RefCell<World> = RefCell::new(World {
-        calls: Vec::new(),
-        sent: Vec::new(),
-        posted_recvs: Vec::new(),
-        wcs: None,
-        loopback: None,
-        id_channel: HashMap::new(),
-        cm_calls: Vec::new(),
-        cm: CmScript::default(),
-        port_cfg: HashMap::new(),
-        extended: true,
-        ports: 1,
-        ahs: HashMap::new(),
-        dgram_qps: std::collections::HashSet::new(),
-        max_msg_sz: 0,
-        efa_device: false,
-        fail: HashMap::new(),
-        post_rc: 0,
-        armed: std::collections::HashSet::new(),
-        cq_events: HashMap::new(),
-        devices: Vec::new(),
-        lists: HashMap::new(),
-        next_handle: 1,
-    });
+    static WORLD: SharedWorld = lent_world().unwrap_or_else(|| std::sync::Arc::new(std::sync::Mutex::new(new_world())));
+}
+
+/// While the guard lives, threads whose name starts with `prefix` that
+/// first touch the stand-in use this thread's world (a provider's
+/// progress threads, which drive the same fake objects). Lending tests
+/// run one at a time (the guard holds a process-wide lock).
+pub fn share_with_threads(prefix: &str) -> LendGuard {
+    let serial = LENDING.lock().unwrap_or_else(|p| p.into_inner());
+    let w = WORLD.with(|w| w.clone());
+    LENT.lock().unwrap_or_else(|p| p.into_inner()).push((prefix.to_string(), w));
+    LendGuard { prefix: prefix.to_string(), _serial: serial }
+}
+
+/// Ends a `share_with_threads` when dropped.
+pub struct LendGuard {
+    prefix: String,
+    _serial: std::sync::MutexGuard<'static, ()>,
+}
+
+impl Drop for LendGuard {
+    fn drop(&mut self) {
+        LENT.lock().unwrap_or_else(|p| p.into_inner()).retain(|(p, _)| *p != self.prefix);
+    }
 }
 
 pub fn with<R>(f: impl FnOnce(&mut World) -> R) -> R {
-    WORLD.with(|w| f(&mut w.borrow_mut()))
+    WORLD.with(|w| f(&mut w.lock().unwrap_or_else(|p| p.into_inner())))
 }
 
 fn record(c: Call) {
@@ -566,6 +613,10 @@ unsafe extern "C" fn reg_dmabuf_mr(pd: *mut ibv_pd, offset: u64, length: usize, 
     use std::os::unix::fs::MetadataExt;
     let ino = std::fs::metadata(format!("/proc/self/fd/{fd}")).map(|m| m.ino()).unwrap_or(0);
     record(Call::RegDmabufMr { pd: pd as usize, offset, length, iova, fd, ino, access });
+    if let Some(e) = failing("ibv_reg_dmabuf_mr") {
+        set_errno(e);
+        return null_mut();
+    }
     new_mr(pd, null_mut(), length)
 }
 
@@ -592,10 +643,14 @@ unsafe extern "C" fn create_cq(
 }
 
 unsafe extern "C" fn create_comp_channel(ctx: *mut ibv_context) -> *mut ibv_comp_channel {
-    // An eventfd, written when an armed CQ of the loopback gets a
-    // completion (`loop_complete`).
+    // An fd that is never readable: the stand-in has no events; under
+    // the loopback one that is always readable, so pollers look every time.
+    // With `comp_events`, an eventfd written when an armed CQ of the
+    // loopback gets a completion (`loop_complete`) and emptied when
+    // `ibv_get_cq_event` has handed out every event.
+    let init = u32::from(with(|w| w.loopback.is_some() && !w.comp_events));
     // SAFETY: no memory-safety preconditions; the fd is closed by destroy.
-    let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+    let fd = unsafe { libc::eventfd(init, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
     Box::into_raw(Box::new(ibv_comp_channel { context: ctx, fd, refcnt: 0 }))
 }
 
@@ -613,7 +668,7 @@ unsafe extern "C" fn get_cq_event(ch: *mut ibv_comp_channel, cq: *mut *mut ibv_c
         let n = q.pop_front();
         (n, q.is_empty())
     });
-    if empty {
+    if empty && with(|w| w.comp_events) {
         let mut v = 0u64;
         // SAFETY: the channel's own non-blocking eventfd; 8 bytes into `v`.
         unsafe { libc::read((*ch).fd, (&mut v as *mut u64).cast(), 8) };
@@ -995,9 +1050,11 @@ fn family(a: *const libc::sockaddr) -> i32 {
 
 unsafe extern "C" fn cm_create_channel() -> *mut rdma_event_channel {
     cm_record(CmCall::CreateChannel);
-    // An fd that is never readable (events are handed out on request).
+    // An fd that is never readable (events are handed out on request);
+    // under the loopback always readable, so pollers look every time.
+    let init = u32::from(with(|w| w.loopback.is_some()));
     // SAFETY: no memory-safety preconditions; closed by destroy.
-    let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+    let fd = unsafe { libc::eventfd(init, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
     Box::into_raw(Box::new(rdma_event_channel { fd }))
 }
 
@@ -1021,18 +1078,72 @@ unsafe extern "C" fn cm_create_id(ch: *mut rdma_event_channel, id: *mut *mut rdm
 unsafe extern "C" fn cm_destroy_id(id: *mut rdma_cm_id) -> c_int {
     cm_record(CmCall::DestroyId(id as usize));
     loop_hang_up(id as usize);
+    with(|w| {
+        if let Some(l) = w.loopback.as_mut() {
+            l.listeners.retain(|&x| x != id as usize);
+            l.bound.remove(&(id as usize));
+            l.dst.remove(&(id as usize));
+        }
+    });
     // SAFETY: from `cm_create_id` or `cm_incoming`, freed once.
     drop(unsafe { Box::from_raw(id) });
     0
 }
 
-unsafe extern "C" fn cm_bind_addr(_id: *mut rdma_cm_id, addr: *mut libc::sockaddr) -> c_int {
+unsafe extern "C" fn cm_bind_addr(id: *mut rdma_cm_id, addr: *mut libc::sockaddr) -> c_int {
     cm_record(CmCall::BindAddr { family: family(addr) });
+    // SAFETY: the caller's sockaddr of its family.
+    let Some(mut b) = (unsafe { sockaddr_bytes(addr) }) else { return 0 };
+    if b[2..4] == [0, 0] {
+        // Port 0: pick one, as librdmacm does.
+        let port = 20000 + (handle() % 20000) as u16;
+        b[2..4].copy_from_slice(&port.to_be_bytes());
+    }
+    // The bound address is the route's source address (its first member).
+    // SAFETY: the caller's live id; `route` is plain bytes of ample size.
+    unsafe {
+        let route = addr_of_mut!((*id).route).cast::<u8>();
+        std::ptr::copy_nonoverlapping(b.as_ptr(), route, b.len());
+    }
+    with(|w| {
+        if let Some(l) = w.loopback.as_mut() {
+            l.bound.insert(id as usize, b);
+        }
+    });
     0
+}
+
+/// The bytes of a `sockaddr_in` / `sockaddr_in6`.
+///
+/// # Safety
+/// `a` is NULL or a sockaddr of its family's size.
+unsafe fn sockaddr_bytes(a: *const libc::sockaddr) -> Option<Vec<u8>> {
+    let len = match family(a) {
+        libc::AF_INET => 16,
+        libc::AF_INET6 => 28,
+        _ => return None,
+    };
+    // SAFETY: the caller's promise.
+    Some(unsafe { std::slice::from_raw_parts(a.cast::<u8>(), len) }.to_vec())
+}
+
+/// Whether a listener bound at `bound` takes connections to `dst`: same
+/// family and port, same address or bound to the unspecified one.
+fn listens_at(bound: &[u8], dst: &[u8]) -> bool {
+    let (a, p) = if bound.len() == 16 { (4..8, 0..4) } else { (8..24, 0..4) };
+    bound.len() == dst.len() && bound[p.clone()] == dst[p] && (bound[a.clone()] == dst[a.clone()] || bound[a].iter().all(|&x| x == 0))
 }
 
 unsafe extern "C" fn cm_resolve_addr(id: *mut rdma_cm_id, _src: *mut libc::sockaddr, dst: *mut libc::sockaddr, timeout_ms: c_int) -> c_int {
     cm_record(CmCall::ResolveAddr { family: family(dst), timeout_ms });
+    // SAFETY: the caller's sockaddr of its family.
+    if let Some(b) = unsafe { sockaddr_bytes(dst) } {
+        with(|w| {
+            if let Some(l) = w.loopback.as_mut() {
+                l.dst.insert(id as usize, b);
+            }
+        });
+    }
     let ev = if with(|w| w.cm.unreachable) { RDMA_CM_EVENT_ADDR_ERROR } else { RDMA_CM_EVENT_ADDR_RESOLVED };
     cm_queue(ev, id as usize, 0, Vec::new());
     0
@@ -1093,10 +1204,22 @@ unsafe extern "C" fn cm_connect(id: *mut rdma_cm_id, param: *mut rdma_conn_param
     // SAFETY: the caller's parameters.
     let (private_data, rnr_retry_count) = unsafe { param_data(param) };
     cm_record(CmCall::Connect { id: id as usize, private_data: private_data.clone(), rnr_retry_count });
-    if let Some(listener) = with(|w| w.loopback.as_ref().map(|l| l.listeners.first().copied())) {
-        let Some(listener) = listener else {
-            cm_queue(RDMA_CM_EVENT_UNREACHABLE, id as usize, 0, Vec::new());
-            return 0;
+    // The listener bound at the resolved address (the only one, for
+    // callers that bound none).
+    let target = with(|w| {
+        w.loopback.as_ref().map(|l| match (l.dst.get(&(id as usize)), l.listeners.as_slice()) {
+            (_, []) => Err(RDMA_CM_EVENT_UNREACHABLE),
+            (Some(d), ls) if !l.bound.is_empty() => ls.iter().copied().find(|x| l.bound.get(x).is_some_and(|b| listens_at(b, d))).ok_or(RDMA_CM_EVENT_REJECTED),
+            (_, ls) => Ok(ls[0]),
+        })
+    });
+    if let Some(listener) = target {
+        let listener = match listener {
+            Ok(x) => x,
+            Err(ev) => {
+                cm_queue(ev, id as usize, 0, Vec::new());
+                return 0;
+            }
         };
         // SAFETY: a live listening id of this stand-in.
         let req = unsafe { cm_incoming(listener as *mut rdma_cm_id, &private_data) } as usize;
@@ -1237,9 +1360,13 @@ pub fn rdmacm_fns() -> crate::rdmacm::RdmaCmFns {
 
 // ---------- a loopback fabric ----------
 
-/// RC queue pairs of this thread connected to each other through the
-/// librdmacm stand-in (`rdma_connect` reaches the first listening id as a
-/// `CONNECT_REQUEST`; `rdma_accept` establishes both sides). A send is
+/// RC queue pairs of this thread (and of threads it lends its world to,
+/// `share_with_threads`) connected to each other through the librdmacm
+/// stand-in (`rdma_connect` reaches the listening id bound at the address
+/// it resolved as a `CONNECT_REQUEST`, or is rejected when none is bound
+/// there; `rdma_accept` establishes both sides). Channels made while the
+/// loopback is on have descriptors that are always readable, so callers
+/// that wait for readiness look every time. A send is
 /// copied into the peer's oldest posted receive, completing on both
 /// sides; without one it waits, as an RC sender retries on
 /// receiver-not-ready, until the peer posts one. `rdma_disconnect` or
@@ -1278,6 +1405,10 @@ pub struct Loopback {
     waiting: HashMap<usize, std::collections::VecDeque<Datagram>>,
     /// Datagram QPs -> (QP number, GID).
     ud: HashMap<usize, (u32, [u8; 16])>,
+    /// Bound ids -> their sockaddr bytes (`rdma_bind_addr`).
+    bound: HashMap<usize, Vec<u8>>,
+    /// Connecting ids -> the sockaddr bytes they resolved.
+    dst: HashMap<usize, Vec<u8>>,
 }
 
 /// A send waiting for a receive: source QP, wr_id, bytes, and for a
@@ -1425,7 +1556,7 @@ fn loop_complete(qp: usize, send: bool, wc: ibv_wc) {
         let &(s, r) = l.cqs_of.get(&qp)?;
         let cq = if send { s } else { r };
         l.cqs.entry(cq).or_default().push_back(wc);
-        w.armed.remove(&cq).then_some(cq)
+        (w.comp_events && w.armed.remove(&cq)).then_some(cq)
     });
     // An armed CQ: one event on its channel.
     // SAFETY: a live CQ of `create_cq` (its QP completes into it).

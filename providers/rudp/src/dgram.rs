@@ -182,6 +182,12 @@ impl Endpoint for DgramEp {
         if op.tagged || op.iov.len() > IOV_MAX {
             return Err(EINVAL);
         }
+        if op.flags & FI_REMOTE_CQ_DATA != 0 {
+            // The datagram is the payload alone: there is nowhere to carry
+            // the data (the offer's cq_data_size is 0).
+            rfabric_core::fi_warn!(crate::provider::NAME, FI_LOG_EP_DATA, "remote CQ data on an FI_EP_DGRAM endpoint (cq_data_size is 0)");
+            return Err(EINVAL);
+        }
         let len: usize = op.iov.iter().map(|v| v.len).sum();
         if len > self.shared.max_msg {
             return Err(Error(FI_EMSGSIZE));

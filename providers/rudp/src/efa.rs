@@ -4,19 +4,25 @@
 //! run on), it offers nothing and says why once at `FI_LOG_LEVEL=info`;
 //! `fi_getinfo` for other providers is unaffected.
 //!
-//! The EFA device under the engine (`efadev`: SRD queue pairs, address
-//! handles) exists and is tested on `rfabric-ibverbs`' stand-in only; it
-//! is not offered: where EFA devices are found, that is logged and
-//! nothing is offered, since nothing has run on EFA hardware. `rudp`
-//! carries the same protocol over UDP on such hosts.
+//! Where EFA devices are found, each is one `FI_EP_RDM` domain named
+//! `<device>-rdm` (offered with manual and with automatic progress,
+//! protocol `FI_PROTO_EFA`, addresses `FI_ADDR_EFA`), whose endpoints run
+//! the protocol engine over the EFA device (`efadev`: one SRD queue pair
+//! each) through `efadom`. Node and service of `fi_getinfo` name nothing
+//! here (EFA addresses have no names): an application exchanges
+//! `fi_getname` addresses itself, or passes them as `hints->dest_addr`.
+//! Nothing of it has run on EFA hardware: it is tested on
+//! `rfabric-ibverbs`' stand-in only.
 
 #![forbid(unsafe_code)]
 
 use rfabric_core::abi::*;
-use rfabric_core::error::Result;
+use rfabric_core::error::{Result, ENODATA};
 use rfabric_core::info::{FabricAttr, Info};
-use rfabric_core::provider::{Fabric, Provider};
+use rfabric_core::net::IfAddr;
+use rfabric_core::provider::{Fabric, Provider, Request};
 use rfabric_ibverbs::{LibNames, Verbs};
+use std::net::{IpAddr, Ipv4Addr};
 use std::sync::OnceLock;
 
 pub const NAME: &str = "efa";
@@ -67,17 +73,63 @@ pub fn describe(p: &Probe) -> String {
         Probe::NoLibrary(why) => format!("no EFA domains: rdma-core's libibverbs is not available ({why})"),
         Probe::NoDevice(others) if others.is_empty() => "no EFA domains: libibverbs found no RDMA device".to_string(),
         Probe::NoDevice(others) => format!("no EFA domains: no EFA device among {}", others.join(", ")),
-        Probe::Devices(d) => format!(
-            "EFA devices {} found; this build offers no EFA domains (its EFA device has not run on EFA hardware; use rudp on this host)",
-            d.join(", ")
-        ),
+        Probe::Devices(d) => format!("EFA devices {} found: one FI_EP_RDM domain each (not yet run on EFA hardware; rudp carries the same protocol over UDP)", d.join(", ")),
         Probe::Error(e) => format!("no EFA domains: the device list could not be read ({e})"),
     }
 }
 
-static PROBE: OnceLock<Probe> = OnceLock::new();
+/// The suffix of the domain name of a device (`efa_0-rdm`).
+pub const DOMAIN_SUFFIX: &str = "-rdm";
 
-pub struct EfaProvider;
+/// The `FI_EP_RDM` offer of one EFA device.
+pub fn offer(device: &str, progress: fi_progress) -> Info {
+    let ifa = IfAddr { name: format!("{device}{DOMAIN_SUFFIX}"), addr: IpAddr::V4(Ipv4Addr::UNSPECIFIED), loopback: false, mtu: None };
+    let mut o = crate::provider::rdm_offer(&ifa, progress, NAME, FI_PROTO_EFA);
+    o.addr_format = FI_ADDR_EFA;
+    o.src_addr = None;
+    o
+}
+
+/// The probe of this process's libibverbs, and the library.
+struct System {
+    probe: Probe,
+    verbs: Option<Verbs>,
+}
+
+static SYSTEM: OnceLock<System> = OnceLock::new();
+
+/// The `efa` entry: the system's libibverbs, or a given one (tests: the
+/// stand-in), probed at every `offers`.
+pub struct EfaProvider {
+    given: Option<Verbs>,
+}
+
+impl EfaProvider {
+    pub fn system() -> EfaProvider {
+        EfaProvider { given: None }
+    }
+
+    /// Over the given libibverbs (tests: the stand-in).
+    pub fn with_verbs(verbs: Verbs) -> EfaProvider {
+        EfaProvider { given: Some(verbs) }
+    }
+
+    fn state(&self) -> (Probe, Option<Verbs>) {
+        if let Some(v) = &self.given {
+            return (probe_verbs(v), Some(v.clone()));
+        }
+        let s = SYSTEM.get_or_init(|| {
+            let verbs = Verbs::load();
+            let probe = match &verbs {
+                Ok(v) => probe_verbs(v),
+                Err(e) => Probe::NoLibrary(e.to_string()),
+            };
+            rfabric_core::fi_info!(NAME, FI_LOG_CORE, "{}", describe(&probe));
+            System { probe, verbs: verbs.ok() }
+        });
+        (s.probe.clone(), s.verbs.clone())
+    }
+}
 
 impl Provider for EfaProvider {
     fn name(&self) -> &'static str {
@@ -87,21 +139,33 @@ impl Provider for EfaProvider {
         crate::provider::VERSION
     }
     fn offers(&self) -> Vec<Info> {
-        let p = PROBE.get_or_init(|| {
-            let p = probe_with(None);
-            rfabric_core::fi_info!(NAME, FI_LOG_CORE, "{}", describe(&p));
-            p
-        });
-        let _ = p;
-        Vec::new()
+        let (Probe::Devices(devs), Some(_)) = self.state() else { return Vec::new() };
+        devs.iter().flat_map(|d| [offer(d, FI_PROGRESS_MANUAL), offer(d, FI_PROGRESS_AUTO)]).collect()
     }
-    fn fabric(&self, _attr: &FabricAttr) -> Result<Box<dyn Fabric>> {
-        Err(rfabric_core::error::ENODATA)
+    fn resolve(&self, mut offer: Info, req: &Request<'_>) -> Result<Info> {
+        offer = crate::provider::resolve_rdm_attrs(offer, req)?;
+        if let Some(d) = req.hints.and_then(|h| h.dest_addr.as_deref()) {
+            if crate::efadev::parse_name(d).is_none() {
+                return Err(ENODATA);
+            }
+            offer.dest_addr = Some(d.to_vec());
+        }
+        Ok(offer)
+    }
+    fn fabric(&self, attr: &FabricAttr) -> Result<Box<dyn Fabric>> {
+        let (Probe::Devices(devices), Some(verbs)) = self.state() else {
+            rfabric_core::fi_info!(NAME, FI_LOG_FABRIC, "fi_fabric: no EFA domains on this machine");
+            return Err(ENODATA);
+        };
+        if attr.name.as_deref().is_some_and(|n| n != NAME) {
+            return Err(rfabric_core::error::EINVAL);
+        }
+        Ok(Box::new(crate::efadom::EfaFabric { verbs, devices }))
     }
 }
 
 pub fn providers() -> Vec<Box<dyn Provider>> {
-    vec![Box::new(EfaProvider)]
+    vec![Box::new(EfaProvider::system())]
 }
 
 #[cfg(test)]
@@ -114,7 +178,7 @@ mod tests {
         let p = probe_with(Some(&names));
         assert!(matches!(&p, Probe::NoLibrary(why) if why.contains("libibverbs-not-here.so.1")), "{p:?}");
         assert!(describe(&p).starts_with("no EFA domains"));
-        assert!(EfaProvider.fabric(&FabricAttr::default()).is_err());
+        assert!(EfaProvider::with_verbs(rfabric_ibverbs::Verbs::from_fns(rfabric_ibverbs::standin::verbs_fns(), None)).fabric(&FabricAttr::default()).is_err());
     }
 
     #[test]
@@ -138,11 +202,11 @@ mod tests {
         // A device libefa does not accept is not an EFA device.
         standin::add_device("mlx0", IBV_NODE_CA, IBV_TRANSPORT_IB, "");
         assert_eq!(probe_verbs(&v), Probe::NoDevice(vec!["mlx0".into()]));
-        // Once libefa accepts it, it is one; still nothing is offered.
+        // Once libefa accepts it, it is one.
         standin::with(|w| w.efa_device = true);
         let p = probe_verbs(&v);
         assert_eq!(p, Probe::Devices(vec!["mlx0".into()]));
-        assert!(describe(&p).contains("offers no EFA domains"));
+        assert!(describe(&p).contains("one FI_EP_RDM domain each"), "{}", describe(&p));
         // Without libefa the same device is not recognised as EFA.
         let plain = Verbs::from_fns(standin::verbs_fns(), None);
         assert_eq!(probe_verbs(&plain), Probe::NoDevice(vec!["mlx0".into()]));
@@ -156,6 +220,6 @@ mod tests {
             Probe::NoDevice(_) | Probe::NoLibrary(_) => {}
             other => panic!("unexpected on a machine without EFA: {other:?}"),
         }
-        assert!(EfaProvider.offers().is_empty());
+        assert!(EfaProvider::system().offers().is_empty());
     }
 }

@@ -1528,7 +1528,7 @@ impl<D: Device> Engine<D> {
             if h.flags & F_CQ_DATA != 0 {
                 let src = self.src_of(p);
                 if let Some(cq) = &self.out.rx_cq {
-                    cq.push(Completion { flags: FI_RMA | FI_REMOTE_WRITE | FI_REMOTE_CQ_DATA, data: h.data, src_addr: src, ..Completion::default() });
+                    cq.push(Completion { flags: FI_RMA | FI_REMOTE_WRITE | FI_REMOTE_CQ_DATA, len: total, data: h.data, src_addr: src, ..Completion::default() });
                 }
             }
         }

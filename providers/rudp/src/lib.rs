@@ -10,6 +10,7 @@ pub mod device;
 mod dgram;
 pub mod efa;
 pub mod efadev;
+pub mod efadom;
 pub mod engine;
 pub mod fuzzing;
 pub mod local;

@@ -31,9 +31,15 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use std::time::{Duration, Instant};
 
-/// An endpoint address for log lines: `1.2.3.4:5`, `[::1]:5`.
+/// An endpoint address for log lines: `1.2.3.4:5`, `[::1]:5`; other
+/// formats in hex.
 fn addr_text(raw: &[u8]) -> String {
-    crate::sockaddr::from_bytes(raw).map_or_else(|| "?".to_string(), |a| a.to_string())
+    crate::sockaddr::from_bytes(raw).map_or_else(|| hex(raw), |a| a.to_string())
+}
+
+/// Bytes as lowercase hex.
+pub fn hex(raw: &[u8]) -> String {
+    raw.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 fn locked<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -62,6 +68,20 @@ pub struct RdmLimits {
     pub linger: Duration,
 }
 
+/// An endpoint address format other than `sockaddr_in` / `sockaddr_in6`
+/// (`RdmDevices::raw_addr`): the AV holds such addresses as they are.
+#[derive(Clone, Copy, Debug)]
+pub struct RawAddr {
+    /// `FI_ADDR_*`
+    pub format: u32,
+    /// Bytes of one address.
+    pub len: usize,
+    /// Whether bytes are a well-formed address.
+    pub valid: fn(&[u8]) -> bool,
+    /// The address as `fi_av_straddr` writes it.
+    pub text: fn(&[u8]) -> String,
+}
+
 /// What an RDM provider on the engine contributes: its name and how an
 /// endpoint's device opens.
 pub trait RdmDevices: Send + Sync + 'static {
@@ -69,8 +89,15 @@ pub trait RdmDevices: Send + Sync + 'static {
     /// The provider's name (logs, thread names).
     fn prov(&self) -> &'static str;
     fn limits(&self) -> RdmLimits;
-    /// The device of an `FI_EP_RDM` endpoint bound to `bind`.
+    /// The device of an `FI_EP_RDM` endpoint bound to `bind` (for devices
+    /// with their own address format, `raw_addr`, the unspecified IPv4
+    /// address: they pick their own).
     fn open(&self, bind: SocketAddr) -> Result<Self::Dev>;
+    /// The address format of the devices when it is not an IP socket
+    /// address (the default).
+    fn raw_addr(&self) -> Option<RawAddr> {
+        None
+    }
     /// Endpoints of another type (`FI_EP_RDM` and `FI_EP_UNSPEC` are the
     /// engine's): `EINVAL` unless the provider has them.
     fn other_endpoint(&self, _info: &Info, _bind: SocketAddr, _local: &Arc<LocalRegs>) -> Result<Box<dyn Endpoint>> {
@@ -125,6 +152,7 @@ pub struct RdmDomain<M: RdmDevices> {
     /// The interface address endpoints bind to when their info names none.
     bind: Option<SocketAddr>,
     addr_format: u32,
+    raw: Option<RawAddr>,
 }
 
 /// rudp's domain.
@@ -136,13 +164,19 @@ impl<M: RdmDevices> RdmDomain<M> {
         let mode = rfabric_core::getinfo::mr_mode_bits(d.map_or(0, |d| d.mr_mode), fi_version(1, 5));
         let key_size = d.map_or(8, |d| if d.mr_key_size == 0 { 8 } else { d.mr_key_size });
         let bind = info.src_addr.as_deref().and_then(crate::sockaddr::from_bytes_any);
+        let raw = devices.raw_addr();
         Ok(RdmDomain {
             devices: Arc::new(devices),
             mr: Arc::new(Locked::new(MrRegistry::new(mode, key_size)?)),
             local: LocalRegs::new(mode),
             auto_progress: d.is_some_and(|d| d.data_progress == FI_PROGRESS_AUTO),
             bind,
-            addr_format: if info.addr_format == FI_SOCKADDR_IN6 { FI_SOCKADDR_IN6 } else { FI_SOCKADDR_IN },
+            addr_format: match raw {
+                Some(r) => r.format,
+                None if info.addr_format == FI_SOCKADDR_IN6 => FI_SOCKADDR_IN6,
+                None => FI_SOCKADDR_IN,
+            },
+            raw,
         })
     }
 }
@@ -150,7 +184,11 @@ impl<M: RdmDevices> RdmDomain<M> {
 impl<M: RdmDevices> Domain for RdmDomain<M> {
     fn endpoint(&self, info: &Info) -> Result<Box<dyn Endpoint>> {
         let ep_type = info.ep_type();
-        let bind = info.src_addr.as_deref().and_then(crate::sockaddr::from_bytes_any).or(self.bind).ok_or(EINVAL)?;
+        let bind = match self.raw {
+            // Devices with their own addresses pick them.
+            Some(_) => SocketAddr::from(([0, 0, 0, 0], 0)),
+            None => info.src_addr.as_deref().and_then(crate::sockaddr::from_bytes_any).or(self.bind).ok_or(EINVAL)?,
+        };
         if ep_type != FI_EP_RDM && ep_type != FI_EP_UNSPEC {
             return self.devices.other_endpoint(info, bind, &self.local);
         }
@@ -164,7 +202,7 @@ impl<M: RdmDevices> Domain for RdmDomain<M> {
         if attr.flags & !(FI_EVENT | FI_READ | FI_SYMMETRIC) != 0 || attr.flags & FI_EVENT != 0 {
             return Err(Error(FI_EBADFLAGS));
         }
-        Ok(Arc::new(RudpAv::new(attr, self.addr_format)?))
+        Ok(Arc::new(RudpAv::new(attr, self.addr_format, self.raw)?))
     }
     fn cntr_open(&self, events: u32, wait_obj: u32) -> Result<Arc<dyn Counter>> {
         Ok(Arc::new(ProgressCntr::new(events, wait_obj)?))
@@ -189,20 +227,28 @@ impl<M: RdmDevices> Domain for RdmDomain<M> {
 }
 
 /// The address vector: the core's `Av` of `sockaddr_in` / `sockaddr_in6`
-/// entries.
+/// entries, or of the devices' raw addresses (`RawAddr`).
 pub struct RudpAv {
     av: RwLock<Av>,
     gen: AtomicU64,
     addrlen: usize,
+    text: fn(&[u8]) -> String,
 }
 
 impl RudpAv {
-    fn new(attr: &AvAttr, format: u32) -> Result<RudpAv> {
+    fn new(attr: &AvAttr, format: u32, raw: Option<RawAddr>) -> Result<RudpAv> {
+        if let Some(r) = raw {
+            let mut av = Av::new(attr.kind, attr.count, r.len)?;
+            let valid = r.valid;
+            av.set_validator(Box::new(move |b| if valid(b) { Ok(()) } else { Err(EINVAL) }));
+            av.set_formatter(Box::new(r.text));
+            return Ok(RudpAv { av: RwLock::new(av), gen: AtomicU64::new(1), addrlen: r.len, text: r.text });
+        }
         let addrlen = if format == FI_SOCKADDR_IN6 { crate::sockaddr::SIN6_LEN } else { crate::sockaddr::SIN_LEN };
         let mut av = Av::new(attr.kind, attr.count, addrlen)?;
         av.set_validator(Box::new(|b| crate::sockaddr::from_bytes(b).map(|_| ()).ok_or(EINVAL)));
         av.set_formatter(Box::new(crate::sockaddr::to_string));
-        Ok(RudpAv { av: RwLock::new(av), gen: AtomicU64::new(1), addrlen })
+        Ok(RudpAv { av: RwLock::new(av), gen: AtomicU64::new(1), addrlen, text: crate::sockaddr::to_string })
     }
     fn addr(&self, fi_addr: u64) -> Option<Vec<u8>> {
         self.av.read().unwrap_or_else(|e| e.into_inner()).addr(fi_addr).map(|b| b.to_vec())
@@ -254,7 +300,7 @@ impl AddressVector for RudpAv {
         self.av.read().unwrap_or_else(|e| e.into_inner()).lookup(fi_addr, buf)
     }
     fn straddr(&self, addr: &[u8]) -> String {
-        crate::sockaddr::to_string(addr)
+        (self.text)(addr)
     }
     fn as_any_arc(self: Arc<Self>) -> Arc<dyn Any + Send + Sync> {
         self

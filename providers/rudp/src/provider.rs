@@ -154,6 +154,10 @@ fn dgram_offer(ifa: &IfAddr) -> Info {
         e.max_msg_size = max;
         e.mem_tag_format = 0;
     }
+    if let Some(d) = o.domain_attr.as_mut() {
+        // No header on the wire: no remote CQ data.
+        d.cq_data_size = 0;
+    }
     o
 }
 
@@ -213,10 +217,18 @@ impl Provider for RudpProvider {
     }
 }
 
-/// `Provider::resolve` of the engine's offers: the API version asked for,
-/// automatic progress only when asked for, addresses (`resolve_addrs`),
-/// the `FI_MR_*` bits the application takes on.
-pub fn resolve_rdm(mut offer: Info, req: &Request<'_>) -> Result<Info> {
+/// `Provider::resolve` of the engine's offers on IP addresses: the
+/// attributes (`resolve_rdm_attrs`) and the addresses (`resolve_addrs`).
+pub fn resolve_rdm(offer: Info, req: &Request<'_>) -> Result<Info> {
+    let mut offer = resolve_rdm_attrs(offer, req)?;
+    resolve_addrs(&mut offer, req)?;
+    Ok(offer)
+}
+
+/// The attributes of an engine offer as asked for: the API version,
+/// automatic progress only when asked for, the `FI_MR_*` bits the
+/// application takes on.
+pub fn resolve_rdm_attrs(mut offer: Info, req: &Request<'_>) -> Result<Info> {
     if let Some(f) = offer.fabric_attr.as_mut() {
         f.api_version = req.version;
     }
@@ -224,7 +236,6 @@ pub fn resolve_rdm(mut offer: Info, req: &Request<'_>) -> Result<Info> {
     if asked_progress == FI_PROGRESS_UNSPEC && offer.domain_attr.as_ref().is_some_and(|d| d.data_progress == FI_PROGRESS_AUTO) {
         return Err(ENODATA);
     }
-    resolve_addrs(&mut offer, req)?;
     if req.version >= fi_version(1, 5) {
         let asked = req.hints.and_then(|h| h.domain_attr.as_ref()).map_or(0, |d| d.mr_mode);
         let keep = (FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_PROV_KEY | FI_MR_ALLOCATED) as i32;

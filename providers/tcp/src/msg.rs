@@ -106,13 +106,14 @@ fn parse_hdr(m: &[u8]) -> Option<(u8, u8, u64)> {
     Some((m[0], m[1], u64::from_le_bytes(m[8..16].try_into().ok()?)))
 }
 
-fn cm_data<'a>(data: &'a [u8], call: &str) -> &'a [u8] {
+/// Connection data of at most `FI_OPT_CM_DATA_SIZE` bytes; more is
+/// `-FI_EINVAL` (fi_cm(3)).
+fn cm_data<'a>(data: &'a [u8], call: &str) -> Result<&'a [u8]> {
     if data.len() > CM_DATA_MAX {
-        rfabric_core::fi_warn!(NAME, FI_LOG_EP_CTRL, "{}: {} bytes of connection data truncated to {}", call, data.len(), CM_DATA_MAX);
-        &data[..CM_DATA_MAX]
-    } else {
-        data
+        rfabric_core::fi_warn!(NAME, FI_LOG_EP_CTRL, "{}: {} bytes of connection data, more than FI_OPT_CM_DATA_SIZE ({})", call, data.len(), CM_DATA_MAX);
+        return Err(EINVAL);
     }
+    Ok(data)
 }
 
 fn copy_out(bytes: &[u8], buf: &mut [u8]) -> usize {
@@ -167,6 +168,11 @@ pub fn offer(ifa: &IfAddr) -> Info {
             protocol: FI_PROTO_SOCK_TCP,
             protocol_version: WIRE_VERSION as u32,
             max_msg_size: MAX_MSG,
+            // One stream carries everything in order: RMA is ordered at
+            // any size.
+            max_order_raw_size: MAX_MSG,
+            max_order_war_size: MAX_MSG,
+            max_order_waw_size: MAX_MSG,
             tx_ctx_cnt: 1,
             rx_ctx_cnt: 1,
             ..EpAttr::default()
@@ -433,7 +439,7 @@ impl PassiveEndpoint for MsgPep {
             rfabric_core::fi_warn!(NAME, FI_LOG_EP_CTRL, "fi_reject: the connection request is not one of this provider");
             EINVAL
         })?;
-        let data = cm_data(data, "fi_reject");
+        let data = cm_data(data, "fi_reject")?;
         req.conn.send(&[&hdr(K_REJECT, 0, 0), data])?;
         let end = Instant::now() + Duration::from_secs(1);
         while req.conn.flush().is_ok_and(|q| q > 0) && Instant::now() < end {
@@ -857,11 +863,15 @@ struct EpState {
     eq: Option<EqBinding>,
     tx: Tx,
     rx: Rx,
-    local_ip: IpAddr,
+    /// The address the connection is made from: the domain's interface
+    /// and the port of the info's `src_addr` (0: any).
+    local: SocketAddr,
     /// The domain's registrations, which incoming RMA must name.
     mr: Arc<Locked<MrRegistry>>,
     /// The first error of the incoming write under way (0: none).
     w_err: i32,
+    /// Bytes of the RMA write arriving now (its completion's `len`).
+    w_len: usize,
     v6: bool,
     tx_size: usize,
     rx_size: usize,
@@ -941,6 +951,7 @@ impl EpState {
                     K_WRITE => {
                         let (addr, key) = rma_at(m)?;
                         let p = &m[HDR + RMA_HDR..];
+                        self.w_len += p.len();
                         if self.w_err == 0 {
                             match target(&self.mr, key, addr, p.len(), FI_REMOTE_WRITE) {
                                 // SAFETY: `to` starts a registered region of
@@ -953,10 +964,12 @@ impl EpState {
                         }
                         if flags & F_LAST != 0 {
                             let err = std::mem::take(&mut self.w_err);
+                            let len = std::mem::take(&mut self.w_len);
                             if err == 0 && flags & F_CQDATA != 0 {
                                 if let Some(cq) = &self.rx.cq {
+                                    // fi_cq(3): len is the length written.
                                     let flags = FI_RMA | FI_REMOTE_WRITE | FI_REMOTE_CQ_DATA;
-                                    cq.push(Completion { flags, data, src_addr: FI_ADDR_NOTAVAIL, ..Completion::default() });
+                                    cq.push(Completion { flags, len, data, src_addr: FI_ADDR_NOTAVAIL, ..Completion::default() });
                                 }
                             }
                             if err != 0 {
@@ -1090,6 +1103,7 @@ pub struct MsgEp {
 
 impl MsgEp {
     fn new(info: &Info, local_ip: IpAddr, mr: Arc<Locked<MrRegistry>>, req: Option<MsgReq>) -> MsgEp {
+        let port = info.src_addr.as_deref().and_then(sockaddr::from_bytes_any).map_or(0, |a| a.port());
         let phase = if req.is_some() { Phase::AcceptPending } else { Phase::Idle };
         let st = EpState {
             phase,
@@ -1098,9 +1112,10 @@ impl MsgEp {
             eq: None,
             tx: Tx { q: VecDeque::with_capacity(QUEUE_SIZE), ..Tx::default() },
             rx: Rx { posted: VecDeque::with_capacity(QUEUE_SIZE), ..Rx::default() },
-            local_ip,
+            local: SocketAddr::new(local_ip, port),
             mr,
             w_err: 0,
+            w_len: 0,
             v6: info.addr_format == FI_SOCKADDR_IN6,
             tx_size: info.tx_attr.map_or(QUEUE_SIZE, |t| if t.size == 0 { QUEUE_SIZE } else { t.size }),
             rx_size: info.rx_attr.map_or(QUEUE_SIZE, |r| if r.size == 0 { QUEUE_SIZE } else { r.size }),
@@ -1226,7 +1241,7 @@ impl Endpoint for MsgEp {
 
     fn getname(&self, buf: &mut [u8]) -> Result<usize> {
         let st = self.st();
-        let a = st.conn.as_ref().and_then(|c| c.local_addr()).unwrap_or(SocketAddr::new(st.local_ip, 0));
+        let a = st.conn.as_ref().and_then(|c| c.local_addr()).unwrap_or(st.local);
         Ok(copy_out(&sockaddr::to_bytes(&a), buf))
     }
 
@@ -1241,6 +1256,7 @@ impl Endpoint for MsgEp {
     }
 
     fn connect(&self, addr: &[u8], data: &[u8]) -> Result<()> {
+        cm_data(data, "fi_connect")?;
         let mut st = self.st();
         Self::need_eq(&st, "fi_connect")?;
         if st.phase != Phase::Idle {
@@ -1254,9 +1270,15 @@ impl Endpoint for MsgEp {
                 return Err(EINVAL);
             }
         };
-        let local = SocketAddr::new(st.local_ip, 0);
-        let mut conn = TcpConn::connect_from(&local, &sockaddr::to_bytes(&to), WIRE_MAX)?;
-        conn.send(&[&hdr(K_REQ, WIRE_VERSION, 0), cm_data(data, "fi_connect")])?;
+        let to_b = sockaddr::to_bytes(&to);
+        let mut conn = match TcpConn::connect_from(&st.local, &to_b, WIRE_MAX) {
+            Err(e) if e.0 == FI_EADDRINUSE && st.local.port() != 0 => {
+                rfabric_core::fi_warn!(NAME, FI_LOG_EP_CTRL, "fi_connect: {} is in use (by a passive endpoint still open?); connecting from another port", st.local);
+                TcpConn::connect_from(&SocketAddr::new(st.local.ip(), 0), &to_b, WIRE_MAX)?
+            }
+            r => r?,
+        };
+        conn.send(&[&hdr(K_REQ, WIRE_VERSION, 0), data])?;
         let fd = conn.fd();
         st.conn = Some(conn);
         st.phase = Phase::Connecting;
@@ -1268,6 +1290,7 @@ impl Endpoint for MsgEp {
     }
 
     fn accept(&self, data: &[u8]) -> Result<()> {
+        cm_data(data, "fi_accept")?;
         let mut st = self.st();
         Self::need_eq(&st, "fi_accept")?;
         if st.phase != Phase::AcceptPending {
@@ -1275,7 +1298,7 @@ impl Endpoint for MsgEp {
             return Err(if st.phase == Phase::Idle { EINVAL } else { Error(FI_EOPBADSTATE) });
         }
         let Some(conn) = st.conn.as_mut() else { return Err(Error(FI_EOPBADSTATE)) };
-        let sent = conn.send(&[&hdr(K_ACCEPT, 0, 0), cm_data(data, "fi_accept")]).and_then(|_| conn.flush());
+        let sent = conn.send(&[&hdr(K_ACCEPT, 0, 0), data]).and_then(|_| conn.flush());
         if let Err(e) = sent {
             st.fail_connect(e.0, &[]);
             return Err(e);
@@ -1292,6 +1315,11 @@ impl Endpoint for MsgEp {
 
     fn shutdown(&self, _flags: u64) -> Result<()> {
         let mut st = self.st();
+        if st.phase == Phase::Down {
+            // The peer shut the connection first: its FI_SHUTDOWN is on
+            // the EQ already.
+            return Ok(());
+        }
         if st.phase != Phase::Connected {
             rfabric_core::fi_warn!(NAME, FI_LOG_EP_CTRL, "fi_shutdown: the endpoint is not connected ({:?})", st.phase);
             return Err(Error(FI_EOPBADSTATE));
@@ -1304,7 +1332,8 @@ impl Endpoint for MsgEp {
             }
             std::thread::sleep(Duration::from_millis(1));
         }
-        st.down(false);
+        // FI_SHUTDOWN on our EQ too, as upstream's tcp reports it.
+        st.down(true);
         Ok(())
     }
 

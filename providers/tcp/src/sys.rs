@@ -39,7 +39,12 @@ pub fn connect_from(local: &SocketAddr, to: &[u8]) -> Result<TcpStream> {
     }
     // SAFETY: `fd` was just opened and is owned by nothing else.
     let owned = unsafe { OwnedFd::from_raw_fd(fd) };
-    let src = rfabric_rudp::sockaddr::to_bytes(&SocketAddr::new(local.ip(), 0));
+    if local.port() != 0 {
+        let one: libc::c_int = 1;
+        // SAFETY: setsockopt with a c_int option value of its size.
+        unsafe { libc::setsockopt(fd, libc::SOL_SOCKET, libc::SO_REUSEADDR, (&one as *const libc::c_int).cast(), std::mem::size_of::<libc::c_int>() as libc::socklen_t) };
+    }
+    let src = rfabric_rudp::sockaddr::to_bytes(local);
     // SAFETY: `src` holds a complete sockaddr_in / sockaddr_in6 of its
     // length, alive across the call.
     let r = unsafe { libc::bind(fd, src.as_ptr().cast(), src.len() as libc::socklen_t) };

@@ -71,7 +71,7 @@ impl Transport for TcpTransport {
         if !self.valid_addr(addr) {
             return Err(EINVAL);
         }
-        let s = sys::connect_from(&self.local, addr)?;
+        let s = sys::connect_from(&SocketAddr::new(self.local.ip(), 0), addr)?;
         self.wrap(s, true)
     }
 

@@ -11,9 +11,14 @@
 //!   `FI_MR_DMABUF` through `ibv_reg_dmabuf_mr`);
 //! - `rc`: reliable-connected queue pairs whose connections librdmacm makes
 //!   (`rfabric_ibverbs::RdmaCm`, loaded at run time), as a Rust API;
+//!   `rc_transport`: the same queue pairs as the tcp crate's reliable
+//!   connected transport;
 //! - `msg`: `FI_EP_MSG` endpoints and passive endpoints on them
 //!   (`fi_endpoint`, `fi_passive_ep`, connection management from the EQ,
-//!   sends, receives and RMA as work requests on registered buffers).
+//!   sends, receives, RMA and atomics as work requests on registered
+//!   buffers);
+//! - `rdm`: `FI_EP_RDM` endpoints, rudp's protocol engine over connections
+//!   of `rc_transport` (upstream's `verbs;ofi_rxm`).
 //!
 //! Nothing here has run on RDMA hardware (`man/fi_verbs.7.md`).
 
@@ -23,6 +28,7 @@ pub mod msg;
 pub mod provider;
 pub mod rc;
 pub mod rc_transport;
+pub mod rdm;
 
 #[cfg(test)]
 mod tests;
@@ -30,5 +36,7 @@ mod tests;
 mod tests_msg;
 #[cfg(test)]
 mod tests_rc;
+#[cfg(test)]
+mod tests_rdm;
 
 pub use provider::{providers, VerbsProvider, NAME};

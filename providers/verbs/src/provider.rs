@@ -4,9 +4,9 @@
 //! and left out at `FI_LOG_LEVEL=info`. A domain opens its device and a
 //! protection domain; `fi_mr_reg` goes through the core's registration
 //! cache (`rfabric_core::objects::mr_cache`) to `ibv_reg_mr`, and
-//! `fi_mr_regattr` with `FI_MR_DMABUF` to `ibv_reg_dmabuf_mr`.
-//! `fi_endpoint`, `fi_passive_ep`, CQs and counters are `msg`'s
-//! (`FI_EP_MSG`); librdmacm is loaded with the first fabric.
+//! `fi_mr_regattr` with `FI_MR_DMABUF` to `ibv_reg_dmabuf_mr`. `FI_EP_RDM`
+//! offers, their domains and endpoints are `crate::rdm`'s; `FI_EP_MSG`
+//! endpoints, passive endpoints, CQs and counters are `crate::msg`'s.
 //!
 //! Its unsafe code: the fabric's `domain` (the trait's), and the two
 //! registration calls, which hand memory and a file descriptor to libibverbs.
@@ -15,9 +15,9 @@ use crate::discovery::{probe, DomainSpec, Probe};
 use rfabric_core::abi::*;
 use rfabric_core::error::{Error, Result, EINVAL, ENODATA};
 use rfabric_core::info::{DomainAttr, EpAttr, FabricAttr, Info};
+use rfabric_core::objects::cq::CqAttr;
 use rfabric_core::objects::local_mr::LocalRegs;
 use rfabric_core::objects::mr_cache::MrCache;
-use rfabric_core::objects::cq::CqAttr;
 use rfabric_core::provider::{CompletionQueue, ConnReq, Counter, Domain, Endpoint, Fabric, MrReg, MrReq, PassiveEndpoint, Provider};
 use rfabric_ibverbs::sys::*;
 use rfabric_ibverbs::{CompChannel, Context, Mr, Pd, RdmaCm, Verbs};
@@ -44,19 +44,8 @@ enum Source {
 
 pub struct VerbsProvider {
     source: Source,
-    /// librdmacm given with a given libibverbs (tests: the stand-in's).
-    given_cm: Option<RdmaCm>,
-}
-
-/// The system's librdmacm, loaded with the first fabric (`None`: absent).
-fn system_rdmacm() -> Option<RdmaCm> {
-    static CM: OnceLock<Option<RdmaCm>> = OnceLock::new();
-    CM.get_or_init(|| {
-        RdmaCm::load()
-            .inspect_err(|e| rfabric_core::fi_info!(NAME, FI_LOG_FABRIC, "librdmacm: {}; no FI_EP_MSG endpoints", e))
-            .ok()
-    })
-    .clone()
+    /// librdmacm for `FI_EP_RDM` (`crate::rdm`) with a given libibverbs.
+    cm: Option<rfabric_ibverbs::RdmaCm>,
 }
 
 struct System {
@@ -79,18 +68,25 @@ fn system() -> &'static System {
 
 impl VerbsProvider {
     pub fn system() -> VerbsProvider {
-        VerbsProvider { source: Source::System, given_cm: None }
+        VerbsProvider { source: Source::System, cm: None }
     }
 
     /// A provider over the given libibverbs (tests: the stand-in).
     pub fn with_verbs(verbs: Verbs, ipoib: fn(&[u8; 16]) -> Vec<IpAddr>) -> VerbsProvider {
-        VerbsProvider { source: Source::Given(verbs, ipoib), given_cm: None }
+        VerbsProvider { source: Source::Given(verbs, ipoib), cm: None }
     }
 
-    /// The provider with a given librdmacm (tests: the stand-in).
-    pub fn with_rdmacm(mut self, cm: RdmaCm) -> VerbsProvider {
-        self.given_cm = Some(cm);
-        self
+    /// With this librdmacm (tests: the stand-in's) for `FI_EP_RDM`.
+    pub fn with_rdmacm(self, cm: rfabric_ibverbs::RdmaCm) -> VerbsProvider {
+        VerbsProvider { cm: Some(cm), ..self }
+    }
+
+    /// librdmacm: the system's, or the given one (none by default).
+    fn rdmacm(&self) -> Option<rfabric_ibverbs::RdmaCm> {
+        match &self.source {
+            Source::System => crate::rdm::system_rdmacm(),
+            Source::Given(..) => self.cm.clone(),
+        }
     }
 
     /// The probe and the library it ran on.
@@ -188,7 +184,17 @@ impl Provider for VerbsProvider {
     }
     fn offers(&self) -> Vec<Info> {
         let (p, _) = self.state();
-        p.domains().iter().flat_map(|d| d.addrs.iter().map(move |a| offer(d, a))).collect()
+        let mut v: Vec<Info> = p.domains().iter().flat_map(|d| d.addrs.iter().map(move |a| offer(d, a))).collect();
+        if !p.domains().is_empty() && self.rdmacm().is_some() {
+            v.extend(crate::rdm::offers(&p));
+        }
+        v
+    }
+    fn resolve(&self, offer: Info, req: &rfabric_core::provider::Request<'_>) -> Result<Info> {
+        if offer.ep_type() == FI_EP_RDM {
+            return rfabric_rudp::provider::resolve_rdm(offer, req);
+        }
+        Ok(offer)
     }
     fn fabric(&self, attr: &FabricAttr) -> Result<Box<dyn Fabric>> {
         let (p, verbs) = self.state();
@@ -199,11 +205,7 @@ impl Provider for VerbsProvider {
         if attr.name.as_deref().is_some_and(|n| n != NAME) {
             return Err(EINVAL);
         }
-        let cm = match self.source {
-            Source::System => system_rdmacm(),
-            Source::Given(..) => self.given_cm.clone(),
-        };
-        Ok(Box::new(VerbsFabric { verbs, domains: p.domains().to_vec(), cm }))
+        Ok(Box::new(VerbsFabric { verbs, domains: p.domains().to_vec(), cm: self.rdmacm() }))
     }
 }
 
@@ -214,7 +216,7 @@ pub fn providers() -> Vec<Box<dyn Provider>> {
 pub struct VerbsFabric {
     verbs: Verbs,
     domains: Vec<DomainSpec>,
-    cm: Option<RdmaCm>,
+    cm: Option<rfabric_ibverbs::RdmaCm>,
 }
 
 impl Fabric for VerbsFabric {
@@ -227,6 +229,9 @@ impl Fabric for VerbsFabric {
             rfabric_core::fi_warn!(NAME, FI_LOG_DOMAIN, "fi_domain: no verbs domain named {:?}", name);
             ENODATA
         })?;
+        if info.ep_type() == FI_EP_RDM {
+            return crate::rdm::domain(&self.verbs, self.cm.clone(), spec, info);
+        }
         let mut d = VerbsDomain::open(&self.verbs, spec)?;
         d.cm = self.cm.clone();
         Ok(Box::new(d))

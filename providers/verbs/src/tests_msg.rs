@@ -46,7 +46,10 @@ fn world() -> World {
     standin::add_device("mlx5_0", IBV_NODE_CA, IBV_TRANSPORT_IB, "");
     let gid = std::net::Ipv4Addr::new(10, 0, 0, 5).to_ipv6_mapped().octets();
     standin::set_port("mlx5_0", 1, PortCfg { state: IBV_PORT_ACTIVE, link_layer: IBV_LINK_LAYER_ETHERNET, lid: 0, gids: vec![gid] });
-    standin::with(|w| w.loopback = Some(Default::default()));
+    standin::with(|w| {
+        w.loopback = Some(Default::default());
+        w.comp_events = true;
+    });
     let p = VerbsProvider::with_verbs(Verbs::from_fns(standin::verbs_fns(), None), |_| Vec::new()).with_rdmacm(RdmaCm::from_fns(standin::rdmacm_fns()));
     let info = p.offers().into_iter().next().unwrap();
     assert_eq!(info.ep_type(), FI_EP_MSG);
