@@ -552,3 +552,52 @@ fn a_peer_that_goes_away_before_the_accept_fails_the_connect() {
     // SAFETY: inline.
     assert_eq!(unsafe { send(&*cli, &b, std::ptr::null_mut(), 0, FI_INJECT, 0, true) }, Err(Error(FI_ENOTCONN)));
 }
+
+#[test]
+fn counters_count_and_selective_completion_leaves_out_what_it_should() {
+    let w = world();
+    let (_pep, peq) = listening(&w);
+    // The client: its CQ with FI_SELECTIVE_COMPLETION, a counter for sends
+    // and receives.
+    let cli = w.dom.endpoint(&w.info).unwrap();
+    let ceq = eq(0x200);
+    let ccq = cq(&*w.dom);
+    let cntr = w.dom.cntr_open(FI_CNTR_EVENTS_COMP, FI_WAIT_NONE).unwrap();
+    cli.bind(Bind::Eq(&ceq), 0).unwrap();
+    cli.bind(Bind::Cq(&ccq), FI_TRANSMIT | FI_RECV | FI_SELECTIVE_COMPLETION).unwrap();
+    cli.bind(Bind::Cntr(&cntr), FI_SEND | FI_RECV).unwrap();
+    assert_eq!(cli.bind(Bind::Cntr(&cntr), FI_SEND), Err(Error(FI_EINVAL)), "bound for sends before");
+    assert_eq!(cli.bind(Bind::Cq(&ccq), 0), Err(Error(FI_EBADFLAGS)));
+    cli.enable().unwrap();
+    cli.connect(&addr_bytes(&SRV.parse().unwrap()), b"").unwrap();
+    assert_eq!(eq_read(&ceq), Err(FI_EAGAIN));
+    let (_, _, h, _) = eq_next(&peq).unwrap();
+    let srv = w.dom.accept_endpoint(&w.info, take_req(h)).unwrap();
+    let seq = eq(3);
+    let scq = cq(&*w.dom);
+    srv.bind(Bind::Eq(&seq), 0).unwrap();
+    srv.bind(Bind::Cq(&scq), FI_TRANSMIT | FI_RECV).unwrap();
+    srv.accept(b"").unwrap();
+    assert_eq!(eq_next(&seq).map(|e| e.0), Ok(FI_CONNECTED));
+    assert_eq!(eq_next(&ceq).map(|e| e.0), Ok(FI_CONNECTED));
+    let mut rx = [0u8; 16];
+    let rmr = reg(&*w.dom, &mut rx);
+    let mut tx = *b"0123456789";
+    let tmr = reg(&*w.dom, &mut tx);
+    // SAFETY: the buffers outlive the test.
+    unsafe {
+        recv(&*srv, &mut rx, desc(&rmr), 1).unwrap();
+        recv(&*srv, &mut rx, desc(&rmr), 2).unwrap();
+        // Without FI_COMPLETION: counted, not reported.
+        send(&*cli, &tx, desc(&tmr), 10, 0, 0, false).unwrap();
+        // With it: both.
+        send(&*cli, &tx, desc(&tmr), 11, FI_COMPLETION, 0, false).unwrap();
+    }
+    assert_eq!(cq_next(&ccq), Some((11, FI_MSG | FI_SEND, 0, 0)));
+    assert_eq!(cq_next(&ccq), None);
+    assert_eq!(cntr.read(), 2);
+    assert_eq!(cntr.readerr(), 0);
+    assert_eq!(cq_next(&scq).map(|c| c.0), Some(1));
+    assert_eq!(cq_next(&scq).map(|c| c.0), Some(2));
+    let _ = (&cli, &srv);
+}
