@@ -73,6 +73,7 @@ unsafe extern "C" fn eq_read(e: *mut fid_eq, event: *mut u32, buf: *mut c_void, 
         let Some(h) = (unsafe { EqHandle::from_fid(e) }) else { return -(FI_EINVAL as isize) };
         // SAFETY: buf holds len bytes.
         let b = unsafe { eq_buf(buf, len) };
+        h.eq.progress();
         match h.eq.lock().read(b, flags) {
             Ok((ev, n)) => {
                 // SAFETY: event non-NULL.
@@ -91,7 +92,9 @@ unsafe extern "C" fn eq_sread(e: *mut fid_eq, event: *mut u32, buf: *mut c_void,
         let Some(h) = (unsafe { EqHandle::from_fid(e) }) else { return -(FI_EINVAL as isize) };
         // SAFETY: buf holds len bytes.
         let b = unsafe { eq_buf(buf, len) };
-        match h.eq.sread(b, timeout, flags, &mut || {}) {
+        match h.eq.sread(b, timeout, flags, &mut || {
+            h.eq.progress();
+        }) {
             Ok((ev, n)) => {
                 // SAFETY: event non-NULL.
                 unsafe { *event = ev };

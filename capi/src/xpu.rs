@@ -375,7 +375,7 @@ impl XpuTarget for EpTarget {
             OP_TSEND => true,
             OP_WRITE => {
                 let rma = [RmaIov { addr: w.raddr, len: w.len as usize, key: w.key }];
-                let op = RmaOp { iov: &iov, rma: &rma, dest: w.dest, context: w.context as usize, data: 0, flags: 0, no_completion: false };
+                let op = RmaOp { iov: &iov, desc: rfabric_core::provider::Descs::NONE, rma: &rma, dest: w.dest, context: w.context as usize, data: 0, flags: 0, no_completion: false };
                 // SAFETY: as for sends below: the endpoint is alive and the
                 // device keeps the buffer until the completion.
                 return unsafe { (*self.ep).rma_write(&op) };

@@ -286,6 +286,8 @@ pub struct RmaIov {
 pub struct RmaOp<'a> {
     /// Local buffers.
     pub iov: &'a [Iov],
+    /// The application's descriptors for `iov` (see `objects::local_mr`).
+    pub desc: Descs,
     pub rma: &'a [RmaIov],
     pub dest: u64,
     pub context: usize,
@@ -310,6 +312,9 @@ pub struct AtomicOp<'a> {
     pub compare: &'a [Iov],
     /// Where previous values go (`Fetch` and `Compare`).
     pub result: &'a [Iov],
+    /// The application's descriptors for `result` (`Descs::NONE` when the
+    /// call has none).
+    pub result_desc: Descs,
     pub rma: &'a [RmaIov],
     pub dest: u64,
     pub context: usize,

@@ -15,7 +15,7 @@ use libc::{c_int, c_void, iovec};
 use rfabric_core::abi::*;
 use rfabric_core::error::{Error, EINVAL};
 use rfabric_core::objects::atomic::type_size;
-use rfabric_core::provider::{AtomicKind, AtomicOp, Iov, RmaIov, RmaOp};
+use rfabric_core::provider::{AtomicKind, AtomicOp, Descs, Iov, RmaIov, RmaOp};
 
 /// Most local or remote iovs one call may carry.
 pub(crate) const MAX_IOV: usize = 8;
@@ -113,13 +113,13 @@ unsafe fn do_rma(e: *mut fid_ep, write: bool, op: &RmaOp<'_>) -> isize {
 ///
 /// # Safety
 /// Caller's buffer rules.
-unsafe fn rma1(e: *mut fid_ep, write: bool, buf: *const c_void, len: usize, peer: u64, addr: u64, key: u64, ctx: *mut c_void, data: u64, flags: u64, inject: bool) -> isize {
+unsafe fn rma1(e: *mut fid_ep, write: bool, buf: *const c_void, len: usize, desc: *mut c_void, peer: u64, addr: u64, key: u64, ctx: *mut c_void, data: u64, flags: u64, inject: bool) -> isize {
     if buf.is_null() && len > 0 {
         return -(FI_EINVAL as isize);
     }
     let iov = [Iov { base: buf as usize, len }];
     let rma = [RmaIov { addr, len, key }];
-    let op = RmaOp { iov: &iov, rma: &rma, dest: peer, context: ctx as usize, data, flags, no_completion: inject };
+    let op = RmaOp { iov: &iov, desc: Descs(&desc), rma: &rma, dest: peer, context: ctx as usize, data, flags, no_completion: inject };
     // SAFETY: forwarded.
     unsafe { do_rma(e, write, &op) }
 }
@@ -127,7 +127,7 @@ unsafe fn rma1(e: *mut fid_ep, write: bool, buf: *const c_void, len: usize, peer
 #[allow(clippy::too_many_arguments)]
 /// # Safety
 /// Caller's buffer rules.
-unsafe fn rmav(e: *mut fid_ep, write: bool, iov: *const iovec, count: usize, peer: u64, addr: u64, key: u64, ctx: *mut c_void) -> isize {
+unsafe fn rmav(e: *mut fid_ep, write: bool, iov: *const iovec, desc: *mut *mut c_void, count: usize, peer: u64, addr: u64, key: u64, ctx: *mut c_void) -> isize {
     let mut v = [Iov::default(); MAX_IOV];
     // SAFETY: iov holds count entries.
     let n = match unsafe { local_iovs(iov, count, &mut v) } {
@@ -136,7 +136,7 @@ unsafe fn rmav(e: *mut fid_ep, write: bool, iov: *const iovec, count: usize, pee
     };
     let Some(len) = total(&v[..n]) else { return -(FI_EINVAL as isize) };
     let rma = [RmaIov { addr, len, key }];
-    let op = RmaOp { iov: &v[..n], rma: &rma, dest: peer, context: ctx as usize, data: 0, flags: 0, no_completion: false };
+    let op = RmaOp { iov: &v[..n], desc: Descs(desc.cast_const()), rma: &rma, dest: peer, context: ctx as usize, data: 0, flags: 0, no_completion: false };
     // SAFETY: forwarded.
     unsafe { do_rma(e, write, &op) }
 }
@@ -155,34 +155,34 @@ unsafe fn rmamsg(e: *mut fid_ep, write: bool, m: *const fi_msg_rma, flags: u64) 
         Ok(x) => x,
         Err(err) => return err.to_c() as isize,
     };
-    let op = RmaOp { iov: &v[..n], rma: &r[..k], dest: m.addr, context: m.context as usize, data: m.data, flags, no_completion: false };
+    let op = RmaOp { iov: &v[..n], desc: Descs(m.desc.cast_const()), rma: &r[..k], dest: m.addr, context: m.context as usize, data: m.data, flags, no_completion: false };
     // SAFETY: forwarded.
     unsafe { do_rma(e, write, &op) }
 }
 
 #[allow(clippy::too_many_arguments)]
-unsafe extern "C" fn rma_read(e: *mut fid_ep, buf: *mut c_void, len: usize, _desc: *mut c_void, src: fi_addr_t, addr: u64, key: u64, ctx: *mut c_void) -> isize {
+unsafe extern "C" fn rma_read(e: *mut fid_ep, buf: *mut c_void, len: usize, desc: *mut c_void, src: fi_addr_t, addr: u64, key: u64, ctx: *mut c_void) -> isize {
     // SAFETY: fi_read contract.
-    guard!(EOTHER_S, unsafe { rma1(e, false, buf, len, src, addr, key, ctx, 0, 0, false) })
+    guard!(EOTHER_S, unsafe { rma1(e, false, buf, len, desc, src, addr, key, ctx, 0, 0, false) })
 }
 #[allow(clippy::too_many_arguments)]
-unsafe extern "C" fn rma_readv(e: *mut fid_ep, iov: *const iovec, _desc: *mut *mut c_void, count: usize, src: fi_addr_t, addr: u64, key: u64, ctx: *mut c_void) -> isize {
+unsafe extern "C" fn rma_readv(e: *mut fid_ep, iov: *const iovec, desc: *mut *mut c_void, count: usize, src: fi_addr_t, addr: u64, key: u64, ctx: *mut c_void) -> isize {
     // SAFETY: fi_readv contract.
-    guard!(EOTHER_S, unsafe { rmav(e, false, iov, count, src, addr, key, ctx) })
+    guard!(EOTHER_S, unsafe { rmav(e, false, iov, desc, count, src, addr, key, ctx) })
 }
 unsafe extern "C" fn rma_readmsg(e: *mut fid_ep, m: *const fi_msg_rma, flags: u64) -> isize {
     // SAFETY: fi_readmsg contract.
     guard!(EOTHER_S, unsafe { rmamsg(e, false, m, flags) })
 }
 #[allow(clippy::too_many_arguments)]
-unsafe extern "C" fn rma_write(e: *mut fid_ep, buf: *const c_void, len: usize, _desc: *mut c_void, dest: fi_addr_t, addr: u64, key: u64, ctx: *mut c_void) -> isize {
+unsafe extern "C" fn rma_write(e: *mut fid_ep, buf: *const c_void, len: usize, desc: *mut c_void, dest: fi_addr_t, addr: u64, key: u64, ctx: *mut c_void) -> isize {
     // SAFETY: fi_write contract.
-    guard!(EOTHER_S, unsafe { rma1(e, true, buf, len, dest, addr, key, ctx, 0, 0, false) })
+    guard!(EOTHER_S, unsafe { rma1(e, true, buf, len, desc, dest, addr, key, ctx, 0, 0, false) })
 }
 #[allow(clippy::too_many_arguments)]
-unsafe extern "C" fn rma_writev(e: *mut fid_ep, iov: *const iovec, _desc: *mut *mut c_void, count: usize, dest: fi_addr_t, addr: u64, key: u64, ctx: *mut c_void) -> isize {
+unsafe extern "C" fn rma_writev(e: *mut fid_ep, iov: *const iovec, desc: *mut *mut c_void, count: usize, dest: fi_addr_t, addr: u64, key: u64, ctx: *mut c_void) -> isize {
     // SAFETY: fi_writev contract.
-    guard!(EOTHER_S, unsafe { rmav(e, true, iov, count, dest, addr, key, ctx) })
+    guard!(EOTHER_S, unsafe { rmav(e, true, iov, desc, count, dest, addr, key, ctx) })
 }
 unsafe extern "C" fn rma_writemsg(e: *mut fid_ep, m: *const fi_msg_rma, flags: u64) -> isize {
     // SAFETY: fi_writemsg contract.
@@ -190,17 +190,17 @@ unsafe extern "C" fn rma_writemsg(e: *mut fid_ep, m: *const fi_msg_rma, flags: u
 }
 unsafe extern "C" fn rma_inject(e: *mut fid_ep, buf: *const c_void, len: usize, dest: fi_addr_t, addr: u64, key: u64) -> isize {
     // SAFETY: fi_inject_write contract.
-    guard!(EOTHER_S, unsafe { rma1(e, true, buf, len, dest, addr, key, std::ptr::null_mut(), 0, FI_INJECT, true) })
+    guard!(EOTHER_S, unsafe { rma1(e, true, buf, len, std::ptr::null_mut(), dest, addr, key, std::ptr::null_mut(), 0, FI_INJECT, true) })
 }
 #[allow(clippy::too_many_arguments)]
-unsafe extern "C" fn rma_writedata(e: *mut fid_ep, buf: *const c_void, len: usize, _desc: *mut c_void, data: u64, dest: fi_addr_t, addr: u64, key: u64, ctx: *mut c_void) -> isize {
+unsafe extern "C" fn rma_writedata(e: *mut fid_ep, buf: *const c_void, len: usize, desc: *mut c_void, data: u64, dest: fi_addr_t, addr: u64, key: u64, ctx: *mut c_void) -> isize {
     // SAFETY: fi_writedata contract.
-    guard!(EOTHER_S, unsafe { rma1(e, true, buf, len, dest, addr, key, ctx, data, FI_REMOTE_CQ_DATA, false) })
+    guard!(EOTHER_S, unsafe { rma1(e, true, buf, len, desc, dest, addr, key, ctx, data, FI_REMOTE_CQ_DATA, false) })
 }
 #[allow(clippy::too_many_arguments)]
 unsafe extern "C" fn rma_injectdata(e: *mut fid_ep, buf: *const c_void, len: usize, data: u64, dest: fi_addr_t, addr: u64, key: u64) -> isize {
     // SAFETY: fi_inject_writedata contract.
-    guard!(EOTHER_S, unsafe { rma1(e, true, buf, len, dest, addr, key, std::ptr::null_mut(), data, FI_INJECT | FI_REMOTE_CQ_DATA, true) })
+    guard!(EOTHER_S, unsafe { rma1(e, true, buf, len, std::ptr::null_mut(), dest, addr, key, std::ptr::null_mut(), data, FI_INJECT | FI_REMOTE_CQ_DATA, true) })
 }
 
 pub(crate) static RMA_OPS: fi_ops_rma = fi_ops_rma {
@@ -226,11 +226,24 @@ struct AtLocal {
     nc: usize,
     res: [Iov; MAX_IOV],
     nr: usize,
+    /// The result buffers' descriptors: an array (vector and message
+    /// calls), or the one of a single-buffer call.
+    rdesc: *const *mut c_void,
+    rdesc1: *mut c_void,
 }
 
 impl AtLocal {
     fn new() -> AtLocal {
-        AtLocal { iov: [Iov::default(); MAX_IOV], n: 0, cmp: [Iov::default(); MAX_IOV], nc: 0, res: [Iov::default(); MAX_IOV], nr: 0 }
+        AtLocal {
+            iov: [Iov::default(); MAX_IOV],
+            n: 0,
+            cmp: [Iov::default(); MAX_IOV],
+            nc: 0,
+            res: [Iov::default(); MAX_IOV],
+            nr: 0,
+            rdesc: std::ptr::null(),
+            rdesc1: std::ptr::null_mut(),
+        }
     }
 }
 
@@ -252,6 +265,7 @@ unsafe fn do_atomic(e: *mut fid_ep, kind: AtomicKind, l: &AtLocal, rma: &[RmaIov
         iov: &l.iov[..l.n],
         compare: &l.cmp[..l.nc],
         result: &l.res[..l.nr],
+        result_desc: if l.rdesc.is_null() { Descs(&l.rdesc1) } else { Descs(l.rdesc) },
         rma,
         dest,
         context: ctx as usize,
@@ -330,7 +344,7 @@ unsafe extern "C" fn at_inject(e: *mut fid_ep, buf: *const c_void, count: usize,
     })
 }
 #[allow(clippy::too_many_arguments)]
-unsafe extern "C" fn at_readwrite(e: *mut fid_ep, buf: *const c_void, count: usize, _desc: *mut c_void, result: *mut c_void, _rdesc: *mut c_void, dest: fi_addr_t, addr: u64, key: u64, dt: fi_datatype, op: fi_op, ctx: *mut c_void) -> isize {
+unsafe extern "C" fn at_readwrite(e: *mut fid_ep, buf: *const c_void, count: usize, _desc: *mut c_void, result: *mut c_void, rdesc: *mut c_void, dest: fi_addr_t, addr: u64, key: u64, dt: fi_datatype, op: fi_op, ctx: *mut c_void) -> isize {
     guard!(EOTHER_S, {
         null_check_ssize!(result);
         let mut l = AtLocal::new();
@@ -340,13 +354,14 @@ unsafe extern "C" fn at_readwrite(e: *mut fid_ep, buf: *const c_void, count: usi
         }
         // SAFETY: as above.
         l.nr = tryc!(unsafe { one_ioc(result, count, dt, &mut l.res) });
+        l.rdesc1 = rdesc;
         let rma = [RmaIov { addr, len: count, key }];
         // SAFETY: fi_fetch_atomic contract.
         unsafe { do_atomic(e, AtomicKind::Fetch, &l, &rma, dest, op, dt, ctx, 0, 0, false) }
     })
 }
 #[allow(clippy::too_many_arguments)]
-unsafe extern "C" fn at_readwritev(e: *mut fid_ep, iov: *const fi_ioc, _desc: *mut *mut c_void, count: usize, resultv: *mut fi_ioc, _rdesc: *mut *mut c_void, result_count: usize, dest: fi_addr_t, addr: u64, key: u64, dt: fi_datatype, op: fi_op, ctx: *mut c_void) -> isize {
+unsafe extern "C" fn at_readwritev(e: *mut fid_ep, iov: *const fi_ioc, _desc: *mut *mut c_void, count: usize, resultv: *mut fi_ioc, rdesc: *mut *mut c_void, result_count: usize, dest: fi_addr_t, addr: u64, key: u64, dt: fi_datatype, op: fi_op, ctx: *mut c_void) -> isize {
     guard!(EOTHER_S, {
         let mut l = AtLocal::new();
         if op != FI_ATOMIC_READ {
@@ -355,13 +370,14 @@ unsafe extern "C" fn at_readwritev(e: *mut fid_ep, iov: *const fi_ioc, _desc: *m
         }
         // SAFETY: as above.
         l.nr = tryc!(unsafe { ioc_iovs(resultv, result_count, dt, &mut l.res) });
+        l.rdesc = rdesc.cast_const();
         let n = total(&l.res[..l.nr]).unwrap_or(0) / type_size(dt).unwrap_or(1);
         let rma = [RmaIov { addr, len: n, key }];
         // SAFETY: fi_fetch_atomicv contract.
         unsafe { do_atomic(e, AtomicKind::Fetch, &l, &rma, dest, op, dt, ctx, 0, 0, false) }
     })
 }
-unsafe extern "C" fn at_readwritemsg(e: *mut fid_ep, m: *const fi_msg_atomic, resultv: *mut fi_ioc, _rdesc: *mut *mut c_void, result_count: usize, flags: u64) -> isize {
+unsafe extern "C" fn at_readwritemsg(e: *mut fid_ep, m: *const fi_msg_atomic, resultv: *mut fi_ioc, rdesc: *mut *mut c_void, result_count: usize, flags: u64) -> isize {
     guard!(EOTHER_S, {
         null_check_ssize!(m);
         // SAFETY: m non-NULL.
@@ -374,6 +390,7 @@ unsafe extern "C" fn at_readwritemsg(e: *mut fid_ep, m: *const fi_msg_atomic, re
         }
         // SAFETY: as above.
         l.nr = tryc!(unsafe { ioc_iovs(resultv, result_count, m.datatype, &mut l.res) });
+        l.rdesc = rdesc.cast_const();
         // SAFETY: as above.
         let k = tryc!(unsafe { remote_iocs(m.rma_iov, m.rma_iov_count, &mut r) });
         // SAFETY: fi_fetch_atomicmsg contract.
@@ -381,7 +398,7 @@ unsafe extern "C" fn at_readwritemsg(e: *mut fid_ep, m: *const fi_msg_atomic, re
     })
 }
 #[allow(clippy::too_many_arguments)]
-unsafe extern "C" fn at_compwrite(e: *mut fid_ep, buf: *const c_void, count: usize, _desc: *mut c_void, compare: *const c_void, _cdesc: *mut c_void, result: *mut c_void, _rdesc: *mut c_void, dest: fi_addr_t, addr: u64, key: u64, dt: fi_datatype, op: fi_op, ctx: *mut c_void) -> isize {
+unsafe extern "C" fn at_compwrite(e: *mut fid_ep, buf: *const c_void, count: usize, _desc: *mut c_void, compare: *const c_void, _cdesc: *mut c_void, result: *mut c_void, rdesc: *mut c_void, dest: fi_addr_t, addr: u64, key: u64, dt: fi_datatype, op: fi_op, ctx: *mut c_void) -> isize {
     guard!(EOTHER_S, {
         null_check_ssize!(compare, result);
         let mut l = AtLocal::new();
@@ -391,13 +408,14 @@ unsafe extern "C" fn at_compwrite(e: *mut fid_ep, buf: *const c_void, count: usi
         l.nc = tryc!(unsafe { one_ioc(compare, count, dt, &mut l.cmp) });
         // SAFETY: as above.
         l.nr = tryc!(unsafe { one_ioc(result, count, dt, &mut l.res) });
+        l.rdesc1 = rdesc;
         let rma = [RmaIov { addr, len: count, key }];
         // SAFETY: fi_compare_atomic contract.
         unsafe { do_atomic(e, AtomicKind::Compare, &l, &rma, dest, op, dt, ctx, 0, 0, false) }
     })
 }
 #[allow(clippy::too_many_arguments)]
-unsafe extern "C" fn at_compwritev(e: *mut fid_ep, iov: *const fi_ioc, _desc: *mut *mut c_void, count: usize, comparev: *const fi_ioc, _cdesc: *mut *mut c_void, compare_count: usize, resultv: *mut fi_ioc, _rdesc: *mut *mut c_void, result_count: usize, dest: fi_addr_t, addr: u64, key: u64, dt: fi_datatype, op: fi_op, ctx: *mut c_void) -> isize {
+unsafe extern "C" fn at_compwritev(e: *mut fid_ep, iov: *const fi_ioc, _desc: *mut *mut c_void, count: usize, comparev: *const fi_ioc, _cdesc: *mut *mut c_void, compare_count: usize, resultv: *mut fi_ioc, rdesc: *mut *mut c_void, result_count: usize, dest: fi_addr_t, addr: u64, key: u64, dt: fi_datatype, op: fi_op, ctx: *mut c_void) -> isize {
     guard!(EOTHER_S, {
         let mut l = AtLocal::new();
         // SAFETY: fi_compare_atomicv contract.
@@ -406,6 +424,7 @@ unsafe extern "C" fn at_compwritev(e: *mut fid_ep, iov: *const fi_ioc, _desc: *m
         l.nc = tryc!(unsafe { ioc_iovs(comparev, compare_count, dt, &mut l.cmp) });
         // SAFETY: as above.
         l.nr = tryc!(unsafe { ioc_iovs(resultv, result_count, dt, &mut l.res) });
+        l.rdesc = rdesc.cast_const();
         let n = total(&l.iov[..l.n]).unwrap_or(0) / type_size(dt).unwrap_or(1);
         let rma = [RmaIov { addr, len: n, key }];
         // SAFETY: fi_compare_atomicv contract.
@@ -413,7 +432,7 @@ unsafe extern "C" fn at_compwritev(e: *mut fid_ep, iov: *const fi_ioc, _desc: *m
     })
 }
 #[allow(clippy::too_many_arguments)]
-unsafe extern "C" fn at_compwritemsg(e: *mut fid_ep, m: *const fi_msg_atomic, comparev: *const fi_ioc, _cdesc: *mut *mut c_void, compare_count: usize, resultv: *mut fi_ioc, _rdesc: *mut *mut c_void, result_count: usize, flags: u64) -> isize {
+unsafe extern "C" fn at_compwritemsg(e: *mut fid_ep, m: *const fi_msg_atomic, comparev: *const fi_ioc, _cdesc: *mut *mut c_void, compare_count: usize, resultv: *mut fi_ioc, rdesc: *mut *mut c_void, result_count: usize, flags: u64) -> isize {
     guard!(EOTHER_S, {
         null_check_ssize!(m);
         // SAFETY: m non-NULL.
@@ -426,6 +445,7 @@ unsafe extern "C" fn at_compwritemsg(e: *mut fid_ep, m: *const fi_msg_atomic, co
         l.nc = tryc!(unsafe { ioc_iovs(comparev, compare_count, m.datatype, &mut l.cmp) });
         // SAFETY: as above.
         l.nr = tryc!(unsafe { ioc_iovs(resultv, result_count, m.datatype, &mut l.res) });
+        l.rdesc = rdesc.cast_const();
         // SAFETY: as above.
         let k = tryc!(unsafe { remote_iocs(m.rma_iov, m.rma_iov_count, &mut r) });
         // SAFETY: fi_compare_atomicmsg contract.

@@ -13,7 +13,8 @@ use crate::error::{Error, Result, EINVAL, ENOMEM, ENOSYS};
 use crate::info::Info;
 use std::any::Any;
 use std::collections::VecDeque;
-use std::sync::Arc;
+use super::progress::Progress;
+use std::sync::{Arc, Weak};
 
 /// A provider's connection request (`FI_CONNREQ`): whatever it needs to
 /// accept or reject it later. The C edge wraps it in the `fid_t handle` of
@@ -109,6 +110,9 @@ pub struct Eq {
     last_err_data: Vec<u8>,
     wait: Option<Arc<WaitObj>>,
     hooks: Option<InfoHooks>,
+    /// Endpoints whose connection management is driven by reads of this
+    /// queue ([`EqBinding::drive`]): a read runs each once before it looks.
+    drivers: Vec<Weak<dyn Progress>>,
 }
 
 impl Drop for Eq {
@@ -136,6 +140,7 @@ impl Eq {
             last_err_data: Vec::new(),
             wait: WaitObj::new(wait_obj)?.map(Arc::new),
             hooks: None,
+            drivers: Vec::new(),
         })
     }
     /// Set by the C edge before the EQ is handed to anyone: without hooks a
@@ -329,6 +334,17 @@ impl EqBinding {
         }
         r
     }
+    /// Makes reads of the EQ drive `ep` (one round of its progress before
+    /// each read), for a provider whose connection events come from a
+    /// channel it polls rather than from a thread of its own. The EQ holds
+    /// it weakly: a closed endpoint drops out.
+    pub fn drive(&self, ep: Weak<dyn Progress>) {
+        let mut q = self.eq.lock();
+        q.drivers.retain(|d| d.strong_count() > 0);
+        if !q.drivers.iter().any(|d| Weak::ptr_eq(d, &ep)) {
+            q.drivers.push(ep);
+        }
+    }
 }
 
 fn attempt(r: Result<(u32, usize)>) -> Result<Option<(u32, usize)>> {
@@ -340,6 +356,19 @@ fn attempt(r: Result<(u32, usize)>) -> Result<Option<(u32, usize)>> {
 }
 
 impl Locked<Eq> {
+    /// Runs the progress of the endpoints that drive this EQ
+    /// ([`EqBinding::drive`]), with the EQ's lock released so they can
+    /// queue events. Nothing to do (one lock, no allocation) when none do.
+    pub fn progress(&self) -> usize {
+        let drivers: Vec<Arc<dyn Progress>> = {
+            let q = self.lock();
+            if q.drivers.is_empty() {
+                return 0;
+            }
+            q.drivers.iter().filter_map(Weak::upgrade).collect()
+        };
+        drivers.iter().map(|d| d.progress()).sum()
+    }
     /// `fi_eq_sread` on a shared EQ; the lock is dropped while sleeping.
     pub fn sread(&self, buf: &mut [u8], timeout: i32, flags: u64, progress: &mut dyn FnMut()) -> Result<(u32, usize)> {
         let w = self.lock().wait.clone().ok_or(ENOSYS)?;

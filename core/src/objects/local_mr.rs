@@ -145,6 +145,8 @@ pub struct LocalMr {
     tag: usize,
     regs: Arc<LocalRegs>,
     dmabuf: Option<DmabufMap>,
+    /// The provider's word for the registration (verbs: the local key).
+    word: u64,
 }
 
 impl LocalMr {
@@ -203,10 +205,30 @@ impl LocalRegs {
     /// The local side of a new registration (with the CPU mapping of its
     /// dma-buf, if it has one).
     pub fn register(self: &Arc<Self>, dmabuf: Option<DmabufMap>) -> Box<LocalMr> {
+        self.register_word(dmabuf, 0)
+    }
+
+    /// As [`LocalRegs::register`], with a word of the provider's that
+    /// [`LocalRegs::word`] gives back for the descriptor (verbs keeps the
+    /// local key there, so a data operation finds it without a lookup).
+    pub fn register_word(self: &Arc<Self>, dmabuf: Option<DmabufMap>, word: u64) -> Box<LocalMr> {
         if dmabuf.is_some() {
             self.dmabuf.fetch_add(1, Ordering::Relaxed);
         }
-        Box::new(LocalMr { tag: tag(), regs: self.clone(), dmabuf })
+        Box::new(LocalMr { tag: tag(), regs: self.clone(), dmabuf, word })
+    }
+
+    /// The provider's word of buffer `i`'s descriptor, after the checks of
+    /// [`LocalRegs::check`] (`None`: no descriptor of ours, allowed only
+    /// where `need` is false or the buffer is empty, or without
+    /// `FI_MR_LOCAL`).
+    ///
+    /// # Safety
+    /// As [`LocalRegs::check`]; `descs` holds more than `i` entries.
+    #[inline]
+    pub unsafe fn word(&self, descs: Descs, i: usize, len: usize, need: bool) -> Result<Option<u64>> {
+        // SAFETY: forwarded contract.
+        Ok(unsafe { self.resolve(descs, i, len, need)? }.map(|m| m.word))
     }
 
     /// Whether data operations must look at their descriptors.

@@ -57,6 +57,9 @@ pub enum Call {
     EfaCreateDriverQp { pd: usize, driver_qp_type: u32 },
     PollCq { cq: usize, n: c_int, wc: usize },
     ReqNotifyCq { cq: usize, solicited_only: c_int },
+    /// `ibv_get_cq_event` that handed out an event of `cq`.
+    GetCqEvent { channel: usize, cq: usize },
+    AckCqEvents { cq: usize, n: c_uint },
     PostSend { qp: usize, wr: usize, bad: usize },
     PostRecv { qp: usize, wr: usize, bad: usize },
     PostSrqRecv { srq: usize, wr: usize, bad: usize },
@@ -167,6 +170,15 @@ pub struct World {
     pub fail: HashMap<&'static str, c_int>,
     /// What the data-path slots return.
     pub post_rc: c_int,
+    /// Completion channels as a device's: with the loopback, a completion
+    /// queued on a CQ armed by `ibv_req_notify_cq` becomes an event on its
+    /// channel, whose fd is readable until `ibv_get_cq_event` has taken
+    /// every event (off: the fd is always readable under the loopback).
+    pub comp_events: bool,
+    /// CQs armed by `ibv_req_notify_cq` (`comp_events`).
+    armed: std::collections::HashSet<usize>,
+    /// Channel -> CQs with an event waiting.
+    cq_events: HashMap<usize, std::collections::VecDeque<usize>>,
     // Boxed: device lists point at them while the Vec grows.
     #[allow(clippy::vec_box)]
     devices: Vec<Box<ibv_device>>,
@@ -193,6 +205,9 @@ fn new_world() -> World {
     efa_device: false,
     fail: HashMap::new(),
     post_rc: 0,
+    comp_events: false,
+    armed: std::collections::HashSet::new(),
+    cq_events: HashMap::new(),
     devices: Vec::new(),
     lists: HashMap::new(),
     next_handle: 1,
@@ -624,13 +639,16 @@ unsafe extern "C" fn create_cq(
         set_errno(e);
         return null_mut();
     }
-    Box::into_raw(Box::new(ibv_cq { context: ctx, cq_context, cqe, handle: handle(), ..Default::default() }))
+    Box::into_raw(Box::new(ibv_cq { context: ctx, channel, cq_context, cqe, handle: handle(), ..Default::default() }))
 }
 
 unsafe extern "C" fn create_comp_channel(ctx: *mut ibv_context) -> *mut ibv_comp_channel {
     // An fd that is never readable: the stand-in has no events; under
     // the loopback one that is always readable, so pollers look every time.
-    let init = u32::from(with(|w| w.loopback.is_some()));
+    // With `comp_events`, an eventfd written when an armed CQ of the
+    // loopback gets a completion (`loop_complete`) and emptied when
+    // `ibv_get_cq_event` has handed out every event.
+    let init = u32::from(with(|w| w.loopback.is_some() && !w.comp_events));
     // SAFETY: no memory-safety preconditions; the fd is closed by destroy.
     let fd = unsafe { libc::eventfd(init, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
     Box::into_raw(Box::new(ibv_comp_channel { context: ctx, fd, refcnt: 0 }))
@@ -644,12 +662,34 @@ unsafe extern "C" fn destroy_comp_channel(ch: *mut ibv_comp_channel) -> c_int {
     0
 }
 
-unsafe extern "C" fn get_cq_event(_ch: *mut ibv_comp_channel, _cq: *mut *mut ibv_cq, _ctx: *mut *mut c_void) -> c_int {
-    set_errno(libc::EAGAIN);
-    -1
+unsafe extern "C" fn get_cq_event(ch: *mut ibv_comp_channel, cq: *mut *mut ibv_cq, ctx: *mut *mut c_void) -> c_int {
+    let (next, empty) = with(|w| {
+        let q = w.cq_events.entry(ch as usize).or_default();
+        let n = q.pop_front();
+        (n, q.is_empty())
+    });
+    if empty && with(|w| w.comp_events) {
+        let mut v = 0u64;
+        // SAFETY: the channel's own non-blocking eventfd; 8 bytes into `v`.
+        unsafe { libc::read((*ch).fd, (&mut v as *mut u64).cast(), 8) };
+    }
+    let Some(c) = next else {
+        set_errno(libc::EAGAIN);
+        return -1;
+    };
+    record(Call::GetCqEvent { channel: ch as usize, cq: c });
+    // SAFETY: the caller's out-parameters; `c` is a live CQ of `create_cq`
+    // (an event keeps it, as the real library's does).
+    unsafe {
+        *cq = c as *mut ibv_cq;
+        *ctx = (*(c as *mut ibv_cq)).cq_context;
+    }
+    0
 }
 
-unsafe extern "C" fn ack_cq_events(_cq: *mut ibv_cq, _n: c_uint) {}
+unsafe extern "C" fn ack_cq_events(cq: *mut ibv_cq, n: c_uint) {
+    record(Call::AckCqEvents { cq: cq as usize, n });
+}
 
 unsafe extern "C" fn destroy_cq(cq: *mut ibv_cq) -> c_int {
     record(Call::DestroyCq(cq as usize));
@@ -737,7 +777,7 @@ unsafe extern "C" fn destroy_qp(qp: *mut ibv_qp) -> c_int {
         l.rq.remove(&(qp as usize));
         l.waiting.remove(&(qp as usize))
     });
-    for (src, wr_id, _, _) in lost.into_iter().flatten() {
+    for (src, wr_id, _, _, _) in lost.into_iter().flatten() {
         loop_complete(src, true, ibv_wc { wr_id, status: WC_RETRY_EXC_ERR, opcode: IBV_WC_SEND, ..Default::default() });
     }
     // SAFETY: a QP of `new_qp`, freed once.
@@ -836,7 +876,10 @@ unsafe extern "C" fn poll_cq(cq: *mut ibv_cq, n: c_int, wc: *mut ibv_wc) -> c_in
 
 unsafe extern "C" fn req_notify_cq(cq: *mut ibv_cq, solicited_only: c_int) -> c_int {
     record(Call::ReqNotifyCq { cq: cq as usize, solicited_only });
-    with(|w| w.post_rc)
+    with(|w| {
+        w.armed.insert(cq as usize);
+        w.post_rc
+    })
 }
 
 unsafe extern "C" fn post_send(qp: *mut ibv_qp, wr: *mut ibv_send_wr, bad: *mut *mut ibv_send_wr) -> c_int {
@@ -1232,7 +1275,17 @@ unsafe extern "C" fn cm_reject(id: *mut rdma_cm_id, data: *const c_void, len: u8
         // SAFETY: `len` readable bytes (the caller's).
         unsafe { std::slice::from_raw_parts(data.cast::<u8>(), usize::from(len)) }.to_vec()
     };
-    cm_record(CmCall::Reject { id: id as usize, private_data });
+    cm_record(CmCall::Reject { id: id as usize, private_data: private_data.clone() });
+    // On the loopback the connecting id hears `REJECTED` with the data.
+    let peer = with(|w| {
+        let l = w.loopback.as_mut()?;
+        let p = l.cm_peer.remove(&(id as usize))?;
+        l.cm_peer.remove(&p);
+        Some(p)
+    });
+    if let Some(p) = peer {
+        cm_queue(RDMA_CM_EVENT_REJECTED, p, 0, private_data);
+    }
     0
 }
 
@@ -1317,8 +1370,16 @@ pub fn rdmacm_fns() -> crate::rdmacm::RdmaCmFns {
 /// copied into the peer's oldest posted receive, completing on both
 /// sides; without one it waits, as an RC sender retries on
 /// receiver-not-ready, until the peer posts one. `rdma_disconnect` or
-/// destroying a connected id gives the peer `DISCONNECTED`. Sends only (no
-/// RDMA); no loss; completions in order.
+/// destroying a connected id gives the peer `DISCONNECTED`. Between
+/// connected RC QPs also: `SEND_WITH_IMM` (the receive completion carries
+/// `IBV_WC_WITH_IMM` and the immediate), RDMA writes (copied to
+/// `remote_addr` at once; `RDMA_WRITE_WITH_IMM` then consumes a posted
+/// receive at the peer, completing it as `IBV_WC_RECV_RDMA_WITH_IMM` with
+/// the length written), RDMA reads (copied from `remote_addr` at once), and
+/// the 8-byte atomics (`ATOMIC_CMP_AND_SWP`, `ATOMIC_FETCH_AND_ADD`: the
+/// old value into the local entry). Remote keys are recorded (`sent`), not
+/// checked: the addresses are this process's. No loss; completions in
+/// order.
 ///
 /// UD and SRD QPs (`IBV_QPT_UD`, `IBV_QPT_DRIVER`) made while the loopback
 /// is on join it at once: a send goes to the QP numbered `wr.ud.remote_qpn`
@@ -1352,7 +1413,80 @@ pub struct Loopback {
 
 /// A send waiting for a receive: source QP, wr_id, bytes, and for a
 /// datagram QP the source's QP number and GID.
-type Datagram = (usize, u64, Vec<u8>, Option<(u32, [u8; 16])>);
+/// Last: the immediate data (network order) and whether it came with an
+/// RDMA write (whose bytes are already placed and whose sender has its
+/// completion).
+type Datagram = (usize, u64, Vec<u8>, Option<(u32, [u8; 16])>, Option<(u32, bool)>);
+
+/// IBV_WC_COMP_SWAP, IBV_WC_FETCH_ADD
+const WC_COMP_SWAP: u32 = 3;
+const WC_FETCH_ADD: u32 = 4;
+
+/// The RDMA and atomic operations of `wr` between connected RC QPs (see
+/// `Loopback`); false for sends.
+///
+/// # Safety
+/// The memory `wr`'s list and remote address name is this process's,
+/// readable and writable.
+unsafe fn loop_rdma(src: usize, wr: &ibv_send_wr, bytes: &[u8]) -> bool {
+    // SAFETY: `wr.rdma` and `wr.atomic` are plain integers.
+    let (raddr, atomic) = unsafe { (wr.wr.rdma.remote_addr, wr.wr.atomic) };
+    let done = |opcode: u32, len: usize| loop_complete(src, true, ibv_wc { wr_id: wr.wr_id, status: IBV_WC_SUCCESS, opcode, byte_len: len as u32, ..Default::default() });
+    match wr.opcode {
+        IBV_WR_RDMA_WRITE | IBV_WR_RDMA_WRITE_WITH_IMM => {
+            // SAFETY: the caller's promise.
+            unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), raddr as *mut u8, bytes.len()) };
+            done(IBV_WC_RDMA_WRITE, bytes.len());
+            if wr.opcode == IBV_WR_RDMA_WRITE_WITH_IMM {
+                let Some(dst) = with(|w| w.loopback.as_ref().and_then(|l| l.qp_peer.get(&src).copied())) else { return true };
+                // SAFETY: `imm_data` is a plain integer.
+                let imm = unsafe { wr.imm.imm_data };
+                with(|w| {
+                    if let Some(l) = w.loopback.as_mut() {
+                        l.waiting.entry(dst).or_default().push_back((src, wr.wr_id, vec![0; bytes.len()], None, Some((imm, true))));
+                    }
+                });
+                loop_deliver(dst);
+            }
+            true
+        }
+        IBV_WR_RDMA_READ => {
+            let mut at = raddr;
+            let mut n = 0;
+            for i in 0..usize::try_from(wr.num_sge).unwrap_or(0) {
+                // SAFETY: the caller's promise.
+                unsafe {
+                    let g = *wr.sg_list.add(i);
+                    std::ptr::copy_nonoverlapping(at as *const u8, g.addr as *mut u8, g.length as usize);
+                    at += u64::from(g.length);
+                    n += g.length as usize;
+                }
+            }
+            done(IBV_WC_RDMA_READ, n);
+            true
+        }
+        IBV_WR_ATOMIC_CMP_AND_SWP | IBV_WR_ATOMIC_FETCH_AND_ADD => {
+            // SAFETY: the caller's promise: 8 bytes at the remote address
+            // and in the first entry.
+            unsafe {
+                let p = atomic.remote_addr as *mut u64;
+                let old = p.read_unaligned();
+                let new = if wr.opcode == IBV_WR_ATOMIC_CMP_AND_SWP {
+                    if old == atomic.compare_add { atomic.swap } else { old }
+                } else {
+                    old.wrapping_add(atomic.compare_add)
+                };
+                p.write_unaligned(new);
+                if wr.num_sge > 0 {
+                    ((*wr.sg_list).addr as *mut u64).write_unaligned(old);
+                }
+            }
+            done(if wr.opcode == IBV_WR_ATOMIC_CMP_AND_SWP { WC_COMP_SWAP } else { WC_FETCH_ADD }, 8);
+            true
+        }
+        _ => false,
+    }
+}
 
 /// IBV_WC_RETRY_EXC_ERR
 const WC_RETRY_EXC_ERR: u32 = 12;
@@ -1381,7 +1515,7 @@ unsafe fn loop_send(src: usize, wr: &ibv_send_wr) {
         };
         with(|w| {
             if let Some(l) = w.loopback.as_mut() {
-                l.waiting.entry(dst).or_default().push_back((src, wr.wr_id, bytes, Some(me)));
+                l.waiting.entry(dst).or_default().push_back((src, wr.wr_id, bytes, Some(me), None));
             }
         });
         loop_deliver(dst);
@@ -1392,9 +1526,16 @@ unsafe fn loop_send(src: usize, wr: &ibv_send_wr) {
         loop_complete(src, true, ibv_wc { wr_id: wr.wr_id, status: IBV_WC_WR_FLUSH_ERR, opcode: IBV_WC_SEND, ..Default::default() });
         return;
     };
+    // SAFETY: the caller's promise.
+    if unsafe { loop_rdma(src, wr, &bytes) } {
+        return;
+    }
+    // SAFETY: `imm_data` is a plain integer.
+    let imm_data = unsafe { wr.imm.imm_data };
+    let imm = (wr.opcode == IBV_WR_SEND_WITH_IMM).then_some((imm_data, false));
     with(|w| {
         if let Some(l) = w.loopback.as_mut() {
-            l.waiting.entry(dst).or_default().push_back((src, wr.wr_id, bytes, None));
+            l.waiting.entry(dst).or_default().push_back((src, wr.wr_id, bytes, None, imm));
         }
     });
     loop_deliver(dst);
@@ -1410,13 +1551,23 @@ fn loop_recv(qp: usize, wr_id: u64, addr: u64, len: u32) {
 }
 
 fn loop_complete(qp: usize, send: bool, wc: ibv_wc) {
-    with(|w| {
-        if let Some(l) = w.loopback.as_mut() {
-            if let Some(&(s, r)) = l.cqs_of.get(&qp) {
-                l.cqs.entry(if send { s } else { r }).or_default().push_back(wc);
-            }
-        }
+    let cq = with(|w| {
+        let l = w.loopback.as_mut()?;
+        let &(s, r) = l.cqs_of.get(&qp)?;
+        let cq = if send { s } else { r };
+        l.cqs.entry(cq).or_default().push_back(wc);
+        (w.comp_events && w.armed.remove(&cq)).then_some(cq)
     });
+    // An armed CQ: one event on its channel.
+    // SAFETY: a live CQ of `create_cq` (its QP completes into it).
+    let Some((cq, ch)) = cq.map(|c| (c, unsafe { (*(c as *mut ibv_cq)).channel })) else { return };
+    if ch.is_null() {
+        return;
+    }
+    with(|w| w.cq_events.entry(ch as usize).or_default().push_back(cq));
+    let one = 1u64;
+    // SAFETY: the channel's own eventfd; 8 bytes from `one`.
+    unsafe { libc::write((*ch).fd, (&one as *const u64).cast(), 8) };
 }
 
 /// Matches the sends waiting for `dst` with its posted receives.
@@ -1431,15 +1582,20 @@ fn loop_deliver(dst: usize) {
             let s = l.waiting.get_mut(&dst)?.pop_front()?;
             Some((r, s))
         });
-        let Some(((rid, addr, len), (src, sid, bytes, from))) = next else { return };
-        let fits = bytes.len() <= len as usize;
-        if fits {
+        let Some(((rid, addr, len), (src, sid, bytes, from, imm))) = next else { return };
+        let write = imm.is_some_and(|i| i.1);
+        let fits = write || bytes.len() <= len as usize;
+        if fits && !write {
             // SAFETY: a posted receive names writable memory of `len` bytes
             // (the poster's promise).
             unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), addr as *mut u8, bytes.len()) };
         }
         let (rs, ss) = if fits { (IBV_WC_SUCCESS, IBV_WC_SUCCESS) } else { (1, 9) };
-        let mut wc = ibv_wc { wr_id: rid, status: rs, opcode: IBV_WC_RECV, byte_len: bytes.len() as u32, ..Default::default() };
+        let mut wc = ibv_wc { wr_id: rid, status: rs, opcode: if write { IBV_WC_RECV_RDMA_WITH_IMM } else { IBV_WC_RECV }, byte_len: bytes.len() as u32, ..Default::default() };
+        if let Some((data, _)) = imm {
+            wc.wc_flags = IBV_WC_WITH_IMM;
+            wc.imm = ibv_wc_imm { imm_data: data };
+        }
         if let Some((qpn, gid)) = from {
             let dst_ctx = with(|w| w.loopback.as_ref().and_then(|l| l.ud.get(&dst).copied()));
             // The receiver's QP is live (it posted the receive); its context
@@ -1451,7 +1607,9 @@ fn loop_deliver(dst: usize) {
             wc.slid = with(|w| w.ahs.values().find(|a| a.ctx == ctx && a.dgid == gid).map_or(0xffff, |a| a.ahn));
         }
         loop_complete(dst, false, wc);
-        loop_complete(src, true, ibv_wc { wr_id: sid, status: ss, opcode: IBV_WC_SEND, ..Default::default() });
+        if !write {
+            loop_complete(src, true, ibv_wc { wr_id: sid, status: ss, opcode: IBV_WC_SEND, ..Default::default() });
+        }
     }
 }
 

@@ -688,7 +688,7 @@ mod tests {
         let src: Vec<u8> = (0..2000u32).map(|k| k as u8 ^ 0x5a).collect();
         let iov = [Iov { base: src.as_ptr() as usize, len: src.len() }];
         let rma = [RmaIov { addr: 16, len: src.len(), key }];
-        let op = RmaOp { iov: &iov, rma: &rma, dest: 0, context: 400, data: 0, flags: 0, no_completion: false };
+        let op = RmaOp { iov: &iov, desc: rfabric_core::provider::Descs::NONE, rma: &rma, dest: 0, context: 400, data: 0, flags: 0, no_completion: false };
         // SAFETY: `src` outlives the write (its completion is awaited).
         unsafe { a.eng.rma(p, &op, true) }.unwrap();
         assert_eq!(next(&mut a, &mut b, false).map(|c| c.0), Ok(400));

@@ -330,7 +330,7 @@ mod tests {
         let iov = [Iov { base: data.as_ptr() as usize, len: data.len() }];
         let rma = [RmaIov { addr: 100, len: data.len(), key: reg.key }];
         // SAFETY: `data` outlives the completion.
-        unsafe { p.b.ep.rma_write(&RmaOp { iov: &iov, rma: &rma, dest: p.b.peer, context: 30, data: 0, flags: 0, no_completion: false }) }.unwrap();
+        unsafe { p.b.ep.rma_write(&RmaOp { iov: &iov, desc: rfabric_core::provider::Descs::NONE, rma: &rma, dest: p.b.peer, context: 30, data: 0, flags: 0, no_completion: false }) }.unwrap();
         assert_eq!(next(&p.b.cq, &p.a.cq).unwrap()[0], 30);
         assert!(target[100..3100] == data[..]);
         p.d.mr_close(reg.key).unwrap();

@@ -846,7 +846,7 @@ impl Objects {
         let r = [RmaIov { addr: raddr, len, key }];
         match sel % 4 {
             0 | 1 => {
-                let op = RmaOp { iov: &iov, rma: &r, dest: self.to_x, context: ctx, data: raddr, flags: if sel & 4 != 0 { FI_REMOTE_CQ_DATA } else { 0 }, no_completion: false };
+                let op = RmaOp { iov: &iov, desc: rfabric_core::provider::Descs::NONE, rma: &r, dest: self.to_x, context: ctx, data: raddr, flags: if sel & 4 != 0 { FI_REMOTE_CQ_DATA } else { 0 }, no_completion: false };
                 // SAFETY: `local` outlives A (fields drop in declaration
                 // order, A first), so it stays valid until completion.
                 let _ = unsafe { if sel & 3 == 0 { self.a.rma_write(&op) } else { self.a.rma_read(&op) } };
@@ -869,6 +869,7 @@ impl Objects {
                     iov: &iov,
                     compare: if kind == AtomicKind::Compare { &cmp } else { &[] },
                     result: if kind == AtomicKind::Write { &[] } else { &res },
+                    result_desc: rfabric_core::provider::Descs::NONE,
                     rma: &r,
                     dest: self.to_x,
                     context: ctx,

@@ -10,9 +10,13 @@
 //!   domain and memory registration through the core's registration cache,
 //!   `FI_MR_DMABUF` through `ibv_reg_dmabuf_mr`);
 //! - `rc`: reliable-connected queue pairs whose connections librdmacm makes
-//!   (`rfabric_ibverbs::RdmaCm`, loaded at run time), as a Rust API, not
-//!   yet reachable through `fi_endpoint`; `rc_transport`: the same queue
-//!   pairs as the tcp crate's reliable connected transport;
+//!   (`rfabric_ibverbs::RdmaCm`, loaded at run time), as a Rust API;
+//!   `rc_transport`: the same queue pairs as the tcp crate's reliable
+//!   connected transport;
+//! - `msg`: `FI_EP_MSG` endpoints and passive endpoints on them
+//!   (`fi_endpoint`, `fi_passive_ep`, connection management from the EQ,
+//!   sends, receives, RMA and atomics as work requests on registered
+//!   buffers);
 //! - `rdm`: `FI_EP_RDM` endpoints, rudp's protocol engine over connections
 //!   of `rc_transport` (upstream's `verbs;ofi_rxm`).
 //!
@@ -20,6 +24,7 @@
 
 pub mod addr;
 pub mod discovery;
+pub mod msg;
 pub mod provider;
 pub mod rc;
 pub mod rc_transport;
@@ -27,6 +32,8 @@ pub mod rdm;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_msg;
 #[cfg(test)]
 mod tests_rc;
 #[cfg(test)]

@@ -5,10 +5,8 @@
 //! protection domain; `fi_mr_reg` goes through the core's registration
 //! cache (`rfabric_core::objects::mr_cache`) to `ibv_reg_mr`, and
 //! `fi_mr_regattr` with `FI_MR_DMABUF` to `ibv_reg_dmabuf_mr`. `FI_EP_RDM`
-//! offers, their domains and endpoints are `crate::rdm`'s. `FI_EP_MSG`
-//! endpoints are not offered through `fi_endpoint` yet (`-FI_ENOSYS`): the
-//! RC queue pairs and connection management exist as a Rust API (`rc`,
-//! `rdmacm`).
+//! offers, their domains and endpoints are `crate::rdm`'s; `FI_EP_MSG`
+//! endpoints, passive endpoints, CQs and counters are `crate::msg`'s.
 //!
 //! Its unsafe code: the fabric's `domain` (the trait's), and the two
 //! registration calls, which hand memory and a file descriptor to libibverbs.
@@ -17,11 +15,12 @@ use crate::discovery::{probe, DomainSpec, Probe};
 use rfabric_core::abi::*;
 use rfabric_core::error::{Error, Result, EINVAL, ENODATA};
 use rfabric_core::info::{DomainAttr, EpAttr, FabricAttr, Info};
+use rfabric_core::objects::cq::CqAttr;
 use rfabric_core::objects::local_mr::LocalRegs;
 use rfabric_core::objects::mr_cache::MrCache;
-use rfabric_core::provider::{Domain, Fabric, MrReg, MrReq, Provider};
+use rfabric_core::provider::{CompletionQueue, ConnReq, Counter, Domain, Endpoint, Fabric, MrReg, MrReq, PassiveEndpoint, Provider};
 use rfabric_ibverbs::sys::*;
-use rfabric_ibverbs::{Context, Mr, Pd, Verbs};
+use rfabric_ibverbs::{CompChannel, Context, Mr, Pd, RdmaCm, Verbs};
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::os::fd::BorrowedFd;
@@ -30,7 +29,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 pub const NAME: &str = "verbs";
 pub const VERSION: u32 = fi_version(FI_MAJOR_VERSION, FI_MINOR_VERSION);
 
-pub const CAPS: u64 = FI_MSG | FI_RMA | FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE | FI_LOCAL_COMM | FI_REMOTE_COMM;
+pub const CAPS: u64 = FI_MSG | FI_RMA | FI_ATOMIC | FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE | FI_LOCAL_COMM | FI_REMOTE_COMM;
 /// `FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY`.
 pub const MR_MODE: i32 = (FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY) as i32;
 
@@ -119,7 +118,8 @@ pub fn offer(d: &DomainSpec, addr: &crate::addr::Addr) -> Info {
     };
     let rx = fi_rx_attr {
         caps: CAPS & !(FI_SEND | FI_READ | FI_WRITE),
-        mode: 0,
+        // A write with remote CQ data consumes a posted receive.
+        mode: FI_RX_CQ_DATA,
         op_flags: 0,
         msg_order: tx.msg_order,
         comp_order: FI_ORDER_STRICT,
@@ -232,7 +232,12 @@ impl Fabric for VerbsFabric {
         if info.ep_type() == FI_EP_RDM {
             return crate::rdm::domain(&self.verbs, self.cm.clone(), spec, info);
         }
-        Ok(Box::new(VerbsDomain::open(&self.verbs, spec)?))
+        let mut d = VerbsDomain::open(&self.verbs, spec)?;
+        d.cm = self.cm.clone();
+        Ok(Box::new(d))
+    }
+    fn passive_ep(&self, info: &Info) -> Result<Box<dyn PassiveEndpoint>> {
+        crate::msg::passive_ep(self.cm.as_ref(), info)
     }
 }
 
@@ -251,6 +256,10 @@ pub struct VerbsDomain {
     /// one registration to each registration of the same memory).
     mrs: Mutex<HashMap<u64, Vec<Arc<Mr>>>>,
     local: Arc<LocalRegs>,
+    /// librdmacm, for `FI_EP_MSG` endpoints.
+    cm: Option<RdmaCm>,
+    /// The completion channel of the endpoints' CQs (made with the first).
+    comp: OnceLock<CompChannel>,
 }
 
 /// `FI_*` access bits as `IBV_ACCESS_*`. Local write is asked for when
@@ -282,6 +291,8 @@ impl VerbsDomain {
             cache: MrCache::new(NAME),
             mrs: Mutex::new(HashMap::new()),
             local: LocalRegs::new(MR_MODE as u64),
+            cm: None,
+            comp: OnceLock::new(),
         })
     }
 
@@ -296,6 +307,30 @@ impl VerbsDomain {
     }
     pub fn cache(&self) -> &MrCache<Mr> {
         &self.cache
+    }
+    pub fn regs(&self) -> &Arc<LocalRegs> {
+        &self.local
+    }
+    pub fn rdmacm(&self) -> Option<&RdmaCm> {
+        self.cm.as_ref()
+    }
+    /// The domain's completion channel (non-blocking), made on first use.
+    pub fn comp_channel(&self) -> Result<&CompChannel> {
+        if let Some(c) = self.comp.get() {
+            return Ok(c);
+        }
+        let c = self.ctx.create_comp_channel().map_err(verr)?;
+        // SAFETY: fcntl on the channel's own fd; failure leaves it blocking
+        // (and a drain would then wait), which F_SETFL does not do.
+        unsafe {
+            let fl = libc::fcntl(c.fd(), libc::F_GETFL);
+            libc::fcntl(c.fd(), libc::F_SETFL, fl | libc::O_NONBLOCK);
+        }
+        Ok(self.comp.get_or_init(|| c))
+    }
+    /// With librdmacm (a domain opened outside a fabric: tests).
+    pub fn set_rdmacm(&mut self, cm: RdmaCm) {
+        self.cm = Some(cm);
     }
 
     fn register(&self, req: &MrReq) -> Result<Arc<Mr>> {
@@ -331,8 +366,26 @@ impl Domain for VerbsDomain {
     fn mr_reg(&self, req: &MrReq) -> Result<MrReg> {
         let mr = self.register(req)?;
         let key = u64::from(mr.rkey());
+        // The descriptor carries the local key, for the work requests.
+        let local = self.local.register_word(None, u64::from(mr.lkey()));
         self.mrs.lock().unwrap_or_else(|p| p.into_inner()).entry(key).or_default().push(mr);
-        Ok(MrReg { key, local: Some(self.local.register(None)) })
+        Ok(MrReg { key, local: Some(local) })
+    }
+
+    fn endpoint(&self, info: &Info) -> Result<Box<dyn Endpoint>> {
+        crate::msg::endpoint(self, info)
+    }
+    fn accept_endpoint(&self, info: &Info, req: ConnReq) -> Result<Box<dyn Endpoint>> {
+        crate::msg::accept_endpoint(self, info, req)
+    }
+    fn cq_open(&self, attr: &CqAttr) -> Result<Arc<dyn CompletionQueue>> {
+        crate::msg::cq_open(self, attr)
+    }
+    fn cntr_open(&self, events: u32, wait_obj: u32) -> Result<Arc<dyn Counter>> {
+        crate::msg::cntr_open(events, wait_obj)
+    }
+    fn query_atomic(&self, kind: rfabric_core::provider::AtomicKind, op: u32, datatype: u32) -> Result<(usize, usize)> {
+        crate::msg::atomic_valid(kind, op, datatype)
     }
 
     fn mr_close(&self, key: u64) -> Result<()> {

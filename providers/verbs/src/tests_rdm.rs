@@ -204,7 +204,7 @@ fn an_rma_write_is_emulated_into_the_rdm_domains_registration() {
     let data = pattern(70_000, 3);
     let iov = [Iov { base: data.as_ptr() as usize, len: data.len() }];
     let rma = [RmaIov { addr: 1000, len: data.len(), key: reg.key }];
-    let op = RmaOp { iov: &iov, rma: &rma, dest: p.a.peer, context: 5, data: 0, flags: 0, no_completion: false };
+    let op = RmaOp { iov: &iov, desc: rfabric_core::provider::Descs::NONE, rma: &rma, dest: p.a.peer, context: 5, data: 0, flags: 0, no_completion: false };
     // SAFETY: `data` outlives the completion.
     unsafe { p.a.ep.rma_write(&op) }.unwrap();
     let c = next(&p.a.cq, &p.b.cq).unwrap();

@@ -1058,7 +1058,7 @@ mod tests {
     fn rma(ep: &dyn Endpoint, write: bool, buf: &mut [u8], dest: u64, addr: u64, key: u64, ctx: usize, flags: u64, data: u64) -> Result<()> {
         let iov = [Iov { base: buf.as_mut_ptr() as usize, len: buf.len() }];
         let r = [RmaIov { addr, len: buf.len(), key }];
-        let op = RmaOp { iov: &iov, rma: &r, dest, context: ctx, data, flags, no_completion: false };
+        let op = RmaOp { iov: &iov, desc: rfabric_core::provider::Descs::NONE, rma: &r, dest, context: ctx, data, flags, no_completion: false };
         // SAFETY: buf outlives the completion in these tests.
         unsafe {
             if write {
@@ -1116,7 +1116,7 @@ mod tests {
         let iov = [Iov { base: opd.as_ptr() as usize, len: 8 }];
         let riov = [Iov { base: res.as_mut_ptr() as usize, len: 8 }];
         let r = [RmaIov { addr: base, len: 1, key }];
-        let op = AtomicOp { kind: AtomicKind::Fetch, op: FI_SUM, datatype: FI_UINT64, iov: &iov, compare: &[], result: &riov, rma: &r, dest: to_b, context: 24, data: 0, flags: 0, no_completion: false };
+        let op = AtomicOp { kind: AtomicKind::Fetch, op: FI_SUM, datatype: FI_UINT64, iov: &iov, compare: &[], result: &riov, result_desc: rfabric_core::provider::Descs::NONE, rma: &r, dest: to_b, context: 24, data: 0, flags: 0, no_completion: false };
         // SAFETY: buffers live on this frame until the completion.
         unsafe { a.atomic(&op) }.unwrap();
         assert_eq!(next(&cq), Err(libc::EINVAL));
@@ -1169,7 +1169,7 @@ mod tests {
         let iov = [Iov { base: opd.as_ptr() as usize, len: 8 }];
         let riov = [Iov { base: res.as_mut_ptr() as usize, len: 8 }];
         let r = [RmaIov { addr: base, len: 1, key }];
-        let op = AtomicOp { kind: AtomicKind::Fetch, op: FI_SUM, datatype: FI_UINT64, iov: &iov, compare: &[], result: &riov, rma: &r, dest: s.to_b, context: 15, data: 0, flags: 0, no_completion: false };
+        let op = AtomicOp { kind: AtomicKind::Fetch, op: FI_SUM, datatype: FI_UINT64, iov: &iov, compare: &[], result: &riov, result_desc: rfabric_core::provider::Descs::NONE, rma: &r, dest: s.to_b, context: 15, data: 0, flags: 0, no_completion: false };
         // SAFETY: buffers live on this frame until the completion.
         unsafe { s.a.atomic(&op) }.unwrap();
         assert_eq!(next(&s.cq).unwrap(), (15, FI_ATOMIC | FI_READ, 0));
