@@ -395,10 +395,11 @@ impl<D: Device> Engine<D> {
 
     /// The fi_addr completions report for `p`.
     fn src_of(&mut self, p: PeerId) -> u64 {
-        let Some(av) = self.av.clone() else { return FI_ADDR_NOTAVAIL };
-        let g = av.generation();
+        // No Arc clone per arrival: only when the AV changed since.
+        let Some(g) = self.av.as_ref().map(|av| av.generation()) else { return FI_ADDR_NOTAVAIL };
         let st = self.peer_st(p);
         if st.av_gen != g {
+            let Some(av) = self.av.clone() else { return FI_ADDR_NOTAVAIL };
             let f = av.fi_addr_of(self.dev.peer_addr(p));
             let st = self.peer_st(p);
             st.fi_addr = f;

@@ -259,13 +259,22 @@ impl RudpAv {
     }
     /// What a completion reports as the source of a datagram from `from`.
     pub(crate) fn source_of(&self, from: &SocketAddr) -> u64 {
-        self.fi_addr_of(&crate::sockaddr::to_bytes(from))
+        let (b, n) = crate::sockaddr::to_array(from);
+        self.fi_addr_of(&b[..n])
     }
 }
 
 impl AddrMap for RudpAv {
     fn fi_addr_of(&self, raw: &[u8]) -> u64 {
         let g = self.av.read().unwrap_or_else(|e| e.into_inner());
+        // The key on the stack (addresses are short), padded to the AV's
+        // length: no allocation per lookup.
+        let mut key = [0u8; 64];
+        if self.addrlen <= key.len() {
+            let n = raw.len().min(self.addrlen);
+            key[..n].copy_from_slice(&raw[..n]);
+            return g.source_id(&key[..self.addrlen]);
+        }
         let mut key = raw.to_vec();
         key.resize(self.addrlen, 0);
         g.source_id(&key)

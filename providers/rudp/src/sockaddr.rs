@@ -11,6 +11,27 @@ pub const SIN6_LEN: usize = 28;
 const AF_INET: u16 = libc::AF_INET as u16;
 const AF_INET6: u16 = libc::AF_INET6 as u16;
 
+/// `to_bytes` into a buffer on the stack: the bytes are `buf[..n]`.
+pub fn to_array(a: &SocketAddr) -> ([u8; SIN6_LEN], usize) {
+    let mut buf = [0u8; SIN6_LEN];
+    match a {
+        SocketAddr::V4(v) => {
+            buf[0..2].copy_from_slice(&AF_INET.to_ne_bytes());
+            buf[2..4].copy_from_slice(&v.port().to_be_bytes());
+            buf[4..8].copy_from_slice(&v.ip().octets());
+            (buf, SIN_LEN)
+        }
+        SocketAddr::V6(v) => {
+            buf[0..2].copy_from_slice(&AF_INET6.to_ne_bytes());
+            buf[2..4].copy_from_slice(&v.port().to_be_bytes());
+            buf[4..8].copy_from_slice(&v.flowinfo().to_be_bytes());
+            buf[8..24].copy_from_slice(&v.ip().octets());
+            buf[24..28].copy_from_slice(&v.scope_id().to_ne_bytes());
+            (buf, SIN6_LEN)
+        }
+    }
+}
+
 pub fn to_bytes(a: &SocketAddr) -> Vec<u8> {
     match a {
         SocketAddr::V4(v) => {
@@ -95,5 +116,17 @@ mod tests {
         assert_eq!(from_bytes(&[0u8; 16]), None);
         assert_eq!(from_bytes(&to_bytes(&"1.2.3.4:5".parse().unwrap())[..15]), None);
         assert_eq!(to_string(&to_bytes(&"1.2.3.4:5".parse().unwrap())), "fi_sockaddr_in://1.2.3.4:5");
+    }
+}
+
+#[cfg(test)]
+mod to_array_tests {
+    #[test]
+    fn to_array_matches_to_bytes() {
+        for a in ["127.0.0.1:5000", "[::1]:7000", "[fe80::1%2]:9"] {
+            let Ok(a) = a.parse::<std::net::SocketAddr>() else { continue };
+            let (b, n) = super::to_array(&a);
+            assert_eq!(&b[..n], &super::to_bytes(&a)[..], "{a}");
+        }
     }
 }
