@@ -49,6 +49,10 @@ use std::time::{Duration, Instant};
 const HELLO: u8 = 1;
 const DATA: u8 = 2;
 const ACK: u8 = 3;
+/// A packet whose sender waits for its acknowledgement to complete an
+/// operation (`TOKEN_ON_ACK`): acknowledged at the end of the round, not
+/// lazily.
+const DATA_ACK: u8 = 4;
 
 /// How often held packets are offered to the engine again.
 const RETRY: Duration = Duration::from_micros(500);
@@ -130,6 +134,8 @@ struct In<C> {
     last_ack: Instant,
     /// Bytes taken since the last `Ack`.
     owed_bytes: usize,
+    /// A `DATA_ACK` packet was taken since the last `Ack`.
+    ack_now: bool,
     held: BTreeMap<u32, Vec<u8>>,
     held_bytes: usize,
     last_retry: Instant,
@@ -365,7 +371,7 @@ impl<T: Transport> ConnDevice<T> {
         let p = &mut self.peers[id as usize];
         p.instance = inst;
         p.last_heard = now;
-        p.inn = Some(In { c, rx_seq: 0, acked: 0, last_ack: now, owed_bytes: 0, held: BTreeMap::new(), held_bytes: 0, last_retry: now, paused: false });
+        p.inn = Some(In { c, rx_seq: 0, acked: 0, last_ack: now, owed_bytes: 0, ack_now: false, held: BTreeMap::new(), held_bytes: 0, last_retry: now, paused: false });
         self.read_in(id, now, batch);
     }
 
@@ -426,7 +432,8 @@ impl<T: Transport> ConnDevice<T> {
             }
             match i.c.recv() {
                 Ok(None) => return,
-                Ok(Some(m)) if !m.is_empty() && m[0] == DATA && m.len() > 1 => {
+                Ok(Some(m)) if !m.is_empty() && (m[0] == DATA || m[0] == DATA_ACK) && m.len() > 1 => {
+                    i.ack_now |= m[0] == DATA_ACK;
                     let start = batch.data.len();
                     batch.data.extend_from_slice(&m[1..]);
                     let seq = i.rx_seq;
@@ -488,6 +495,7 @@ impl<T: Transport> ConnDevice<T> {
         i.acked = a;
         i.last_ack = now;
         i.owed_bytes = 0;
+        i.ack_now = false;
         if let Err(e) = r {
             self.lose(id, &format!("its connection failed: {e}"), None);
         } else if i.c.queued() > 0 && !self.backlog.contains(&id) {
@@ -643,7 +651,7 @@ impl<T: Transport> Device for ConnDevice<T> {
             }
         }
         let now = Instant::now();
-        let kind = [DATA];
+        let kind = [if token & TOKEN_ON_ACK != 0 && self.cfg.complete_on_write { DATA_ACK } else { DATA }];
         let mut parts: [&[u8]; 8] = [&[]; 8];
         parts[0] = &kind;
         parts[1] = proto;
@@ -788,7 +796,7 @@ impl<T: Transport> Device for ConnDevice<T> {
             // completions do not wait for it, it waits for enough bytes
             // or `ACK_DELAY` (the timers), and stays off the reply's path.
             if self.cfg.complete_on_write {
-                let due = self.peers[id as usize].inn.as_ref().is_some_and(|i| i.owed_bytes >= self.cfg.max_inflight_bytes / 4 || now.saturating_duration_since(i.last_ack) >= ACK_DELAY);
+                let due = self.peers[id as usize].inn.as_ref().is_some_and(|i| i.ack_now || i.owed_bytes >= self.cfg.max_inflight_bytes / 4 || now.saturating_duration_since(i.last_ack) >= ACK_DELAY);
                 if !due {
                     k += 1;
                     continue;
