@@ -718,3 +718,16 @@ fn srx_bad_inputs() {
     standin::fail("ibv_create_srq", libc::ENOMEM);
     assert!(w.dom.srx_context(&rx_attr(0, 0, 0)).is_err());
 }
+
+#[test]
+fn hints_asking_for_a_shared_receive_context_match_the_msg_offer() {
+    let w = world();
+    let hints = Info { ep_attr: Some(rfabric_core::info::EpAttr { ep_type: FI_EP_MSG, rx_ctx_cnt: FI_SHARED_CONTEXT, ..Default::default() }), ..Default::default() };
+    assert!(rfabric_core::getinfo::check("verbs", &w.info, &hints, fi_version(1, 20)).is_ok());
+    let out = rfabric_core::getinfo::narrow(&w.info, &hints);
+    assert_eq!(out.ep_attr.unwrap().rx_ctx_cnt, FI_SHARED_CONTEXT);
+    // Without shared receive contexts the same hints match nothing.
+    let mut none = w.info.clone();
+    none.domain_attr.as_mut().unwrap().max_ep_srx_ctx = 0;
+    assert!(rfabric_core::getinfo::check("verbs", &none, &hints, fi_version(1, 20)).is_err());
+}
