@@ -28,7 +28,8 @@
 //!   whose completion carries the data. The work request and its
 //!   scatter list live on the stack; no lock and no allocation, except for
 //!   receives posted before the QP exists (the active side before its
-//!   route is resolved), which wait in a list under the endpoint's lock.
+//!   route is resolved, an accepted endpoint before `fi_enable` or
+//!   `fi_accept`), which wait in a list under the endpoint's lock.
 //! - Completions: a read of a bound CQ or counter polls the endpoint's
 //!   verbs CQ (`ibv_poll_cq`) and writes the core CQ (`ProgressCq`) and
 //!   counters (`ProgressCntr`). Work requests carry the operation's
