@@ -160,7 +160,7 @@ unsafe fn open_endpoint(d: *mut fid_domain, i: *mut fi_info, ep: *mut *mut fid_e
                 let addr_format = info.addr_format;
                 let inject_size = info.tx_attr.map_or(0, |t| t.inject_size);
                 // SAFETY: ep non-NULL; the domain outlives its endpoints (its count).
-                unsafe { crate::endpoint::publish_ep(obj, &h.children, op_flags, iov_limits, crate::endpoint::EpInit { xpu, connreq: req.unwrap_or(std::ptr::null_mut()), addr_format, inject_size }, ctx, ep) }
+                unsafe { crate::endpoint::publish_ep(obj, &h.children, op_flags, iov_limits, crate::endpoint::EpInit { xpu, connreq: req.unwrap_or(std::ptr::null_mut()), addr_format, inject_size, class: FI_CLASS_EP }, ctx, ep) }
             }
             Err(e) => e.to_c(),
         }
@@ -196,7 +196,31 @@ unsafe extern "C" fn domain_endpoint2(d: *mut fid_domain, i: *mut fi_info, ep: *
 enosys_fn!(domain_scalable_ep<DomainHandle>(*mut fid_domain, *mut fi_info, *mut *mut fid_ep, *mut c_void) -> c_int);
 enosys_fn!(domain_poll_open<DomainHandle>(*mut fid_domain, *mut fi_poll_attr, *mut *mut fid_poll) -> c_int);
 enosys_fn!(domain_stx_ctx<DomainHandle>(*mut fid_domain, *mut fi_tx_attr, *mut *mut fid_stx, *mut c_void) -> c_int);
-enosys_fn!(domain_srx_ctx<DomainHandle>(*mut fid_domain, *mut fi_rx_attr, *mut *mut fid_ep, *mut c_void) -> c_int);
+/// `fi_srx_context`: the provider's shared receive context, published as
+/// an endpoint handle of class `FI_CLASS_SRX_CTX` (`fi_recv*`, `fi_close`;
+/// endpoints join it with `fi_ep_bind`). A NULL `attr` is the defaults.
+unsafe extern "C" fn domain_srx_ctx(d: *mut fid_domain, attr: *mut fi_rx_attr, out: *mut *mut fid_ep, ctx: *mut c_void) -> c_int {
+    guard!(-FI_EOTHER, {
+        null_check!(out);
+        // SAFETY: checked against our ops table.
+        let Some(h) = (unsafe { DomainHandle::from_fid(d) }) else { return -FI_EINVAL };
+        let a = if attr.is_null() {
+            // SAFETY: fi_rx_attr is integers only; all zeros is its defaults.
+            unsafe { std::mem::zeroed::<fi_rx_attr>() }
+        } else {
+            // SAFETY: the caller's readable fi_rx_attr.
+            unsafe { *attr }
+        };
+        match h.obj.srx_context(&a) {
+            Ok(obj) => {
+                let init = crate::endpoint::EpInit { xpu: None, connreq: std::ptr::null_mut(), addr_format: 0, inject_size: 0, class: FI_CLASS_SRX_CTX };
+                // SAFETY: out non-NULL; the domain outlives its children (its count).
+                unsafe { crate::endpoint::publish_ep(obj, &h.children, (0, a.op_flags), (0, a.iov_limit), init, ctx, out) }
+            }
+            Err(e) => e.to_c(),
+        }
+    })
+}
 /// `fi_query_atomic`: flags `FI_FETCH_ATOMIC` or `FI_COMPARE_ATOMIC` (not
 /// both) select the call family; none means the base atomics. Unknown flags
 /// `-FI_EBADFLAGS`; an unsupported combination `-FI_EOPNOTSUPP`.

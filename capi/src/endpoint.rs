@@ -26,6 +26,9 @@ pub(crate) struct EpHandle {
     parent: *const RefCount,
     /// Reference counts of the CQs/AVs this endpoint is bound to.
     bound: Mutex<Vec<*const RefCount>>,
+    /// Endpoints bound to this one (a shared receive context): it does
+    /// not close while there are any.
+    refs: RefCount,
     /// `tx_attr->op_flags` / `rx_attr->op_flags` of the fi_info the endpoint
     /// was opened with: the flags of calls that take no flags argument.
     tx_op_flags: u64,
@@ -49,6 +52,8 @@ pub(crate) struct EpInit {
     pub(crate) connreq: *mut crate::pep::ConnReqHandle,
     pub(crate) addr_format: u32,
     pub(crate) inject_size: usize,
+    /// `FI_CLASS_EP`, or `FI_CLASS_SRX_CTX` for `fi_srx_context`.
+    pub(crate) class: usize,
 }
 
 /// What an endpoint's connection management keeps of its `fi_info`.
@@ -107,6 +112,10 @@ unsafe extern "C" fn ep_close(f: *mut fid) -> c_int {
     guard!(-FI_EOTHER, {
         // SAFETY: checked against our ops table.
         let Some(h) = (unsafe { ep(f) }) else { return -FI_EINVAL };
+        if h.refs.busy() {
+            rfabric_core::fi_warn!("core", FI_LOG_EP_CTRL, "fi_close: endpoints are still bound to this shared receive context");
+            return -FI_EBUSY;
+        }
         if let Some(x) = h.xpu.as_ref() {
             x.closing();
         }
@@ -151,6 +160,13 @@ unsafe extern "C" fn ep_bind(f: *mut fid, b: *mut fid, flags: u64) -> c_int {
             let Some(eq) = (unsafe { crate::eq::EqHandle::from_fid(b) }) else { return -FI_EINVAL };
             let binding = rfabric_core::provider::EqBinding { eq: eq.shared(), fid: f as usize, context: h.fid.fid.context as usize };
             return rc(h.obj.bind(Bind::Eq(&binding), flags));
+        } else if class == FI_CLASS_SRX_CTX {
+            // SAFETY: checked against our ops table.
+            let Some(s) = (unsafe { ep(b) }) else { return -FI_EINVAL };
+            if std::ptr::eq(s, h) {
+                return -FI_EINVAL;
+            }
+            (h.obj.bind(Bind::Srx(&*s.obj), flags), &s.refs as *const RefCount)
         } else if class == FI_CLASS_CNTR {
             // SAFETY: checked against the counter ops table.
             let Some(c) = (unsafe { CntrHandle::from_fid(b) }) else { return -FI_EINVAL };
@@ -724,7 +740,7 @@ pub(crate) unsafe fn publish_ep(
     parent.get();
     let h = Box::new(EpHandle {
         fid: fid_ep {
-            fid: fid { fclass: FI_CLASS_EP, context, ops: EpHandle::fi_ops_ptr() },
+            fid: fid { fclass: init.class, context, ops: EpHandle::fi_ops_ptr() },
             ops: &EP_OPS as *const fi_ops_ep as *mut fi_ops_ep,
             cm: &CM_OPS as *const fi_ops_cm as *mut fi_ops_cm,
             msg: &MSG_OPS as *const fi_ops_msg as *mut fi_ops_msg,
@@ -736,6 +752,7 @@ pub(crate) unsafe fn publish_ep(
         obj,
         parent,
         bound: Mutex::new(Vec::new()),
+        refs: RefCount(std::sync::atomic::AtomicUsize::new(0)),
         tx_op_flags: op_flags.0 & !OP_DEFAULTS,
         rx_op_flags: op_flags.1 & !OP_DEFAULTS,
         tx_iov_limit: limit(iov_limits.0),

@@ -3,7 +3,8 @@
 //! `fi_passive_ep`, `fi_listen`, `fi_connect`, `fi_eq_read`, `fi_endpoint`
 //! on the `FI_CONNREQ`'s info, `fi_accept`, `fi_mr_reg`, `fi_send`,
 //! `fi_recv`, `fi_writedata`, `fi_cq_read`, `fi_control(FI_GETWAIT)`,
-//! `fi_shutdown`, `fi_close`), with the provider table holding only a
+//! `fi_shutdown`, `fi_srx_context` shared by two accepted endpoints,
+//! `fi_close`), with the provider table holding only a
 //! verbs provider over the recording stand-ins (thread-local: everything
 //! runs in one test, on one thread). Its own test binary, so no other
 //! test builds the provider table first.
@@ -80,6 +81,15 @@ unsafe fn cq_read(cq: *mut fid_cq) -> Option<fi_cq_data_entry> {
 /// # Safety
 /// Live fabric and domain of the library; `info` one of theirs.
 unsafe fn open_ep(fabric: *mut fid_fabric, dom: *mut fid_domain, info: *mut fi_info, wait_obj: u32) -> (*mut fid_ep, *mut fid_eq, *mut fid_cq) {
+    // SAFETY: forwarded.
+    unsafe { open_ep_srx(fabric, dom, info, wait_obj, null_mut()) }
+}
+
+/// `open_ep`, bound first to the shared receive context `srx` when not NULL.
+///
+/// # Safety
+/// As `open_ep`; `srx` NULL or a live srx of the domain.
+unsafe fn open_ep_srx(fabric: *mut fid_fabric, dom: *mut fid_domain, info: *mut fi_info, wait_obj: u32, srx: *mut fid_ep) -> (*mut fid_ep, *mut fid_eq, *mut fid_cq) {
     let (mut ep, mut eq, mut cq) = (null_mut(), null_mut(), null_mut());
     let mut eqa = fi_eq_attr { size: 16, wait_obj: FI_WAIT_UNSPEC, ..Default::default() };
     let mut cqa = fi_cq_attr { size: 64, format: FI_CQ_FORMAT_DATA, wait_obj, ..Default::default() };
@@ -89,6 +99,9 @@ unsafe fn open_ep(fabric: *mut fid_fabric, dom: *mut fid_domain, info: *mut fi_i
         assert_eq!(((*(*dom).ops).cq_open.unwrap())(dom, &mut cqa, &mut cq, null_mut()), 0);
         assert_eq!(((*(*dom).ops).endpoint.unwrap())(dom, info, &mut ep, null_mut()), 0);
         let bind = (*(*ep).fid.ops).bind.unwrap();
+        if !srx.is_null() {
+            assert_eq!(bind(&mut (*ep).fid, &mut (*srx).fid, 0), 0);
+        }
         assert_eq!(bind(&mut (*ep).fid, &mut (*eq).fid, 0), 0);
         assert_eq!(bind(&mut (*ep).fid, &mut (*cq).fid, FI_TRANSMIT | FI_RECV), 0);
         assert_eq!(((*(*ep).fid.ops).control.unwrap())(&mut (*ep).fid, FI_ENABLE, null_mut()), 0);
@@ -217,6 +230,59 @@ fn fi_ep_msg_on_verbs_through_the_c_api() {
         assert_eq!(((*(*cli).cm).shutdown.unwrap())(cli, 0), 0);
         let (ev, fid, _, _) = eq_next(seq).unwrap();
         assert_eq!((ev, fid), (FI_SHUTDOWN, srv as usize));
+
+        // fi_srx_context: two more clients, connected to two accepted
+        // endpoints that share one shared receive context.
+        let srx_ctx = (*(*dom).ops).srx_ctx.unwrap();
+        let mut rxa: fi_rx_attr = std::mem::zeroed();
+        rxa.iov_limit = 99;
+        let mut srx: *mut fid_ep = null_mut();
+        assert_eq!(srx_ctx(dom, &mut rxa, &mut srx, null_mut()), -FI_EINVAL);
+        rxa.iov_limit = 0;
+        assert_eq!(srx_ctx(dom, &mut rxa, &mut srx, 0x5a as *mut c_void), 0);
+        assert_eq!((*srx).fid.fclass, FI_CLASS_SRX_CTX);
+        let mut shared = Vec::new();
+        for _ in 0..2 {
+            let (c, ceq2, ccq2) = open_ep(fabric, dom, info, FI_WAIT_NONE);
+            assert_eq!(((*(*c).cm).connect.unwrap())(c, (&srv_addr as *const libc::sockaddr_in).cast(), null(), 0), 0);
+            // Its EQ read moves the connection on to the request.
+            assert_eq!(eq_read(ceq2).err(), Some(-(FI_EAGAIN as isize)));
+            let (ev, _, rinfo, _) = eq_next(peq).unwrap();
+            assert_eq!(ev, FI_CONNREQ);
+            let (s, seq2, scq2) = open_ep_srx(fabric, dom, rinfo, FI_WAIT_NONE, srx);
+            rf_fi_freeinfo(rinfo);
+            assert_eq!(((*(*s).cm).accept.unwrap())(s, null(), 0), 0);
+            assert_eq!(eq_next(seq2).map(|e| e.0), Ok(FI_CONNECTED));
+            assert_eq!(eq_next(ceq2).map(|e| e.0), Ok(FI_CONNECTED));
+            shared.push((c, ceq2, ccq2, s, seq2, scq2));
+        }
+        // Receives posted once, on the srx.
+        let srx_recv = (*(*srx).msg).recv.unwrap();
+        assert_eq!(srx_recv(srx, rbuf.as_mut_ptr().cast(), 16, (*rmr).mem_desc, 0, 0x71 as *mut c_void), 0);
+        assert_eq!(srx_recv(srx, rbuf.as_mut_ptr().add(32).cast(), 16, (*rmr).mem_desc, 0, 0x72 as *mut c_void), 0);
+        // A bound endpoint posts none of its own; a connected one cannot
+        // be bound; the srx does not close while endpoints are bound.
+        let (c0, s0) = (shared[0].0, shared[0].3);
+        assert_eq!(((*(*s0).msg).recv.unwrap())(s0, rbuf.as_mut_ptr().cast(), 8, (*rmr).mem_desc, 0, null_mut()), -(FI_EOPBADSTATE as isize));
+        assert_eq!(((*(*c0).fid.ops).bind.unwrap())(&mut (*c0).fid, &mut (*srx).fid, 0), -FI_EOPBADSTATE);
+        assert_eq!(((*(*srx).fid.ops).close.unwrap())(&mut (*srx).fid), -FI_EBUSY);
+        let (one, two) = (*b"first client", *b"second client!");
+        let inject = |ep: *mut fid_ep, m: &[u8]| ((*(*ep).msg).inject.unwrap())(ep, m.as_ptr().cast(), m.len(), 0);
+        assert_eq!(inject(shared[1].0, &two), 0);
+        assert_eq!(inject(c0, &one), 0);
+        let e1 = cq_read(shared[1].5).unwrap();
+        assert_eq!((e1.op_context as usize, e1.flags, e1.len), (0x71, FI_MSG | FI_RECV, two.len()));
+        let e0 = cq_read(shared[0].5).unwrap();
+        assert_eq!((e0.op_context as usize, e0.flags, e0.len), (0x72, FI_MSG | FI_RECV, one.len()));
+        assert_eq!(&rbuf[..two.len()], &two);
+        assert_eq!(&rbuf[32..32 + one.len()], &one);
+        assert!(cq_read(shared[0].5).is_none() && cq_read(shared[1].5).is_none());
+        for (c, ceq2, ccq2, s, seq2, scq2) in shared {
+            for f in [&mut (*c).fid as *mut fid, &mut (*s).fid, &mut (*ccq2).fid, &mut (*scq2).fid, &mut (*ceq2).fid, &mut (*seq2).fid] {
+                close(f);
+            }
+        }
+        close(&mut (*srx).fid);
 
         for f in [&mut (*cli).fid as *mut fid, &mut (*srv).fid, &mut (*pep).fid, &mut (*smr).fid, &mut (*rmr).fid, &mut (*ccq).fid, &mut (*scq).fid, &mut (*ceq).fid, &mut (*seq).fid, &mut (*peq).fid, &mut (*dom).fid, &mut (*fabric).fid] {
             close(f);

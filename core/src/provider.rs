@@ -124,6 +124,12 @@ pub trait Domain: Send + Sync {
     fn accept_endpoint(&self, _info: &Info, _req: ConnReq) -> Result<Box<dyn Endpoint>> {
         Err(ENOSYS)
     }
+    /// `fi_srx_context`: a shared receive context, an endpoint whose
+    /// receives (`Endpoint::recv`) serve every endpoint bound to it
+    /// (`Bind::Srx`).
+    fn srx_context(&self, _attr: &crate::abi::fi_rx_attr) -> Result<Box<dyn Endpoint>> {
+        Err(ENOSYS)
+    }
     fn cq_open(&self, _attr: &CqAttr) -> Result<Arc<dyn CompletionQueue>> {
         Err(ENOSYS)
     }
@@ -230,6 +236,9 @@ pub enum Bind<'a> {
     Av(&'a Arc<dyn AddressVector>),
     Cntr(&'a Arc<dyn Counter>),
     Eq(&'a EqBinding),
+    /// A shared receive context of `Domain::srx_context` (the provider's
+    /// own object: it downcasts `Endpoint::as_any`).
+    Srx(&'a dyn Endpoint),
 }
 
 /// One buffer of an operation: application memory, by address.
@@ -327,6 +336,12 @@ pub struct AtomicOp<'a> {
 /// application memory that must stay valid until the operation completes
 /// (for `FI_INJECT` sends: until the call returns).
 pub trait Endpoint: Send + Sync {
+    /// The object itself, for a provider to recognise its own endpoints
+    /// (a shared receive context bound with `Bind::Srx`); `None` unless
+    /// the provider needs it.
+    fn as_any(&self) -> Option<&dyn Any> {
+        None
+    }
     fn bind(&self, _target: Bind<'_>, _flags: u64) -> Result<()> {
         Err(ENOSYS)
     }

@@ -86,6 +86,8 @@ pub struct VerbsFns {
     pub create_qp: unsafe extern "C" fn(pd: *mut ibv_pd, attr: *mut ibv_qp_init_attr) -> *mut ibv_qp,
     pub destroy_qp: unsafe extern "C" fn(qp: *mut ibv_qp) -> c_int,
     pub modify_qp: unsafe extern "C" fn(qp: *mut ibv_qp, attr: *mut ibv_qp_attr, attr_mask: c_int) -> c_int,
+    pub create_srq: unsafe extern "C" fn(pd: *mut ibv_pd, attr: *mut ibv_srq_init_attr) -> *mut ibv_srq,
+    pub destroy_srq: unsafe extern "C" fn(srq: *mut ibv_srq) -> c_int,
     /// An address handle for UD and SRD sends (`wr.ud.ah`).
     pub create_ah: unsafe extern "C" fn(pd: *mut ibv_pd, attr: *mut ibv_ah_attr) -> *mut ibv_ah,
     pub destroy_ah: unsafe extern "C" fn(ah: *mut ibv_ah) -> c_int,
@@ -217,6 +219,8 @@ impl VerbsFns {
             create_qp: lib.required("ibv_create_qp", V)?,
             destroy_qp: lib.required("ibv_destroy_qp", V)?,
             modify_qp: lib.required("ibv_modify_qp", V)?,
+            create_srq: lib.required("ibv_create_srq", V)?,
+            destroy_srq: lib.required("ibv_destroy_srq", V)?,
             create_ah: lib.required("ibv_create_ah", V)?,
             destroy_ah: lib.required("ibv_destroy_ah", V)?,
         } })

@@ -146,3 +146,18 @@ pub unsafe fn ibv_post_recv(qp: *mut ibv_qp, wr: *mut ibv_recv_wr, bad_wr: *mut 
         None => libc::EOPNOTSUPP,
     }
 }
+
+/// `ibv_post_srq_recv(srq, wr, bad_wr)`: `srq->context->ops.post_srq_recv(srq, wr, bad_wr)`.
+///
+/// # Safety
+/// `srq` must be a live SRQ; `wr` a valid list of work requests whose
+/// scatter/gather entries name registered memory that stays valid until
+/// their completions; `bad_wr` valid for a write.
+pub unsafe fn ibv_post_srq_recv(srq: *mut ibv_srq, wr: *mut ibv_recv_wr, bad_wr: *mut *mut ibv_recv_wr) -> c_int {
+    // SAFETY: a live SRQ points at its live context (the caller's promise).
+    match unsafe { (*(*srq).context).ops.post_srq_recv } {
+        // SAFETY: the provider's post_srq_recv for this SRQ; arguments as promised.
+        Some(f) => unsafe { f(srq, wr, bad_wr) },
+        None => libc::EOPNOTSUPP,
+    }
+}

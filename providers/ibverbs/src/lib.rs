@@ -9,7 +9,7 @@
 //! - `inline`: the header's static inline functions and macros (the data
 //!   path through `ibv_context_ops`, `ibv_query_port` through
 //!   `verbs_context`, `ibv_reg_mr`'s choice of function);
-//! - `Verbs`, `Context`, `Pd`, `Mr`, `Cq`, `Qp`, `Ah`: a small safe API of RAII
+//! - `Verbs`, `Context`, `Pd`, `Mr`, `Cq`, `Qp`, `Srq`, `Ah`: a small safe API of RAII
 //!   wrappers, and `Verbs::devices` for what the machine has.
 //!
 //! See `README.md` for what has run where (nothing on RDMA hardware yet).
@@ -34,6 +34,6 @@ mod tests;
 pub use error::{LoadError, VerbsError};
 pub use fns::{EfaFns, LibNames, VerbsFns};
 pub use info::{DeviceDetail, DeviceInfo, EfaInfo, LinkLayer, Mtu, NodeType, PortInfo, PortState, Transport};
-pub use objects::{Ah, CompChannel, Context, Cq, Mr, Pd, PostError, Qp};
+pub use objects::{Ah, CompChannel, Context, Cq, Mr, Pd, PostError, Qp, Srq};
 pub use rdmacm::{RdmaCm, RdmaCmFns};
 pub use verbs::Verbs;

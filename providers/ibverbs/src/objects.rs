@@ -252,6 +252,18 @@ impl Pd {
         self.qp("efadv_create_qp_ex", qp, send_cq, recv_cq, attr.cap)
     }
 
+    /// `ibv_create_srq`: a shared receive queue on this PD for `max_wr`
+    /// receives of up to `max_sge` entries each; QPs made with it (their
+    /// `srq` attribute) take their receives from it.
+    pub fn create_srq(&self, max_wr: u32, max_sge: u32) -> Result<Srq, VerbsError> {
+        let mut attr = ibv_srq_init_attr { attr: ibv_srq_attr { max_wr, max_sge, srq_limit: 0 }, ..Default::default() };
+        // SAFETY: a live PD of this library; `attr` is readable and
+        // writable (libibverbs writes the sizes it gave back).
+        let srq = unsafe { (self.lib().fns.create_srq)(self.as_ptr(), &mut attr) };
+        let srq = NonNull::new(srq).ok_or_else(|| VerbsError::last("ibv_create_srq"))?;
+        Ok(Srq { inner: Arc::new(SrqInner { pd: self.inner.clone(), srq }) })
+    }
+
     /// `ibv_create_ah`: an address handle for sends from a UD or SRD QP
     /// of this PD (`wr.ud.ah`).
     pub fn create_ah(&self, attr: &ibv_ah_attr) -> Result<Ah, VerbsError> {
@@ -534,5 +546,49 @@ impl Drop for Qp {
         // SAFETY: from ibv_create_qp/efadv_create_qp_ex, destroyed once,
         // before the CQs and PD this struct holds.
         unsafe { (self.pd.ctx.lib.fns.destroy_qp)(self.qp.as_ptr()) };
+    }
+}
+
+struct SrqInner {
+    pd: Arc<PdInner>,
+    srq: NonNull<ibv_srq>,
+}
+
+// SAFETY: as for `CtxInner`.
+unsafe impl Send for SrqInner {}
+// SAFETY: as for `CtxInner`.
+unsafe impl Sync for SrqInner {}
+
+impl Drop for SrqInner {
+    fn drop(&mut self) {
+        // SAFETY: from ibv_create_srq, destroyed once; the QPs made with it
+        // are gone (their owners hold a `Srq` and destroy them first).
+        unsafe { (self.pd.ctx.lib.fns.destroy_srq)(self.srq.as_ptr()) };
+    }
+}
+
+/// A shared receive queue (`ibv_create_srq`); `ibv_destroy_srq` when the
+/// last clone is dropped, before its PD. Whoever makes a QP with it keeps
+/// a clone until the QP is destroyed.
+#[derive(Clone)]
+pub struct Srq {
+    inner: Arc<SrqInner>,
+}
+
+impl Srq {
+    /// The `struct ibv_srq *`, valid while `self` lives.
+    pub fn as_ptr(&self) -> *mut ibv_srq {
+        self.inner.srq.as_ptr()
+    }
+
+    /// `ibv_post_srq_recv`
+    ///
+    /// # Safety
+    /// As for `Qp::post_send`.
+    pub unsafe fn post_recv(&self, wr: *mut ibv_recv_wr) -> Result<(), PostError<ibv_recv_wr>> {
+        let mut bad = std::ptr::null_mut();
+        // SAFETY: a live SRQ; `wr` valid (caller); `bad` writable.
+        let rc = unsafe { inline::ibv_post_srq_recv(self.as_ptr(), wr, &mut bad) };
+        VerbsError::check("ibv_post_srq_recv", rc).map_err(|error| PostError { error, bad_wr: bad })
     }
 }

@@ -63,6 +63,9 @@ pub enum Call {
     PostSend { qp: usize, wr: usize, bad: usize },
     PostRecv { qp: usize, wr: usize, bad: usize },
     PostSrqRecv { srq: usize, wr: usize, bad: usize },
+    /// `ibv_create_srq`: the PD and the requested `max_wr`, `max_sge`.
+    CreateSrq { pd: usize, max_wr: u32, max_sge: u32 },
+    DestroySrq(usize),
     /// A slot of `ibv_context_ops` nothing should call.
     Trap,
 }
@@ -140,6 +143,11 @@ pub struct World {
     /// `(qp, wr_id, num_sge, first entry's address and length)` of every
     /// `post_recv`.
     pub posted_recvs: Vec<(usize, u64, c_int, u64, u32)>,
+    /// `(srq, wr_id, num_sge, first entry's address and length)` of every
+    /// `post_srq_recv`.
+    pub posted_srq_recvs: Vec<(usize, u64, c_int, u64, u32)>,
+    /// QP -> the SRQ it was created with (`ibv_create_qp`, `rdma_create_qp`).
+    pub qp_srq: HashMap<usize, usize>,
     /// With `Some`, `poll_cq` hands out these completions (and nothing
     /// when it is empty) instead of its one fixed receive completion.
     pub wcs: Option<std::collections::VecDeque<ibv_wc>>,
@@ -191,6 +199,8 @@ fn new_world() -> World {
     calls: Vec::new(),
     sent: Vec::new(),
     posted_recvs: Vec::new(),
+    posted_srq_recvs: Vec::new(),
+    qp_srq: HashMap::new(),
     wcs: None,
     loopback: None,
     id_channel: HashMap::new(),
@@ -764,11 +774,41 @@ unsafe extern "C" fn create_qp(pd: *mut ibv_pd, attr: *mut ibv_qp_init_attr) -> 
     }
     // libibverbs writes back the capabilities it gave.
     a.cap.max_inline_data = 64;
-    new_qp(pd, a.send_cq, a.recv_cq, a.qp_type)
+    let qp = new_qp(pd, a.send_cq, a.recv_cq, a.qp_type);
+    // SAFETY: a QP `new_qp` just made.
+    unsafe { (*qp).srq = a.srq };
+    if !a.srq.is_null() {
+        with(|w| w.qp_srq.insert(qp as usize, a.srq as usize));
+    }
+    qp
+}
+
+unsafe extern "C" fn create_srq(pd: *mut ibv_pd, attr: *mut ibv_srq_init_attr) -> *mut ibv_srq {
+    // SAFETY: `attr` is the caller's struct; `pd` a live PD of `alloc_pd`.
+    let (a, context) = unsafe { (*attr, (*pd).context) };
+    record(Call::CreateSrq { pd: pd as usize, max_wr: a.attr.max_wr, max_sge: a.attr.max_sge });
+    if let Some(e) = failing("ibv_create_srq") {
+        set_errno(e);
+        return null_mut();
+    }
+    Box::into_raw(Box::new(ibv_srq { context, pd, srq_context: a.srq_context, handle: handle(), ..Default::default() }))
+}
+
+unsafe extern "C" fn destroy_srq(srq: *mut ibv_srq) -> c_int {
+    record(Call::DestroySrq(srq as usize));
+    with(|w| {
+        if let Some(l) = w.loopback.as_mut() {
+            l.rq.remove(&(srq as usize));
+        }
+    });
+    // SAFETY: an SRQ of `create_srq`, freed once.
+    drop(unsafe { Box::from_raw(srq) });
+    0
 }
 
 unsafe extern "C" fn destroy_qp(qp: *mut ibv_qp) -> c_int {
     record(Call::DestroyQp(qp as usize));
+    with(|w| w.qp_srq.remove(&(qp as usize)));
     // Datagrams on their way to this (datagram) QP fail at their senders.
     let lost = with(|w| {
         w.dgram_qps.remove(&(qp as usize));
@@ -951,7 +991,30 @@ unsafe extern "C" fn post_recv(qp: *mut ibv_qp, wr: *mut ibv_recv_wr, bad: *mut 
 
 unsafe extern "C" fn post_srq_recv(srq: *mut ibv_srq, wr: *mut ibv_recv_wr, bad: *mut *mut ibv_recv_wr) -> c_int {
     record(Call::PostSrqRecv { srq: srq as usize, wr: wr as usize, bad: bad as usize });
-    0
+    if !wr.is_null() {
+        // SAFETY: the caller's work request, with `num_sge` entries.
+        let (id, n, a, l) = unsafe {
+            let w = &*wr;
+            let (a, l) = if w.num_sge > 0 && !w.sg_list.is_null() { ((*w.sg_list).addr, (*w.sg_list).length) } else { (0, 0) };
+            (w.wr_id, w.num_sge, a, l)
+        };
+        with(|w| w.posted_srq_recvs.push((srq as usize, id, n, a, l)));
+        if with(|w| w.loopback.is_some()) {
+            // Receives of an SRQ serve every QP made with it.
+            loop_recv(srq as usize, id, a, l);
+            let qps: Vec<usize> = with(|w| w.qp_srq.iter().filter(|(_, s)| **s == srq as usize).map(|(q, _)| *q).collect());
+            for q in qps {
+                loop_deliver(q);
+            }
+            return 0;
+        }
+    }
+    let rc = with(|w| w.post_rc);
+    if rc != 0 {
+        // SAFETY: `bad` is the caller's out-parameter.
+        unsafe { *bad = wr };
+    }
+    rc
 }
 
 /// The recording libibverbs.
@@ -982,6 +1045,8 @@ pub fn verbs_fns() -> VerbsFns {
         modify_qp,
         create_ah,
         destroy_ah,
+        create_srq,
+        destroy_srq,
     }
 }
 
@@ -1162,9 +1227,12 @@ unsafe extern "C" fn cm_create_qp(id: *mut rdma_cm_id, pd: *mut ibv_pd, attr: *m
         cm_record(CmCall::CreateQp { id: id as usize, pd: pd as usize, qp_type: a.qp_type, send_cq: a.send_cq as usize, recv_cq: a.recv_cq as usize });
         let context = (*pd).context;
         let h = handle();
-        let qp = Box::into_raw(Box::new(ibv_qp { context, pd, send_cq: a.send_cq, recv_cq: a.recv_cq, handle: h, qp_num: 0x100 + h, qp_type: a.qp_type, ..Default::default() }));
+        let qp = Box::into_raw(Box::new(ibv_qp { context, pd, send_cq: a.send_cq, recv_cq: a.recv_cq, srq: a.srq, handle: h, qp_num: 0x100 + h, qp_type: a.qp_type, ..Default::default() }));
         (*id).qp = qp;
         with(|w| {
+            if !a.srq.is_null() {
+                w.qp_srq.insert(qp as usize, a.srq as usize);
+            }
             if let Some(l) = w.loopback.as_mut() {
                 l.cqs_of.insert(qp as usize, (a.send_cq as usize, a.recv_cq as usize));
             }
@@ -1177,6 +1245,9 @@ unsafe extern "C" fn cm_create_qp(id: *mut rdma_cm_id, pd: *mut ibv_pd, attr: *m
 
 unsafe extern "C" fn cm_destroy_qp(id: *mut rdma_cm_id) {
     cm_record(CmCall::DestroyQp(id as usize));
+    // SAFETY: the id's QP of `cm_create_qp`.
+    let qp = unsafe { (*id).qp } as usize;
+    with(|w| w.qp_srq.remove(&qp));
     // SAFETY: the id's QP of `cm_create_qp`, freed once.
     unsafe {
         drop(Box::from_raw((*id).qp));
@@ -1572,13 +1643,15 @@ fn loop_complete(qp: usize, send: bool, wc: ibv_wc) {
 
 /// Matches the sends waiting for `dst` with its posted receives.
 fn loop_deliver(dst: usize) {
+    // A QP made with an SRQ takes its receives from the SRQ.
+    let rq = with(|w| w.qp_srq.get(&dst).copied()).unwrap_or(dst);
     loop {
         let next = with(|w| {
             let l = w.loopback.as_mut()?;
-            if l.rq.get(&dst).map_or(true, |q| q.is_empty()) || l.waiting.get(&dst).map_or(true, |q| q.is_empty()) {
+            if l.rq.get(&rq).map_or(true, |q| q.is_empty()) || l.waiting.get(&dst).map_or(true, |q| q.is_empty()) {
                 return None;
             }
-            let r = l.rq.get_mut(&dst)?.pop_front()?;
+            let r = l.rq.get_mut(&rq)?.pop_front()?;
             let s = l.waiting.get_mut(&dst)?.pop_front()?;
             Some((r, s))
         });

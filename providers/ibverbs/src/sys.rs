@@ -107,8 +107,6 @@ macro_rules! opaque {
 }
 
 opaque! {
-    /// `struct ibv_srq`
-    ibv_srq,
     /// `struct ibv_ah`
     ibv_ah,
     /// `struct ibv_mw`
@@ -415,6 +413,31 @@ c_types! {
         pub mutex: pthread_mutex_t,
         pub cond: pthread_cond_t,
         pub events_completed: u32,
+    }
+
+    /// `struct ibv_srq`: `ibv_post_srq_recv` reads `context` (the header's
+    /// static inline calls through `context->ops`).
+    pub struct ibv_srq = "struct ibv_srq" {
+        pub context: *mut ibv_context,
+        pub srq_context: *mut c_void,
+        pub pd: *mut ibv_pd,
+        pub handle: u32,
+        pub mutex: pthread_mutex_t,
+        pub cond: pthread_cond_t,
+        pub events_completed: u32,
+    }
+
+    /// `struct ibv_srq_attr`
+    pub struct ibv_srq_attr = "struct ibv_srq_attr" {
+        pub max_wr: u32,
+        pub max_sge: u32,
+        pub srq_limit: u32,
+    }
+
+    /// `struct ibv_srq_init_attr`
+    pub struct ibv_srq_init_attr = "struct ibv_srq_init_attr" {
+        pub srq_context: *mut c_void,
+        pub attr: ibv_srq_attr,
     }
 
     /// `struct ibv_qp_cap`

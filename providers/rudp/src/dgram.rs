@@ -160,7 +160,7 @@ impl Endpoint for DgramEp {
                 locked(&self.shared.st).av = Some(av);
                 Ok(())
             }
-            Bind::Eq(_) => Err(rfabric_core::error::ENOSYS),
+            Bind::Eq(_) | Bind::Srx(_) => Err(rfabric_core::error::ENOSYS),
         }
     }
     fn enable(&self) -> Result<()> {

@@ -561,7 +561,7 @@ impl<D: Device + 'static> Endpoint for RdmEp<D> {
                 st.av = Some(av);
                 Ok(())
             }
-            Bind::Eq(_) => Err(rfabric_core::error::ENOSYS),
+            Bind::Eq(_) | Bind::Srx(_) => Err(rfabric_core::error::ENOSYS),
         }
     }
 

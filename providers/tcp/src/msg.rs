@@ -1225,7 +1225,7 @@ impl Endpoint for MsgEp {
                 locked(&self.bound).push(cq);
                 Ok(())
             }
-            Bind::Cntr(_) | Bind::Av(_) => Err(ENOSYS),
+            Bind::Cntr(_) | Bind::Av(_) | Bind::Srx(_) => Err(ENOSYS),
         }
     }
 

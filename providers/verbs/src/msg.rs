@@ -28,12 +28,21 @@
 //!   whose completion carries the data. The work request and its
 //!   scatter list live on the stack; no lock and no allocation, except for
 //!   receives posted before the QP exists (the active side before its
-//!   route is resolved), which wait in a list under the endpoint's lock.
+//!   route is resolved, an accepted endpoint before `fi_enable` or
+//!   `fi_accept`), which wait in a list under the endpoint's lock.
 //! - Completions: a read of a bound CQ or counter polls the endpoint's
 //!   verbs CQ (`ibv_poll_cq`) and writes the core CQ (`ProgressCq`) and
 //!   counters (`ProgressCntr`). Work requests carry the operation's
 //!   context as `wr_id`; operations that ask for no completion carry
 //!   [`NO_COMPLETION`].
+//! - Shared receive contexts (`fi_srx_context`) are SRQs
+//!   (`ibv_create_srq`): their `fi_recv*` are `ibv_post_srq_recv`. An
+//!   endpoint bound to one (before its QP exists: an active endpoint
+//!   before its route is resolved, an accepted one before `fi_enable` or
+//!   `fi_accept`, which make its QP) creates its QP with the SRQ, so its
+//!   receives come from the SRQ and complete on its own verbs CQ, into
+//!   the CQ bound to it for `FI_RECV`; `fi_recv` on it is
+//!   `-FI_EOPBADSTATE`.
 //!
 //! Nothing here has run on RDMA hardware: it is checked against the
 //! recording stand-ins of libibverbs and librdmacm and their loopback
@@ -51,7 +60,7 @@ use rfabric_core::objects::progress::{Progress, ProgressCntr, ProgressCq};
 use rfabric_core::provider::{AtomicKind, AtomicOp, Bind, CompletionQueue, ConnReq, Counter, EqBinding, Iov, PassiveEndpoint, RmaOp, RxOp, TxOp};
 use rfabric_core::provider::Endpoint;
 use rfabric_ibverbs::sys::*;
-use rfabric_ibverbs::{inline, CompChannel, Cq, Pd, RdmaCm, VerbsError};
+use rfabric_ibverbs::{inline, CompChannel, Cq, Pd, RdmaCm, Srq, VerbsError};
 use std::any::Any;
 use std::collections::HashMap;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -345,6 +354,9 @@ struct Ctl {
     phase: Phase,
     eq: Option<EqBinding>,
     id: Option<CmId>,
+    /// The SRQ of the shared receive context bound (dropped after `id`,
+    /// whose QP uses it).
+    srq: Option<Srq>,
     /// CM data of `fi_connect`, until `rdma_connect`.
     data: Vec<u8>,
     peer: Option<Vec<u8>>,
@@ -364,6 +376,8 @@ struct EpInner {
     /// The QP once it exists; the data path reads it without a lock.
     qp: AtomicPtr<ibv_qp>,
     connected: AtomicBool,
+    /// Bound to a shared receive context: receives are posted there.
+    shared_rx: AtomicBool,
     vcq: Cq,
     pd: Pd,
     regs: Arc<LocalRegs>,
@@ -395,10 +409,11 @@ fn new_ep(d: &VerbsDomain, chan: Arc<Chan>, phase: Phase, id: Option<CmId>) -> R
     let vcq = d.context().create_cq_on((2 * QUEUE_DEPTH) as i32, Some(d.comp_channel()?), 0).map_err(verr)?;
     let cap = ibv_qp_cap { max_send_wr: QUEUE_DEPTH, max_recv_wr: QUEUE_DEPTH, max_send_sge: IOV_LIMIT as u32, max_recv_sge: IOV_LIMIT as u32, max_inline_data: INJECT_SIZE as u32 };
     Ok(EpInner {
-        ctl: Mutex::new(Ctl { phase, eq: None, id, data: Vec::new(), peer: None, pending: Vec::new() }),
+        ctl: Mutex::new(Ctl { phase, eq: None, id, srq: None, data: Vec::new(), peer: None, pending: Vec::new() }),
         chan,
         qp: AtomicPtr::new(std::ptr::null_mut()),
         connected: AtomicBool::new(false),
+        shared_rx: AtomicBool::new(false),
         vcq,
         pd: d.pd().clone(),
         regs: d.regs().clone(),
@@ -426,19 +441,71 @@ pub fn endpoint(d: &VerbsDomain, info: &Info) -> Result<Box<dyn Endpoint>> {
     Ok(Box::new(VerbsEp { inner, bound: Mutex::new(Vec::new()) }))
 }
 
-/// `fi_endpoint` with the info of an `FI_CONNREQ`: the QP is made at once
-/// on the request's id, so receives can be posted before `fi_accept`.
+/// `fi_srx_context` on a verbs domain: an SRQ of `attr.size` receives
+/// (the endpoint default when 0) of at most `attr.iov_limit` buffers.
+pub fn srx_context(d: &VerbsDomain, attr: &fi_rx_attr) -> Result<Box<dyn Endpoint>> {
+    if attr.size > QUEUE_DEPTH as usize || attr.iov_limit > IOV_LIMIT {
+        rfabric_core::fi_warn!(NAME, FI_LOG_EP_CTRL, "fi_srx_context: size {} (at most {}), iov_limit {} (at most {})", attr.size, QUEUE_DEPTH, attr.iov_limit, IOV_LIMIT);
+        return Err(EINVAL);
+    }
+    if attr.caps & !(FI_MSG | FI_RECV) != 0 {
+        rfabric_core::fi_warn!(NAME, FI_LOG_EP_CTRL, "fi_srx_context: caps {:#x} beyond FI_MSG | FI_RECV", attr.caps);
+        return Err(Error(FI_EOPNOTSUPP));
+    }
+    let max_wr = if attr.size == 0 { QUEUE_DEPTH } else { attr.size as u32 };
+    let sge = if attr.iov_limit == 0 { IOV_LIMIT } else { attr.iov_limit };
+    let srq = d.pd().create_srq(max_wr, sge as u32).map_err(verr)?;
+    Ok(Box::new(VerbsSrx { srq, regs: d.regs().clone(), iov_limit: sge }))
+}
+
+/// A shared receive context: an SRQ whose receives serve the QPs of every
+/// endpoint bound to it.
+pub struct VerbsSrx {
+    srq: Srq,
+    regs: Arc<LocalRegs>,
+    iov_limit: usize,
+}
+
+impl Endpoint for VerbsSrx {
+    fn as_any(&self) -> Option<&dyn Any> {
+        Some(self)
+    }
+
+    unsafe fn recv(&self, op: &RxOp<'_>) -> Result<()> {
+        if op.tagged {
+            return Err(ENOSYS);
+        }
+        if op.iov.len() > self.iov_limit {
+            rfabric_core::fi_warn!(NAME, FI_LOG_EP_DATA, "fi_recv: {} buffers, at most {} on this shared receive context", op.iov.len(), self.iov_limit);
+            return Err(EINVAL);
+        }
+        // SAFETY: `op.desc` holds a value per buffer or is NULL (capi).
+        let (sge, n) = unsafe { sges(&self.regs, op.iov, op.desc, true, "fi_recv")? };
+        let mut wr = ibv_recv_wr { wr_id: op.context as u64, sg_list: sge.as_ptr().cast_mut(), num_sge: n as i32, ..Default::default() };
+        // SAFETY: a live SRQ; `wr` and `sge` live across the call; the
+        // application's buffers stay valid until their completions (the
+        // trait's contract).
+        match unsafe { self.srq.post_recv(&mut wr) } {
+            Ok(()) => Ok(()),
+            Err(e) => post_rc("ibv_post_srq_recv", e.error.errno),
+        }
+    }
+
+    fn close(&self) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// `fi_endpoint` with the info of an `FI_CONNREQ`: the QP is made on the
+/// request's id by `fi_enable` or `fi_accept` (after a shared receive
+/// context may be bound); receives posted before wait for it.
 pub fn accept_endpoint(d: &VerbsDomain, _info: &Info, req: ConnReq) -> Result<Box<dyn Endpoint>> {
     let req = req.downcast::<VerbsReq>().map_err(|_| {
         rfabric_core::fi_warn!(NAME, FI_LOG_EP_CTRL, "fi_endpoint: the info's handle is not a verbs connection request");
         EINVAL
     })?;
-    let VerbsReq { chan, mut id } = *req;
+    let VerbsReq { chan, id } = *req;
     let inner = new_ep(d, chan.clone(), Phase::AcceptReady, None)?;
-    id.create_qp(&inner.pd, &inner.vcq, &inner.vcq, inner.cap).map_err(verr)?;
-    // SAFETY: a live id whose QP was just made.
-    let qp = unsafe { (*id.as_ptr()).qp };
-    inner.qp.store(qp, Ordering::Release);
     let peer = route_addr(&id, 128);
     let inner = Arc::new(inner);
     let w: Weak<dyn CmOwner> = Arc::downgrade(&inner) as Weak<dyn CmOwner>;
@@ -609,6 +676,34 @@ impl EpInner {
         }
     }
 
+    /// Makes the QP on the id (with the bound SRQ, if any) unless it
+    /// exists, and posts the receives that waited for it.
+    fn make_qp(&self, c: &mut Ctl) -> Result<()> {
+        if !self.qp.load(Ordering::Acquire).is_null() {
+            return Ok(());
+        }
+        let Some(mut id) = c.id.take() else { return Err(Error(FI_EOPBADSTATE)) };
+        let made = id.create_qp_srq(&self.pd, &self.vcq, &self.vcq, self.cap, c.srq.as_ref());
+        // SAFETY: a live id; its QP is NULL unless just made.
+        let qp = unsafe { (*id.as_ptr()).qp };
+        c.id = Some(id);
+        if let Err(e) = made {
+            return Err(verr(e));
+        }
+        if qp.is_null() {
+            return Err(Error(FI_ENOMEM));
+        }
+        self.qp.store(qp, Ordering::Release);
+        for (wr_id, sge, n) in std::mem::take(&mut c.pending) {
+            // SAFETY: the application's receive buffers, as given
+            // to fi_recv (valid until their completion).
+            if let Err(e) = unsafe { Self::post_recv(qp, wr_id, &sge[..n]) } {
+                rfabric_core::fi_warn!(NAME, FI_LOG_EP_DATA, "a receive posted before the connection was lost: {}", e);
+            }
+        }
+        Ok(())
+    }
+
     /// Posts a receive on `qp`.
     ///
     /// # Safety
@@ -711,21 +806,8 @@ impl CmOwner for EpInner {
                 c.phase = Phase::Routing;
             }
             (Phase::Routing, RDMA_CM_EVENT_ROUTE_RESOLVED) => {
-                let Some(mut id) = c.id.take() else { return };
-                let made = id.create_qp(&self.pd, &self.vcq, &self.vcq, self.cap);
-                // SAFETY: a live id; its QP is NULL unless just made.
-                let qp = unsafe { (*id.as_ptr()).qp };
-                c.id = Some(id);
-                if made.is_err() || qp.is_null() {
+                if self.make_qp(&mut c).is_err() {
                     return self.fail(&mut c, FI_ENOMEM, &[], "rdma_create_qp");
-                }
-                self.qp.store(qp, Ordering::Release);
-                for (wr_id, sge, n) in std::mem::take(&mut c.pending) {
-                    // SAFETY: the application's receive buffers, as given
-                    // to fi_recv (valid until their completion).
-                    if let Err(e) = unsafe { Self::post_recv(qp, wr_id, &sge[..n]) } {
-                        rfabric_core::fi_warn!(NAME, FI_LOG_EP_DATA, "a receive posted before the connection was lost: {}", e);
-                    }
                 }
                 let data = std::mem::take(&mut c.data);
                 let Ok(mut param) = conn_param(&data) else { return };
@@ -931,6 +1013,23 @@ impl Endpoint for VerbsEp {
                 locked(&self.bound).push(BoundTo::Cntr(c));
                 Ok(())
             }
+            Bind::Srx(s) => {
+                let Some(srx) = s.as_any().and_then(|a| a.downcast_ref::<VerbsSrx>()) else {
+                    rfabric_core::fi_warn!(NAME, FI_LOG_EP_CTRL, "fi_ep_bind: not a verbs shared receive context");
+                    return Err(EINVAL);
+                };
+                if flags != 0 {
+                    return Err(Error(FI_EBADFLAGS));
+                }
+                let mut c = self.ctl();
+                if !self.inner.qp.load(Ordering::Acquire).is_null() || c.srq.is_some() || !c.pending.is_empty() {
+                    rfabric_core::fi_warn!(NAME, FI_LOG_EP_CTRL, "fi_ep_bind: a shared receive context is bound before the endpoint's QP exists (fi_enable, fi_accept, connection) and before receives are posted, once");
+                    return Err(Error(FI_EOPBADSTATE));
+                }
+                c.srq = Some(srx.srq.clone());
+                self.inner.shared_rx.store(true, Ordering::Release);
+                Ok(())
+            }
             Bind::Av(_) => Err(ENOSYS),
         }
     }
@@ -943,6 +1042,10 @@ impl Endpoint for VerbsEp {
         if self.inner.tx.get().is_none() && self.inner.rx.get().is_none() {
             rfabric_core::fi_warn!(NAME, FI_LOG_EP_CTRL, "fi_enable: no CQ bound");
             return Err(Error(FI_ENOCQ));
+        }
+        let mut c = self.ctl();
+        if c.phase == Phase::AcceptReady {
+            self.inner.make_qp(&mut c)?;
         }
         Ok(())
     }
@@ -1003,6 +1106,7 @@ impl Endpoint for VerbsEp {
             return Err(Error(FI_ENOEQ));
         }
         let mut param = conn_param(data).map_err(verr)?;
+        self.inner.make_qp(&mut c)?;
         let id = c.id.as_ref().ok_or(Error(FI_EOPBADSTATE))?;
         // SAFETY: the request's id with its QP; `param` lives across the call.
         let rc = unsafe { (self.inner.chan.cm.cm.fns().accept)(id.as_ptr(), &mut param) };
@@ -1049,6 +1153,10 @@ impl Endpoint for VerbsEp {
     unsafe fn recv(&self, op: &RxOp<'_>) -> Result<()> {
         if op.tagged {
             return Err(ENOSYS);
+        }
+        if self.inner.shared_rx.load(Ordering::Relaxed) {
+            rfabric_core::fi_warn!(NAME, FI_LOG_EP_DATA, "fi_recv: the endpoint takes its receives from its shared receive context");
+            return Err(Error(FI_EOPBADSTATE));
         }
         // SAFETY: `op.desc` holds a value per buffer or is NULL (capi).
         let (sge, n) = unsafe { sges(&self.inner.regs, op.iov, op.desc, true, "fi_recv")? };

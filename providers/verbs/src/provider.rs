@@ -159,6 +159,8 @@ pub fn offer(d: &DomainSpec, addr: &crate::addr::Addr) -> Info {
             rx_ctx_cnt: 1024,
             max_ep_tx_ctx: 1,
             max_ep_rx_ctx: 1,
+            // One shared receive context (an SRQ) per endpoint.
+            max_ep_srx_ctx: 1,
             mr_iov_limit: 1,
             caps: FI_LOCAL_COMM | FI_REMOTE_COMM,
             mr_cnt: 1 << 16,
@@ -377,6 +379,9 @@ impl Domain for VerbsDomain {
     }
     fn accept_endpoint(&self, info: &Info, req: ConnReq) -> Result<Box<dyn Endpoint>> {
         crate::msg::accept_endpoint(self, info, req)
+    }
+    fn srx_context(&self, attr: &fi_rx_attr) -> Result<Box<dyn Endpoint>> {
+        crate::msg::srx_context(self, attr)
     }
     fn cq_open(&self, attr: &CqAttr) -> Result<Arc<dyn CompletionQueue>> {
         crate::msg::cq_open(self, attr)

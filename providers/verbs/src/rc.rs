@@ -178,7 +178,14 @@ impl CmId {
 
     /// `rdma_create_qp`: an RC QP on the id's device, in `pd`.
     pub(crate) fn create_qp(&mut self, pd: &Pd, send_cq: &Cq, recv_cq: &Cq, cap: ibv_qp_cap) -> Result<(), VerbsError> {
-        let mut attr = ibv_qp_init_attr { send_cq: send_cq.as_ptr(), recv_cq: recv_cq.as_ptr(), cap, qp_type: IBV_QPT_RC, ..Default::default() };
+        self.create_qp_srq(pd, send_cq, recv_cq, cap, None)
+    }
+
+    /// `rdma_create_qp` with the receives of `srq` when given (the caller
+    /// keeps `srq` alive until the QP is destroyed).
+    pub(crate) fn create_qp_srq(&mut self, pd: &Pd, send_cq: &Cq, recv_cq: &Cq, cap: ibv_qp_cap, srq: Option<&rfabric_ibverbs::Srq>) -> Result<(), VerbsError> {
+        let srq = srq.map_or(std::ptr::null_mut(), |s| s.as_ptr());
+        let mut attr = ibv_qp_init_attr { send_cq: send_cq.as_ptr(), recv_cq: recv_cq.as_ptr(), srq, cap, qp_type: IBV_QPT_RC, ..Default::default() };
         // SAFETY: a live id, PD and CQs of one device; `attr` readable and
         // writable (librdmacm writes the capabilities back).
         let rc = unsafe { (self.cm.cm.fns().create_qp)(self.as_ptr(), pd.as_ptr(), &mut attr) };

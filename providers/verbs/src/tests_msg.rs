@@ -601,3 +601,133 @@ fn counters_count_and_selective_completion_leaves_out_what_it_should() {
     assert_eq!(cq_next(&scq).map(|c| c.0), Some(2));
     let _ = (&cli, &srv);
 }
+
+fn rx_attr(size: usize, iov_limit: usize, caps: u64) -> fi_rx_attr {
+    // SAFETY: fi_rx_attr is integers only.
+    let mut a: fi_rx_attr = unsafe { std::mem::zeroed() };
+    (a.size, a.iov_limit, a.caps) = (size, iov_limit, caps);
+    a
+}
+
+type Shared = (Box<dyn Endpoint>, Arc<dyn CompletionQueue>, Box<dyn Endpoint>, Arc<dyn CompletionQueue>, EqBinding, EqBinding);
+
+/// A client connected to an endpoint accepted on `pep` and bound to `srx`
+/// (before `fi_enable`, which makes its QP): `(client, its CQ, server
+/// endpoint, its CQ)`.
+fn connect_shared(w: &World, peq: &EqBinding, srx: &dyn Endpoint, n: usize) -> Shared {
+    let (cli, ceq, ccq) = client(w);
+    cli.connect(&addr_bytes(&SRV.parse().unwrap()), b"").unwrap();
+    assert_eq!(eq_read(&ceq), Err(FI_EAGAIN));
+    let (ev, _, h, _) = eq_next(peq).unwrap();
+    assert_eq!(ev, FI_CONNREQ);
+    let srv = w.dom.accept_endpoint(&w.info, take_req(h)).unwrap();
+    let seq = eq(0x300 + n);
+    let scq = cq(&*w.dom);
+    srv.bind(Bind::Srx(srx), 0).unwrap();
+    srv.bind(Bind::Eq(&seq), 0).unwrap();
+    srv.bind(Bind::Cq(&scq), FI_TRANSMIT | FI_RECV).unwrap();
+    srv.enable().unwrap();
+    srv.accept(b"").unwrap();
+    assert_eq!(eq_next(&seq).map(|e| e.0), Ok(FI_CONNECTED));
+    assert_eq!(eq_next(&ceq).map(|e| e.0), Ok(FI_CONNECTED));
+    (cli, ccq, srv, scq, ceq, seq)
+}
+
+#[test]
+fn two_accepted_endpoints_share_the_receives_of_one_srx() {
+    let w = world();
+    assert_eq!(w.info.domain_attr.as_ref().unwrap().max_ep_srx_ctx, 1);
+    let (_pep, peq) = listening(&w);
+    let srx = w.dom.srx_context(&rx_attr(0, 0, 0)).unwrap();
+    let created = standin::take_calls();
+    assert!(created.iter().any(|c| matches!(c, standin::Call::CreateSrq { max_wr: 384, max_sge: 4, .. })), "{created:?}");
+    let (cli1, ccq1, srv1, scq1, _ceq1, _seq1) = connect_shared(&w, &peq, &*srx, 1);
+    let (cli2, ccq2, srv2, scq2, _ceq2, _seq2) = connect_shared(&w, &peq, &*srx, 2);
+    // Both server QPs were made with the one SRQ.
+    let srqs: Vec<usize> = standin::with(|w| w.qp_srq.values().copied().collect());
+    assert_eq!(srqs.len(), 2, "{srqs:?}");
+    assert_eq!(srqs[0], srqs[1]);
+    let d = &*w.dom;
+    let mut rb1 = [0u8; 32];
+    let mut rb2 = [0u8; 32];
+    let (m1, m2) = (reg(d, &mut rb1), reg(d, &mut rb2));
+    // SAFETY: the buffers live to the end of the test.
+    unsafe {
+        recv(&*srx, &mut rb1, desc(&m1), 101).unwrap();
+        recv(&*srx, &mut rb2, desc(&m2), 102).unwrap();
+    }
+    assert_eq!(standin::with(|w| (w.posted_srq_recvs.len(), w.posted_recvs.len())), (2, 0));
+    // A bound endpoint posts no receives of its own.
+    let mut own = [0u8; 8];
+    let om = reg(d, &mut own);
+    // SAFETY: as above.
+    assert_eq!(unsafe { recv(&*srv1, &mut own, desc(&om), 9) }, Err(Error(FI_EOPBADSTATE)));
+    // Each client's message lands in a receive of the srx, and completes
+    // on the CQ of the endpoint it arrived on.
+    let (a, b) = (*b"from client two", *b"from client one!");
+    // SAFETY: inline sends: copied during the calls.
+    unsafe {
+        send(&*cli2, &a, std::ptr::null_mut(), 0, FI_INJECT, 0, true).unwrap();
+        send(&*cli1, &b, std::ptr::null_mut(), 0, FI_INJECT, 0, true).unwrap();
+    }
+    assert_eq!(cq_next(&scq2), Some((101, FI_MSG | FI_RECV, 15, 0)));
+    assert_eq!(cq_next(&scq1), Some((102, FI_MSG | FI_RECV, 16, 0)));
+    assert_eq!(&rb1[..15], b"from client two");
+    assert_eq!(&rb2[..16], b"from client one!");
+    assert_eq!((cq_next(&scq1), cq_next(&scq2), cq_next(&ccq1), cq_next(&ccq2)), (None, None, None, None));
+    // Binding once the QP exists is refused: the client is connected.
+    assert_eq!(cli1.bind(Bind::Srx(&*srx), 0), Err(Error(FI_EOPBADSTATE)));
+    for e in [&cli1, &cli2, &srv1, &srv2] {
+        e.close().unwrap();
+    }
+    drop((srv1, srv2));
+    srx.close().unwrap();
+    drop(srx);
+    let calls = standin::take_calls();
+    assert!(calls.iter().any(|c| matches!(c, standin::Call::DestroySrq(_))), "{calls:?}");
+}
+
+#[test]
+fn srx_bad_inputs() {
+    let w = world();
+    assert_eq!(w.dom.srx_context(&rx_attr(0, 99, 0)).err(), Some(Error(FI_EINVAL)));
+    assert_eq!(w.dom.srx_context(&rx_attr(1 << 20, 0, 0)).err(), Some(Error(FI_EINVAL)));
+    assert_eq!(w.dom.srx_context(&rx_attr(0, 0, FI_TAGGED | FI_RECV)).err(), Some(Error(FI_EOPNOTSUPP)));
+    let srx = w.dom.srx_context(&rx_attr(16, 2, FI_MSG | FI_RECV)).unwrap();
+    // More buffers than the srx's iov_limit.
+    let mut b = [0u8; 8];
+    let m = reg(&*w.dom, &mut b);
+    let iov = [Iov { base: b.as_mut_ptr() as usize, len: 4 }, Iov { base: b.as_mut_ptr() as usize + 4, len: 2 }, Iov { base: b.as_mut_ptr() as usize + 6, len: 2 }];
+    let descs = [desc(&m); 3];
+    let op = RxOp { iov: &iov, desc: Descs(descs.as_ptr()), src: 0, context: 1, tag: 0, ignore: 0, flags: 0, tagged: false };
+    // SAFETY: the buffer outlives the call (it is refused).
+    assert_eq!(unsafe { srx.recv(&op) }, Err(Error(FI_EINVAL)));
+    // An endpoint with receives posted, or bound twice, is refused.
+    let ep = w.dom.endpoint(&w.info).unwrap();
+    // SAFETY: the buffer outlives the endpoint's pending receive.
+    unsafe { recv(&*ep, &mut b, desc(&m), 3).unwrap() };
+    assert_eq!(ep.bind(Bind::Srx(&*srx), 0), Err(Error(FI_EOPBADSTATE)));
+    ep.close().unwrap();
+    let ep2 = w.dom.endpoint(&w.info).unwrap();
+    assert_eq!(ep2.bind(Bind::Srx(&*srx), 1), Err(Error(FI_EBADFLAGS)));
+    ep2.bind(Bind::Srx(&*srx), 0).unwrap();
+    assert_eq!(ep2.bind(Bind::Srx(&*srx), 0), Err(Error(FI_EOPBADSTATE)));
+    // Not a verbs srx.
+    assert_eq!(ep2.bind(Bind::Srx(&*ep2), 0), Err(Error(FI_EINVAL)));
+    // An ibv_create_srq that fails.
+    standin::fail("ibv_create_srq", libc::ENOMEM);
+    assert!(w.dom.srx_context(&rx_attr(0, 0, 0)).is_err());
+}
+
+#[test]
+fn hints_asking_for_a_shared_receive_context_match_the_msg_offer() {
+    let w = world();
+    let hints = Info { ep_attr: Some(rfabric_core::info::EpAttr { ep_type: FI_EP_MSG, rx_ctx_cnt: FI_SHARED_CONTEXT, ..Default::default() }), ..Default::default() };
+    assert!(rfabric_core::getinfo::check("verbs", &w.info, &hints, fi_version(1, 20)).is_ok());
+    let out = rfabric_core::getinfo::narrow(&w.info, &hints);
+    assert_eq!(out.ep_attr.unwrap().rx_ctx_cnt, FI_SHARED_CONTEXT);
+    // Without shared receive contexts the same hints match nothing.
+    let mut none = w.info.clone();
+    none.domain_attr.as_mut().unwrap().max_ep_srx_ctx = 0;
+    assert!(rfabric_core::getinfo::check("verbs", &none, &hints, fi_version(1, 20)).is_err());
+}

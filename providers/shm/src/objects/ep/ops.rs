@@ -134,7 +134,7 @@ impl Endpoint for ShmEp {
                 c.attach(&self.shared);
                 Ok(())
             }
-            Bind::Eq(_) => Err(ENOSYS),
+            Bind::Eq(_) | Bind::Srx(_) => Err(ENOSYS),
         }
     }
 
