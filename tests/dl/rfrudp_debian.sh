@@ -32,7 +32,7 @@ pingpong() {
 	if [ $crc -eq 0 ] && [ $src -eq 0 ] && [ "$rows" -ge "$3" ]; then
 		echo "PASS $1: Debian's fi_pingpong -S all -c on Debian's libfabric ($rows sizes)"; pass=$((pass + 1))
 	else
-		echo "FAIL $1 (client rc $crc, server rc $src, $rows sizes)"; tail -3 "$tmp/cli" "$tmp/srv"; fail=$((fail + 1))
+		echo "FAIL $1 (client rc $crc, server rc $src, $rows sizes)"; tail -n 3 "$tmp/cli" "$tmp/srv"; fail=$((fail + 1))
 	fi
 }
 pingpong "rfrudp RDM" '^ofi_rxd' 40

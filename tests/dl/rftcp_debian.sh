@@ -30,7 +30,7 @@ pingpong() {
 	if [ $crc -eq 0 ] && [ $src -eq 0 ] && [ "$rows" -ge 40 ]; then
 		echo "PASS $name: Debian's fi_pingpong on Debian's libfabric ($rows sizes)"; pass=$((pass + 1))
 	else
-		echo "FAIL $name (client rc $crc, server rc $src, $rows sizes)"; tail -3 "$tmp/cli" "$tmp/srv"; fail=$((fail + 1))
+		echo "FAIL $name (client rc $crc, server rc $src, $rows sizes)"; tail -n 3 "$tmp/cli" "$tmp/srv"; fail=$((fail + 1))
 	fi
 }
 pingpong "rftcp RDM, -S all -c" -S all -c

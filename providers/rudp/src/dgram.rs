@@ -182,12 +182,9 @@ impl Endpoint for DgramEp {
         if op.tagged || op.iov.len() > IOV_MAX {
             return Err(EINVAL);
         }
-        if op.flags & FI_REMOTE_CQ_DATA != 0 {
-            // The datagram is the payload alone: there is nowhere to carry
-            // the data (the offer's cq_data_size is 0).
-            rfabric_core::fi_warn!(crate::provider::NAME, FI_LOG_EP_DATA, "remote CQ data on an FI_EP_DGRAM endpoint (cq_data_size is 0)");
-            return Err(EINVAL);
-        }
+        // FI_REMOTE_CQ_DATA is not refused: upstream's ofi_rxd sends with it
+        // among its endpoint's default flags. The datagram carries the
+        // payload alone, and the offer says so (cq_data_size 0).
         let len: usize = op.iov.iter().map(|v| v.len).sum();
         if len > self.shared.max_msg {
             return Err(Error(FI_EMSGSIZE));
