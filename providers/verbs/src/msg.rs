@@ -904,24 +904,9 @@ impl VerbsEp {
     /// until the call returns).
     #[allow(clippy::too_many_arguments)]
     unsafe fn post(qp: *mut ibv_qp, wr_id: u64, sge: &[ibv_sge], opcode: u32, flags: u32, imm: Option<u32>, remote: Option<(u64, u32)>) -> Result<()> {
-        let mut wr = ibv_send_wr {
-            wr_id,
-            sg_list: sge.as_ptr().cast_mut(),
-            num_sge: sge.len() as i32,
-            opcode,
-            send_flags: flags | IBV_SEND_SIGNALED,
-            ..Default::default()
-        };
-        if let Some(imm) = imm {
-            wr.imm = ibv_send_wr_imm { imm_data: imm.to_be() };
-        }
-        if let Some((addr, rkey)) = remote {
-            wr.wr = ibv_send_wr_wr { rdma: ibv_send_wr_rdma { remote_addr: addr, rkey } };
-        }
-        let mut bad = std::ptr::null_mut();
-        // SAFETY: a live QP; `wr` and `sge` live across the call and are
-        // only read; the memory promise is the caller's.
-        let rc = unsafe { inline::ibv_post_send(qp, &mut wr, &mut bad) };
+        let remote = remote.map(|(addr, rkey)| crate::rc::Remote { addr, rkey });
+        // SAFETY: forwarded (a live QP; the memory promise is the caller's).
+        let rc = unsafe { crate::rc::post_send(qp, wr_id, sge, opcode, flags, imm, remote) };
         post_rc("ibv_post_send", rc)
     }
 

@@ -361,6 +361,37 @@ pub struct Remote {
     pub rkey: u32,
 }
 
+/// One signalled work request through `ibv_post_send` (the header's inline
+/// call, through the context's ops table); its return code.
+///
+/// # Safety
+/// `qp` is a live queue pair; `sge` names registered memory (by lkey) that
+/// stays valid until the completion (inline sends: until the call returns).
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn post_send(qp: *mut ibv_qp, wr_id: u64, sge: &[ibv_sge], opcode: u32, flags: u32, imm: Option<u32>, remote: Option<Remote>) -> i32 {
+    let mut wr = ibv_send_wr {
+        wr_id,
+        // libibverbs only reads the list (the header's `sg_list` is not
+        // const for history's sake).
+        sg_list: sge.as_ptr().cast_mut(),
+        num_sge: sge.len() as i32,
+        opcode,
+        send_flags: flags | IBV_SEND_SIGNALED,
+        ..Default::default()
+    };
+    if let Some(imm) = imm {
+        wr.imm = ibv_send_wr_imm { imm_data: imm.to_be() };
+    }
+    if let Some(r) = remote {
+        wr.wr = ibv_send_wr_wr { rdma: ibv_send_wr_rdma { remote_addr: r.addr, rkey: r.rkey } };
+    }
+    let mut bad = std::ptr::null_mut();
+    // SAFETY: a live QP (caller); `wr` and `sge` live across the call (the
+    // provider copies them into its queue) and are only read; the memory
+    // promise is the caller's.
+    unsafe { inline::ibv_post_send(qp, &mut wr, &mut bad) }
+}
+
 impl RcConn {
     fn new(id: CmId, res: QpRes) -> Result<RcConn, VerbsError> {
         // SAFETY: a live id with a QP (`create_qp` succeeded).
@@ -379,27 +410,8 @@ impl RcConn {
     /// `sge` names registered memory (by lkey) that stays valid until the
     /// completion (inline sends: until the call returns).
     unsafe fn post(&self, wr_id: u64, sge: &[ibv_sge], opcode: u32, flags: u32, imm: Option<u32>, remote: Option<Remote>) -> Result<(), VerbsError> {
-        let mut wr = ibv_send_wr {
-            wr_id,
-            // libibverbs only reads the list (the header's `sg_list` is not
-            // const for history's sake).
-            sg_list: sge.as_ptr().cast_mut(),
-            num_sge: sge.len() as i32,
-            opcode,
-            send_flags: flags | IBV_SEND_SIGNALED,
-            ..Default::default()
-        };
-        if let Some(imm) = imm {
-            wr.imm = ibv_send_wr_imm { imm_data: imm.to_be() };
-        }
-        if let Some(r) = remote {
-            wr.wr = ibv_send_wr_wr { rdma: ibv_send_wr_rdma { remote_addr: r.addr, rkey: r.rkey } };
-        }
-        let mut bad = std::ptr::null_mut();
-        // SAFETY: a live connected QP; `wr` and `sge` live across the call
-        // (the provider copies them into its queue) and are only read; the
-        // memory promise is the caller's.
-        let rc = unsafe { inline::ibv_post_send(self.qp(), &mut wr, &mut bad) };
+        // SAFETY: a live connected QP; the memory promise is the caller's.
+        let rc = unsafe { post_send(self.qp(), wr_id, sge, opcode, flags, imm, remote) };
         VerbsError::check("ibv_post_send", rc)
     }
 
