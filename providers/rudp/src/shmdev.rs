@@ -124,6 +124,26 @@ enum Taken {
     Held(Vec<u8>),
 }
 
+impl Peer {
+    /// Drops the packets the peer consumed, from the oldest, handing their
+    /// tokens to `acked`; whether any was.
+    fn release_consumed(&mut self, acked: &mut Vec<u64>) -> bool {
+        let Some((_, ring)) = &self.seg else { return false };
+        let mut any = false;
+        while let Some(o) = self.out.front() {
+            if !ring.consumed(o.pos) {
+                break;
+            }
+            if o.token != 0 {
+                acked.push(o.token);
+            }
+            self.out.pop_front();
+            any = true;
+        }
+        any
+    }
+}
+
 pub struct ShmDevice {
     /// Our inbox (`ring` lies in it).
     _seg: Segment,
@@ -287,17 +307,7 @@ impl ShmDevice {
     fn lose(&mut self, id: PeerId) {
         let p = &mut self.peers[id as usize];
         // What it took before is acknowledged still.
-        if let Some((_, ring)) = &p.seg {
-            while let Some(o) = p.out.front() {
-                if !ring.consumed(o.pos) {
-                    break;
-                }
-                if o.token != 0 {
-                    self.acked.push(o.token);
-                }
-                p.out.pop_front();
-            }
-        }
+        p.release_consumed(&mut self.acked);
         if !p.lost {
             rfabric_core::fi_warn!(PROV, FI_LOG_EP_DATA, "local peer {} lost ({} packets unconsumed)", p.addr, p.out.len());
             p.lost = true;
@@ -322,17 +332,8 @@ impl ShmDevice {
         while i < self.busy.len() {
             let id = self.busy[i];
             let p = &mut self.peers[id as usize];
-            if let Some((_, ring)) = &p.seg {
-                while let Some(o) = p.out.front() {
-                    if !ring.consumed(o.pos) {
-                        break;
-                    }
-                    if o.token != 0 {
-                        self.acked.push(o.token);
-                    }
-                    p.out.pop_front();
-                    p.progress_at = now;
-                }
+            if p.release_consumed(&mut self.acked) {
+                p.progress_at = now;
             }
             let p = &self.peers[id as usize];
             if let (false, true, Some((seg, _))) = (p.out.is_empty(), check, &p.seg) {
