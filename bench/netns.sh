@@ -16,7 +16,7 @@
 # a veth pair whose ends are both named rfbn0 (so FI_RUDP_IFACE=rfbn0 and
 # FI_TCP_IFACE=rfbn0 hold on either side). Each has lo and that interface
 # only: no route leaves the pair. MTU 1500. Segmentation and receive
-# offloads (tso, gso, gro, and the other ethtool -K offloads listed below)
+# offloads (tso, gso, gro, UDP segmentation and GSO lists, set in up() below)
 # are off on both ends, so a TCP segment and a UDP datagram cross the veth,
 # and meet the loss rules, as one packet of at most 1500 bytes each, as on
 # a wire; with them on, TCP would cross as 64 KiB super-packets and one
@@ -57,6 +57,11 @@ up() {
 		inns $ns ip link set $IF mtu 1500 up
 		inns $ns ethtool -K $IF tso off gso off gro off >/dev/null 2>&1 ||
 			die "ethtool -K $IF tso off gso off gro off failed in $ns"
+		# UDP segmentation stays on with gso off: a UDP GSO send would
+		# cross as one packet of up to 64 KiB (and meet the loss rules as
+		# one), where TCP's segments cross one by one.
+		inns $ns ethtool -K $IF tx-udp-segmentation off tx-gso-list off >/dev/null 2>&1 ||
+			die "ethtool -K $IF tx-udp-segmentation off tx-gso-list off failed in $ns"
 	done
 	inns $A ip addr add 10.78.0.1/24 dev $IF
 	inns $B ip addr add 10.78.0.2/24 dev $IF

@@ -3,7 +3,7 @@
 # the endpoints' close lines in LOG (written at FI_LOG_LEVEL=info): UDP
 # datagrams sent, packets sent through shared memory, endpoints closed.
 rudp_sent() {
-	awk '/ closed: [0-9]+ datagrams sent/ { n++; for (i = 2; i <= NF; i++) if ($i == "datagrams" && $(i + 1) == "sent,") u += $(i - 1) }
+	awk '/ closed: [0-9]+ datagrams sent/ { n++; for (i = 2; i <= NF; i++) if ($i == "datagrams" && $(i + 1) ~ /^sent,?$/) u += $(i - 1) }
 	     / closed: shared memory: / { for (i = 2; i <= NF; i++) if ($i == "packets" && $(i + 1) == "sent,") s += $(i - 1) }
 	     END { print u + 0, s + 0, n + 0 }' "$1"
 }
@@ -13,9 +13,9 @@ rudp_sent() {
 # packets (a local peer and a remote one).
 rudp_both() {
 	awk 'function ep() { for (i = 1; i < NF; i++) if ($i == "endpoint") return $(i + 1) }
-	     function before(w1, w2) { for (i = 2; i < NF; i++) if ($i == w1 && $(i + 1) == w2) return $(i - 1) }
-	     / closed: [0-9]+ datagrams sent/ { u[ep()] = before("datagrams", "sent,") }
-	     / closed: shared memory: / { s[ep()] = before("packets", "sent,") }
+	     function before(w1, w2) { for (i = 2; i < NF; i++) if ($i == w1 && $(i + 1) ~ w2) return $(i - 1) }
+	     / closed: [0-9]+ datagrams sent/ { u[ep()] = before("datagrams", "^sent,?$") }
+	     / closed: shared memory: / { s[ep()] = before("packets", "^sent,$") }
 	     END { for (e in u) { n++; if (u[e] > 0 && s[e] > 0) b++ } print n + 0, b + 0 }' "$1"
 }
 

@@ -174,6 +174,9 @@ struct RxMsg {
     /// Unexpected and unfinished when its sender was lost: the rest never
     /// comes, so a receive that takes it fails (`FI_ECONNRESET`).
     orphan: bool,
+    /// In its peer's `active` map: a message of several packets (one that
+    /// fits its first packet is complete at once and never looked up).
+    tracked: bool,
 }
 
 #[derive(Default)]
@@ -338,6 +341,8 @@ pub struct Engine<D: Device> {
     pub bad_packets: u64,
     last_probe: Instant,
     last_round: RoundTimes,
+    /// Whether rounds record `last_round` (set when slow rounds are logged).
+    pub round_timing: bool,
     /// Buffers of finished injects and atomics, for the next ones: no heap
     /// allocation per operation once warm.
     spare: Vec<Vec<u8>>,
@@ -371,6 +376,7 @@ impl<D: Device> Engine<D> {
             bad_packets: 0,
             last_probe: Instant::now(),
             last_round: RoundTimes::default(),
+            round_timing: false,
             spare: Vec::new(),
             cfg,
         })
@@ -930,8 +936,10 @@ impl<D: Device> Engine<D> {
             return;
         }
         let m = self.rx.remove(slot).expect("slot");
-        if let Some(st) = self.peers.get_mut(m.peer as usize) {
-            st.active.remove(&m.msg_id);
+        if m.tracked {
+            if let Some(st) = self.peers.get_mut(m.peer as usize) {
+                st.active.remove(&m.msg_id);
+            }
         }
         let RxState::Matched { ctx, cap, flags, buf, multi, .. } = m.state else { return };
         if m.hflags & F_RECEIPT != 0 {
@@ -973,11 +981,20 @@ impl<D: Device> Engine<D> {
     /// One round of progress: acknowledgements owed, arrivals, timers,
     /// queued packets. Returns the work done.
     pub fn progress(&mut self) -> usize {
-        let now = Instant::now();
+        self.progress_at(Instant::now())
+    }
+
+    /// A round of progress at `now` (the caller's clock reading: one
+    /// reading per round serves the device's timers and the engine's).
+    pub fn progress_at(&mut self, now: Instant) -> usize {
+        // The breakdown of a round costs five clock readings; it is taken
+        // only when someone will log it.
+        let stamp = |on: bool| if on { Some(Instant::now()) } else { None };
+        let timing = self.round_timing;
         self.dev.flush(now, true);
         let mut batch = std::mem::take(&mut self.batch);
         let n = self.dev.recv(&mut batch, now);
-        let t_recv = Instant::now();
+        let t_recv = stamp(timing);
         let mut work = n + batch.acked.len() + batch.lost.len();
         for k in 0..batch.lost.len() {
             let p = batch.lost[k];
@@ -987,7 +1004,7 @@ impl<D: Device> Engine<D> {
             let t = batch.acked[k];
             self.on_acked(t);
         }
-        let t_acked = Instant::now();
+        let t_acked = stamp(timing);
         for k in 0..batch.items.len() {
             let it = batch.items[k];
             if !self.on_packet(&batch, &it) {
@@ -1002,23 +1019,25 @@ impl<D: Device> Engine<D> {
                 self.drain_early(p);
             }
         }
-        let t_arrivals = Instant::now();
+        let t_arrivals = stamp(timing);
         self.dev.flush(now, false);
         work += self.run_pending();
-        let t_pending = Instant::now();
+        let t_pending = stamp(timing);
         if now.saturating_duration_since(self.last_probe) >= PROBE_EVERY {
             self.last_probe = now;
             self.probe_awaited();
         }
         self.dev.push_out();
-        self.last_round = RoundTimes {
-            recv: t_recv - now,
-            acked: t_acked - t_recv,
-            arrivals: t_arrivals - t_acked,
-            pending: t_pending - t_arrivals,
-            rest: t_pending.elapsed(),
-            packets: items,
-        };
+        if let (Some(t_recv), Some(t_acked), Some(t_arrivals), Some(t_pending)) = (t_recv, t_acked, t_arrivals, t_pending) {
+            self.last_round = RoundTimes {
+                recv: t_recv - now,
+                acked: t_acked - t_recv,
+                arrivals: t_arrivals - t_acked,
+                pending: t_pending - t_arrivals,
+                rest: t_pending.elapsed(),
+                packets: items,
+            };
+        }
         work
     }
 
@@ -1303,7 +1322,9 @@ impl<D: Device> Engine<D> {
             want: if long { 0 } else { total },
             state: RxState::Discarding,
             orphan: false,
+            tracked: !long && payload.len() < total,
         };
+        let msg_tracked = msg.tracked;
         match self.matcher.match_arrival(tagged, src, msg.tag, total) {
             Some(m) => {
                 let st = Self::matched_state(&m);
@@ -1315,7 +1336,9 @@ impl<D: Device> Engine<D> {
                     mm.want = want;
                     self.send_cts(p, h.op_id, slot, want);
                 } else {
-                    self.peers[p as usize].active.insert(h.msg_id, slot);
+                    if msg_tracked {
+                        self.peers[p as usize].active.insert(h.msg_id, slot);
+                    }
                     self.msg_segment(slot, h, payload);
                 }
                 self.rx_maybe_done(slot);
@@ -1342,7 +1365,9 @@ impl<D: Device> Engine<D> {
                     return false;
                 }
                 if !long {
-                    self.peers[p as usize].active.insert(h.msg_id, slot);
+                    if msg_tracked {
+                        self.peers[p as usize].active.insert(h.msg_id, slot);
+                    }
                     self.msg_segment(slot, h, payload);
                 }
                 true

@@ -6,7 +6,8 @@
 //! optional progress thread (`FI_PROGRESS_AUTO`). The domain and endpoint
 //! are generic over the device (`RdmDevices` says how a provider opens
 //! one): rudp opens a `LocalOrUdp` (UDP, and shared memory for local
-//! peers, `local.rs`), the tcp provider a `ConnDevice` over TCP.
+//! peers, `local.rs`), the efa entry a `LocalOr<EfaDevice>` (the same with
+//! the EFA device, `efadom.rs`), the tcp provider a `ConnDevice` over TCP.
 
 use crate::device::Device;
 use crate::engine::{AddrMap, Engine, EngineConfig, Outputs};
@@ -128,9 +129,11 @@ impl RdmDevices for UdpDevices {
             max_inflight_bytes: s.inflight_bytes,
             max_peers: 1 << 16,
             sockbuf: s.sockbuf,
+            gso: s.gso,
+            gro: s.gro,
         };
         let dev = LocalOrUdp::open(bind, cfg, s.enable_shm)?;
-        rfabric_core::fi_info!(crate::provider::NAME, FI_LOG_EP_CTRL, "endpoint bound to {} (datagrams up to {} bytes)", dev.local_addr(), dev.max_packet() + crate::wire::DEV_HDR);
+        rfabric_core::fi_info!(crate::provider::NAME, FI_LOG_EP_CTRL, "endpoint bound to {} (datagrams up to {} bytes, UDP GSO {}, GRO {})", dev.local_addr(), dev.max_packet() + crate::wire::DEV_HDR, if dev.gso() { "on" } else { "off" }, if dev.gro() { "on" } else { "off" });
         Ok(dev)
     }
     fn other_endpoint(&self, info: &Info, bind: SocketAddr, local: &Arc<LocalRegs>) -> Result<Box<dyn Endpoint>> {
@@ -370,7 +373,7 @@ impl<D: Device + 'static> Progress for EpShared<D> {
         }
         let t0 = Instant::now();
         st.last_progress = t0;
-        let n = st.engine.progress();
+        let n = st.engine.progress_at(t0);
         slow_progress(self.prov, &st, t0);
         n
     }
@@ -428,7 +431,7 @@ impl<D: Device + 'static> EpShared<D> {
             if st.enabled && st.last_progress.elapsed() >= KEEPER_PERIOD {
                 let t0 = Instant::now();
                 st.last_progress = t0;
-                st.engine.progress();
+                st.engine.progress_at(t0);
                 slow_progress(self.prov, &st, t0);
             }
         }
@@ -466,7 +469,8 @@ impl<D: Device + 'static> RdmEp<D> {
             unexp_max: s.unexpected_max,
             directed: caps & FI_DIRECTED_RECV != 0,
         };
-        let engine = Engine::new(dev, ecfg, mr)?;
+        let mut engine = Engine::new(dev, ecfg, mr)?;
+        engine.round_timing = rfabric_core::log::enabled(m.prov(), rfabric_core::log::FI_LOG_INFO, FI_LOG_EP_DATA);
         Ok(RdmEp {
             shared: Arc::new(EpShared {
                 st: Mutex::new(EpState { engine, av: None, peers: Vec::new(), peers_gen: 0, enabled: false, last_progress: Instant::now() }),
@@ -719,10 +723,12 @@ impl<D: Device + 'static> Endpoint for RdmEp<D> {
             rfabric_core::fi_info!(
                 self.shared.prov,
                 FI_LOG_EP_CTRL,
-                "endpoint {} closed: {} datagrams sent, {} received, {} sent again; dropped: {} malformed, {} from unknown peers, {} with a wrong connection id, {} out of window, {} duplicates; {} refused for lack of room, {} failed protocol checks",
+                "endpoint {} closed: {} datagrams sent ({} GSO sends), {} received ({} GRO receives), {} sent again; dropped: {} malformed, {} from unknown peers, {} with a wrong connection id, {} out of window, {} duplicates; {} refused for lack of room, {} failed protocol checks",
                 addr_text(&st.engine.dev.name()),
                 d.sent,
+                d.gso_sends,
                 d.received,
+                d.gro_recvs,
                 d.retransmitted,
                 d.malformed,
                 d.unknown_peer,

@@ -54,11 +54,17 @@ pub struct UdpConfig {
     pub max_peers: usize,
     /// Socket buffer size asked for (each direction).
     pub sockbuf: usize,
+    /// Runs of full datagrams to one peer go down as one UDP GSO send
+    /// (`UDP_SEGMENT`) where the kernel has it.
+    pub gso: bool,
+    /// The kernel may hand several received datagrams of one peer to one
+    /// receive (`UDP_GRO`), which `recv` splits again.
+    pub gro: bool,
 }
 
 impl Default for UdpConfig {
     fn default() -> Self {
-        UdpConfig { max_datagram: 1472, peer_timeout: Duration::from_secs(10), max_inflight_bytes: 4 << 20, max_peers: 1 << 16, sockbuf: 8 << 20 }
+        UdpConfig { max_datagram: 1472, peer_timeout: Duration::from_secs(10), max_inflight_bytes: 4 << 20, max_peers: 1 << 16, sockbuf: 8 << 20, gso: true, gro: true }
     }
 }
 
@@ -93,12 +99,19 @@ struct Peer {
     rx_next: u32,
     /// The highest `high` the peer reported (what it has seen of ours).
     last_high: u32,
+    /// When `last_high` last moved: while it moves, the peer is taking new
+    /// packets, and those beyond it are queued on the way, not lost.
+    high_moved: Instant,
     /// When a datagram of the peer last passed the checks: a peer is lost
     /// only when it is silent, not when it refuses packets for lack of room.
     last_heard: Instant,
     /// One past the highest sequence received.
     rx_high: u32,
     rx_bits: [u64; RX_WORDS],
+    /// Sequences listed in the batch `recv` is reading (moved to `rx_bits`
+    /// once it has read them all): a duplicate within one batch is found
+    /// without a walk over the batch, which with GRO holds thousands.
+    rx_pend: [u64; RX_WORDS],
     /// In loss recovery until the cumulative ack passes this sequence (the
     /// window is halved once per episode).
     recover: Option<u32>,
@@ -124,9 +137,11 @@ impl Peer {
             rttvar: Duration::ZERO,
             rx_next: 0,
             last_high: 0,
+            high_moved: Instant::now(),
             last_heard: Instant::now(),
             rx_high: 0,
             rx_bits: [0; RX_WORDS],
+            rx_pend: [0; RX_WORDS],
             recover: None,
             ack_owed: 0,
             busy: false,
@@ -134,16 +149,16 @@ impl Peer {
         }
     }
     fn bit(&self, seq: u32) -> bool {
-        let i = (seq % RX_WINDOW) as usize;
-        self.rx_bits[i / 64] & (1 << (i % 64)) != 0
+        window_bit(&self.rx_bits, seq)
     }
     fn set_bit(&mut self, seq: u32, on: bool) {
-        let i = (seq % RX_WINDOW) as usize;
-        if on {
-            self.rx_bits[i / 64] |= 1 << (i % 64);
-        } else {
-            self.rx_bits[i / 64] &= !(1 << (i % 64));
-        }
+        set_window_bit(&mut self.rx_bits, seq, on);
+    }
+    fn pending(&self, seq: u32) -> bool {
+        window_bit(&self.rx_pend, seq)
+    }
+    fn set_pending(&mut self, seq: u32, on: bool) {
+        set_window_bit(&mut self.rx_pend, seq, on);
     }
     /// Moves `rx_next` over everything that arrived in order.
     fn advance(&mut self) {
@@ -166,6 +181,21 @@ impl Peer {
             None => MIN_RTO * 2,
             Some(s) => (s + self.rttvar * 4).clamp(MIN_RTO, MAX_RTO),
         }
+    }
+}
+
+/// Sequence `seq`'s bit in a receive-window bitmap.
+fn window_bit(words: &[u64; RX_WORDS], seq: u32) -> bool {
+    let i = (seq % RX_WINDOW) as usize;
+    words[i / 64] & (1 << (i % 64)) != 0
+}
+
+fn set_window_bit(words: &mut [u64; RX_WORDS], seq: u32, on: bool) {
+    let i = (seq % RX_WINDOW) as usize;
+    if on {
+        words[i / 64] |= 1 << (i % 64);
+    } else {
+        words[i / 64] &= !(1 << (i % 64));
     }
 }
 
@@ -195,6 +225,8 @@ pub struct UdpDevice {
     /// Data datagrams queued for one `sendmmsg` (sent by `push_out`,
     /// `flush` and on entry to and exit from `recv`).
     out: Box<crate::sys::SendBatch>,
+    /// `UDP_GRO` is on: receive slots are `GRO_SLOT` bytes.
+    gro: bool,
 }
 
 /// A connection id: random, never 0.
@@ -226,6 +258,18 @@ impl UdpDevice {
         }
         let now = Instant::now();
         let max_datagram = cfg.max_datagram;
+        let gso = cfg.gso && crate::sys::gso_supported(&sock);
+        // Coalesced receives come from peers' segmentation offload runs,
+        // which datagrams this large never form: GRO would only cost the
+        // control message of every receive.
+        let want_gro = cfg.gro && crate::sys::runs_fit(max_datagram);
+        let gro = want_gro && crate::sys::set_gro(&sock);
+        if want_gro && !gro {
+            static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+            if !SAID.swap(true, std::sync::atomic::Ordering::Relaxed) {
+                rfabric_core::fi_info!(PROV, FI_LOG_EP_CTRL, "the kernel does not take UDP_GRO; each datagram is received alone");
+            }
+        }
         Ok(UdpDevice {
             sock,
             local,
@@ -243,12 +287,121 @@ impl UdpDevice {
             ext_sack: Vec::new(),
             backlogged: None,
             last_recv: None,
-            out: crate::sys::SendBatch::new(max_datagram),
+            out: crate::sys::SendBatch::new(max_datagram, gso),
+            gro,
         })
     }
 
     pub fn local_addr(&self) -> SocketAddr {
         self.local
+    }
+
+    /// Whether runs of datagrams to one peer go as UDP GSO sends (asked
+    /// for, supported, and not refused by the kernel since).
+    pub fn gso(&self) -> bool {
+        self.out.gso()
+    }
+
+    /// One received datagram, `len` bytes at `off` in `batch.data`, from
+    /// `from`: handshakes are answered, acknowledgements taken, data
+    /// packets checked and listed in `batch.items`.
+    fn on_datagram(&mut self, off: usize, len: usize, from: SocketAddr, now: Instant, batch: &mut RxBatch) {
+        if len > self.cfg.max_datagram {
+            // Longer than we ever send (possible only in a GRO slot).
+            self.stats.malformed += 1;
+            return;
+        }
+        let Some((kind, h)) = DevHdr::decode(&batch.data[off..off + len]) else {
+            self.stats.malformed += 1;
+            return;
+        };
+        match kind {
+            DevKind::Hello => {
+                self.on_hello(from, &h, now, batch);
+                return;
+            }
+            DevKind::HelloAck => {
+                self.on_hello_ack(from, &h, now);
+                return;
+            }
+            DevKind::Data | DevKind::Ack => {}
+        }
+        let Some(&id) = self.by_addr.get(&from) else {
+            self.stats.unknown_peer += 1;
+            // Logged at the 1st, 2nd, 4th, 8th... such datagram.
+            if self.stats.unknown_peer.is_power_of_two() {
+                rfabric_core::fi_warn!(PROV, FI_LOG_EP_DATA, "{}: {} datagram(s) from unknown peers dropped (latest from {})", self.local, self.stats.unknown_peer, from);
+            }
+            return;
+        };
+        let p = &mut self.peers[id as usize];
+        if p.state != State::Up || h.src_conn != p.remote_conn || h.dst_conn != self.conn {
+            self.stats.bad_conn += 1;
+            p.refused_conn += 1;
+            if p.refused_conn == 1 {
+                rfabric_core::fi_warn!(
+                    PROV,
+                    FI_LOG_EP_DATA,
+                    "{}: dropping datagrams of {} (state {:?}, its connection id {:#x}, ours as it has it {:#x}; known {:#x}, ours {:#x})",
+                    self.local,
+                    from,
+                    p.state,
+                    h.src_conn,
+                    h.dst_conn,
+                    p.remote_conn,
+                    self.conn
+                );
+            }
+            return;
+        }
+        p.refused_conn = 0;
+        let mut ext = std::mem::take(&mut self.ext_sack);
+        ext.clear();
+        if kind == DevKind::Ack {
+            ext.extend_from_slice(&batch.data[off + DEV_HDR..off + len]);
+        }
+        self.peers[id as usize].last_heard = now;
+        self.on_ack(id, h.ack, h.sack, &ext, h.high, now, batch);
+        self.ext_sack = ext;
+        if kind == DevKind::Ack {
+            return;
+        }
+        let p = &mut self.peers[id as usize];
+        let ahead = h.seq.wrapping_sub(p.rx_next);
+        if ahead >= RX_WINDOW {
+            if seq_lt(h.seq, p.rx_next) {
+                // Arrived before; our acknowledgement must have been lost.
+                self.stats.duplicate += 1;
+                p.ack_owed += 1;
+                self.mark_busy(id);
+            } else {
+                self.stats.bad_seq += 1;
+            }
+            return;
+        }
+        if p.bit(h.seq) || p.pending(h.seq) {
+            self.stats.duplicate += 1;
+            p.ack_owed += 1;
+            self.mark_busy(id);
+            return;
+        }
+        p.set_pending(h.seq, true);
+        batch.items.push(RxItem { peer: id, seq: h.seq, start: off + DEV_HDR, len: len - DEV_HDR });
+    }
+
+    /// Whether the kernel may coalesce received datagrams (`UDP_GRO`).
+    pub fn gro(&self) -> bool {
+        self.gro
+    }
+
+    /// Bytes of one receive slot: a datagram, or with GRO on, a coalesced
+    /// receive of up to 64 KiB.
+    fn rx_slot(&self) -> usize {
+        if self.gro {
+            crate::sys::GRO_SLOT
+        } else {
+            self.cfg.max_datagram
+        }
     }
 
     /// Sends the queued data datagrams.
@@ -262,7 +415,7 @@ impl UdpDevice {
 
     /// Bytes at the start of `RxBatch::data` that `recv` writes into.
     pub fn rx_area(&self) -> usize {
-        self.cfg.max_datagram * RECV_BATCH
+        self.rx_slot() * RECV_BATCH
     }
 
     fn window(&self, p: &Peer) -> usize {
@@ -406,6 +559,7 @@ impl UdpDevice {
         let p = &mut self.peers[id as usize];
         if seq_lt(p.last_high, high) && !seq_lt(p.next_seq, high) {
             p.last_high = high;
+            p.high_moved = now;
         }
         while let Some(front) = p.unacked.front() {
             if !seq_lt(front.seq, ack) {
@@ -527,8 +681,12 @@ impl UdpDevice {
                     // peer cannot have acknowledged yet (beyond the highest it
                     // reported); packets in between most likely arrived and
                     // are taken care of by the selective acks once the hole
-                    // is filled.
+                    // is filled. Those beyond the highest wait while that
+                    // highest still moves: they are queued behind it (a
+                    // burst, a slow receiver), and sending them again would
+                    // only lengthen the queue.
                     let high_k = p.unacked.front().map_or(0, |f| p.last_high.wrapping_sub(f.seq) as usize);
+                    let since_high = now.saturating_duration_since(p.high_moved);
                     let mut dead = false;
                     let mut fired = false;
                     for k in 0..p.unacked.len() {
@@ -545,6 +703,9 @@ impl UdpDevice {
                             break;
                         }
                         let wait = (rto * (1 << (t.tries - 1).min(MAX_BACKOFF))).min(MAX_RTO);
+                        if k != 0 && since_high < wait {
+                            continue;
+                        }
                         if now.saturating_duration_since(t.last) >= wait {
                             Self::transmit(&self.sock, &mut self.out, self.conn, self.hold, p, k, now, &mut self.stats);
                             fired = true;
@@ -745,13 +906,14 @@ impl Device for UdpDevice {
         self.last_recv = Some(now);
         self.send_out();
         batch.clear();
-        let dg = self.cfg.max_datagram;
-        if batch.data.len() < dg * RECV_BATCH {
-            batch.data.resize(dg * RECV_BATCH, 0);
+        let slot = self.rx_slot();
+        if batch.data.len() < slot * RECV_BATCH {
+            batch.data.resize(slot * RECV_BATCH, 0);
         }
         let mut lens = [0usize; RECV_BATCH];
         let mut froms: [Option<SocketAddr>; RECV_BATCH] = [None; RECV_BATCH];
-        let got = crate::sys::recv_many(&self.sock, &mut batch.data, dg, &mut lens, &mut froms, &mut self.addrs);
+        let mut segs = [0usize; RECV_BATCH];
+        let got = crate::sys::recv_many(&self.sock, &mut batch.data, slot, &mut lens, &mut froms, &mut segs, &mut self.addrs);
         // A full batch: more may be waiting behind it (an acknowledgement
         // of a peer among them). Peers are judged silent only once the
         // socket was read empty: under load a backlog of datagrams can take
@@ -765,93 +927,25 @@ impl Device for UdpDevice {
         }
         let mut n = 0;
         for k in 0..got {
-            let off = k * dg;
-            let len = lens[k];
             let Some(from) = froms[k] else {
                 self.stats.malformed += 1;
                 continue;
             };
-            n += 1;
-            self.stats.received += 1;
-            let Some((kind, h)) = DevHdr::decode(&batch.data[off..off + len]) else {
-                self.stats.malformed += 1;
-                continue;
-            };
-            match kind {
-                DevKind::Hello => {
-                    self.on_hello(from, &h, now, batch);
-                    continue;
-                }
-                DevKind::HelloAck => {
-                    self.on_hello_ack(from, &h, now);
-                    continue;
-                }
-                DevKind::Data | DevKind::Ack => {}
+            if segs[k] > 0 {
+                self.stats.gro_recvs += 1;
             }
-            let Some(&id) = self.by_addr.get(&from) else {
-                self.stats.unknown_peer += 1;
-                // Logged at the 1st, 2nd, 4th, 8th... such datagram.
-                if self.stats.unknown_peer.is_power_of_two() {
-                    rfabric_core::fi_warn!(PROV, FI_LOG_EP_DATA, "{}: {} datagram(s) from unknown peers dropped (latest from {})", self.local, self.stats.unknown_peer, from);
-                }
-                continue;
-            };
-            let p = &mut self.peers[id as usize];
-            if p.state != State::Up || h.src_conn != p.remote_conn || h.dst_conn != self.conn {
-                self.stats.bad_conn += 1;
-                p.refused_conn += 1;
-                if p.refused_conn == 1 {
-                    rfabric_core::fi_warn!(
-                        PROV,
-                        FI_LOG_EP_DATA,
-                        "{}: dropping datagrams of {} (state {:?}, its connection id {:#x}, ours as it has it {:#x}; known {:#x}, ours {:#x})",
-                        self.local,
-                        from,
-                        p.state,
-                        h.src_conn,
-                        h.dst_conn,
-                        p.remote_conn,
-                        self.conn
-                    );
-                }
-                continue;
+            // A coalesced entry: each of its datagrams as if it had come
+            // alone, from the same source.
+            for (o, len) in crate::sys::split(lens[k], segs[k]) {
+                n += 1;
+                self.stats.received += 1;
+                self.on_datagram(k * slot + o, len, from, now, batch);
             }
-            p.refused_conn = 0;
-            let mut ext = std::mem::take(&mut self.ext_sack);
-            ext.clear();
-            if kind == DevKind::Ack {
-                ext.extend_from_slice(&batch.data[off + DEV_HDR..off + len]);
-            }
-            self.peers[id as usize].last_heard = now;
-            self.on_ack(id, h.ack, h.sack, &ext, h.high, now, batch);
-            self.ext_sack = ext;
-            if kind == DevKind::Ack {
-                continue;
-            }
-            let p = &mut self.peers[id as usize];
-            let ahead = h.seq.wrapping_sub(p.rx_next);
-            if ahead >= RX_WINDOW {
-                if seq_lt(h.seq, p.rx_next) {
-                    // Arrived before; our acknowledgement must have been lost.
-                    self.stats.duplicate += 1;
-                    p.ack_owed += 1;
-                    self.mark_busy(id);
-                } else {
-                    self.stats.bad_seq += 1;
-                }
-                continue;
-            }
-            if p.bit(h.seq) || batch.items.iter().any(|it| it.peer == id && it.seq == h.seq) {
-                self.stats.duplicate += 1;
-                p.ack_owed += 1;
-                self.mark_busy(id);
-                continue;
-            }
-            batch.items.push(RxItem { peer: id, seq: h.seq, start: off + DEV_HDR, len: len - DEV_HDR });
         }
         for k in 0..batch.items.len() {
             let it = batch.items[k];
             let p = &mut self.peers[it.peer as usize];
+            p.set_pending(it.seq, false);
             p.set_bit(it.seq, true);
             p.ack_owed += 1;
             if !seq_lt(it.seq, p.rx_high) {
@@ -891,7 +985,7 @@ impl Device for UdpDevice {
     }
 
     fn stats(&self) -> Stats {
-        self.stats
+        Stats { gso_sends: self.out.gso_sends(), ..self.stats }
     }
 
     fn push_out(&mut self) {
@@ -919,3 +1013,69 @@ impl Device for UdpDevice {
     }
 }
 
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `n` full-size packets from one device to another over loopback
+    /// (each its own bytes), `gro` on the receiver: returns the receiver's
+    /// stats once every packet arrived, whole and once.
+    fn bulk(ip: &str, n: usize, gro: bool) -> Option<Stats> {
+        let bind = |gro| UdpDevice::open(SocketAddr::new(ip.parse().unwrap(), 0), UdpConfig { gro, ..UdpConfig::default() });
+        let (Ok(mut a), Ok(mut b)) = (bind(true), bind(gro)) else { return None };
+        assert_eq!(b.gro(), gro, "Linux has had UDP_GRO since 5.0");
+        let to = b.local_addr();
+        let pb = a.peer(&crate::sockaddr::to_bytes(&to)).unwrap();
+        let size = a.max_packet();
+        let pkt = |i: usize| {
+            let mut v: Vec<u8> = (0..size).map(|k| (i * 31 + k) as u8).collect();
+            v[..8].copy_from_slice(&(i as u64).to_le_bytes());
+            v
+        };
+        let mut next = 0;
+        let mut got = vec![None; n];
+        let (mut arrived, mut ba, mut bb) = (0, RxBatch::default(), RxBatch::default());
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while arrived < n {
+            assert!(Instant::now() < deadline, "{ip}: {arrived} of {n} packets: {:?}", b.stats());
+            while next < n {
+                let p = pkt(next);
+                match a.send(pb, &p[..crate::wire::PROTO_HDR], &[&p[crate::wire::PROTO_HDR..]], next as u64) {
+                    Ok(()) => next += 1,
+                    Err(e) if e == EAGAIN => break,
+                    Err(e) => panic!("{ip}: send: {e:?}"),
+                }
+            }
+            a.push_out();
+            let now = Instant::now();
+            a.recv(&mut ba, now);
+            a.flush(now, true);
+            b.recv(&mut bb, now);
+            for it in &bb.items {
+                let p = bb.packet(it);
+                let i = u64::from_le_bytes(p[..8].try_into().unwrap()) as usize;
+                assert!(i < n && got[i].is_none() && p == &pkt(i)[..], "{ip}: a packet that was not sent, or twice");
+                got[i] = Some(());
+                arrived += 1;
+            }
+            b.flush(now, true);
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        Some(b.stats())
+    }
+
+    #[test]
+    fn coalesced_receives_are_split_into_their_datagrams() {
+        for ip in ["127.0.0.1", "::1"] {
+            let Some(on) = bulk(ip, 300, true) else { continue };
+            assert!(on.gro_recvs > 0, "{ip}: {on:?}");
+            assert!(on.received >= 300, "datagrams are counted, not receives: {on:?}");
+            // (Duplicates are possible: one thread plays both ends, and an
+            // unoptimized turn can outlast the retransmission timeout.)
+            assert_eq!(on.malformed + on.bad_seq, 0, "{ip}: {on:?}");
+            let off = bulk(ip, 300, false).unwrap();
+            assert_eq!(off.gro_recvs, 0, "{ip}: {off:?}");
+        }
+    }
+}
