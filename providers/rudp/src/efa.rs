@@ -8,9 +8,11 @@
 //! `<device>-rdm` (offered with manual and with automatic progress,
 //! protocol `FI_PROTO_EFA`, addresses `FI_ADDR_EFA`), whose endpoints run
 //! the protocol engine over the EFA device (`efadev`: one SRD queue pair
-//! each) through `efadom`. Node and service of `fi_getinfo` name nothing
-//! here (EFA addresses have no names): an application exchanges
-//! `fi_getname` addresses itself, or passes them as `hints->dest_addr`.
+//! each), and over shared memory for peers on this host unless
+//! `FI_EFA_ENABLE_SHM_TRANSFER=0` (`local`), through `efadom`. Node and
+//! service of `fi_getinfo` name nothing here (EFA addresses have no
+//! names): an application exchanges `fi_getname` addresses itself, or
+//! passes them as `hints->dest_addr`.
 //! Nothing of it has run on EFA hardware: it is tested on
 //! `rfabric-ibverbs`' stand-in only.
 
@@ -160,11 +162,12 @@ impl Provider for EfaProvider {
         if attr.name.as_deref().is_some_and(|n| n != NAME) {
             return Err(rfabric_core::error::EINVAL);
         }
-        Ok(Box::new(crate::efadom::EfaFabric { verbs, devices }))
+        Ok(Box::new(crate::efadom::EfaFabric { verbs, devices, settings: crate::settings::EfaSettings::read() }))
     }
 }
 
 pub fn providers() -> Vec<Box<dyn Provider>> {
+    crate::settings::define_efa();
     vec![Box::new(EfaProvider::system())]
 }
 
@@ -210,6 +213,14 @@ mod tests {
         // Without libefa the same device is not recognised as EFA.
         let plain = Verbs::from_fns(standin::verbs_fns(), None);
         assert_eq!(probe_verbs(&plain), Probe::NoDevice(vec!["mlx0".into()]));
+    }
+
+    #[test]
+    fn the_shared_memory_setting_is_fi_efa_enable_shm_transfer() {
+        let _ = providers();
+        assert!(rfabric_core::params::is_defined(NAME, "enable_shm_transfer"));
+        assert_eq!(rfabric_core::params::env_name(NAME, "enable_shm_transfer"), "FI_EFA_ENABLE_SHM_TRANSFER");
+        assert_eq!(crate::settings::EfaSettings::default(), crate::settings::EfaSettings { enable_shm_transfer: true });
     }
 
     #[test]

@@ -18,8 +18,15 @@
 //!
 //! Polled (no completion channel: `fd` is -1). Nothing here has run on
 //! EFA hardware; the tests run it on `rfabric-ibverbs`' stand-in.
+//!
+//! As the remote device of `LocalOr` (`RemoteDevice`, for the efa entry's
+//! shared-memory path): a peer is on this host when its GID is one of this
+//! host's EFA devices' GIDs, and an endpoint's segment is named
+//! `e<GID in hex>.<QPN in hex>` ([`segment_name`]).
 
 use crate::device::{Device, PeerId, RxBatch, RxItem, Stats};
+use crate::local::RemoteDevice;
+use crate::shmdev::ShmNames;
 use rfabric_core::error::{Error, Result, EAGAIN, EINVAL};
 use rfabric_ibverbs::sys::*;
 use rfabric_ibverbs::{Ah, Context, Cq, Mr, Pd, Qp, Verbs, VerbsError};
@@ -102,15 +109,57 @@ pub fn parse_name(raw: &[u8]) -> Option<([u8; 16], u32, u32)> {
     Some((gid, qpn, qkey))
 }
 
+/// The GID of an open device: port 1's, index 0 (what its endpoints'
+/// names carry).
+pub fn device_gid(ctx: &Context) -> std::result::Result<[u8; 16], VerbsError> {
+    let gid = ctx.query_gid(1, 0)?;
+    // SAFETY: every bit pattern of the GID union is a byte array.
+    Ok(unsafe { gid.raw })
+}
+
+/// The name of the shared-memory segment of the endpoint named `raw`:
+/// `e`, its GID in hex, `.`, its QP number in hex (at most 40 characters
+/// for QP numbers of 24 bits, as InfiniBand's are; `None` for a longer one
+/// or a malformed name). Not the network namespace's: a GID and QP number
+/// name one endpoint of one device, wherever it is seen from.
+pub fn segment_name(raw: &[u8]) -> Option<String> {
+    use std::fmt::Write;
+    let (gid, qpn, _) = parse_name(raw)?;
+    let mut n = String::with_capacity(40);
+    n.push('e');
+    for b in gid {
+        let _ = write!(n, "{b:02x}");
+    }
+    let _ = write!(n, ".{qpn:x}");
+    rfabric_shm::segment::valid_ep_name(&n).then_some(n)
+}
+
+impl RemoteDevice for EfaDevice {
+    /// The GIDs of this host's EFA devices.
+    type Here = Vec<[u8; 16]>;
+    const PATH: &'static str = "the EFA device";
+    const NAMES: ShmNames = ShmNames { segment: segment_name, text: crate::efadom::addr_text };
+    fn key(addr: &[u8]) -> Option<Vec<u8>> {
+        parse_name(addr).map(|_| addr.to_vec())
+    }
+    /// Its GID is one of this host's EFA devices' (the same device, or
+    /// another one of this host).
+    fn is_local(gids: &Vec<[u8; 16]>, addr: &[u8]) -> bool {
+        parse_name(addr).is_some_and(|(gid, _, _)| gids.contains(&gid))
+    }
+    /// `recv` clears `batch.data` and appends.
+    fn rx_used(&self, batch: &RxBatch) -> usize {
+        batch.data.len()
+    }
+}
+
 impl EfaDevice {
     /// An SRD QP on port 1 of device `dev`, in RTS, with every receive
     /// slot posted.
     pub fn open(verbs: &Verbs, dev: &str, cfg: EfaConfig) -> Result<EfaDevice> {
         let ctx = verbs.open_device(dev).map_err(verr)?;
         let port = ctx.query_port(1).map_err(verr)?;
-        let gid = ctx.query_gid(1, 0).map_err(verr)?;
-        // SAFETY: every bit pattern of the GID union is a byte array.
-        let gid = unsafe { gid.raw };
+        let gid = device_gid(&ctx).map_err(verr)?;
         let mut max_packet = cfg.max_packet;
         if port.max_msg_sz != 0 {
             max_packet = max_packet.min((port.max_msg_sz as usize).saturating_sub(NAME_LEN));

@@ -2,9 +2,16 @@
 //! (`RdmDomain`) over one `EfaDevice` per endpoint, with addresses in
 //! EFA's raw format (`FI_ADDR_EFA`: GID, QP number, queue key; 24 bytes).
 //!
-//! - Local peers go through the EFA device as well: the shared-memory
-//!   path of rudp (`local.rs`) names peers and segments by IP socket
-//!   address, which EFA addresses are not, so it is not composed here.
+//! - Peers on this host go through shared memory, as upstream's efa
+//!   provider hands them to its shm provider: each endpoint's device is a
+//!   `LocalOr<EfaDevice>` (`local.rs`, the composition rudp runs over
+//!   UDP), whose shared-memory inbox is named after the endpoint's GID and
+//!   QP number (`efadev::segment_name`). A peer is local when its GID is
+//!   one of this host's EFA devices' (read once per domain) and its inbox
+//!   is there; the rule and its moments are `local.rs`'s.
+//!   `FI_EFA_ENABLE_SHM_TRANSFER=0` (read when the fabric opens) sends
+//!   them through the EFA device like the others. Packets to a local peer
+//!   that stay unconsumed for [`SHM_PEER_TIMEOUT`] lose it.
 //! - Memory registration is the engine domain's (the core's key registry;
 //!   RMA and atomics are the engine's, in messages through the device's
 //!   bounce buffer). `FI_MR_DMABUF` registrations are, in addition,
@@ -18,7 +25,9 @@
 //! `rfabric-ibverbs`' stand-in.
 
 use crate::efadev::{parse_name, EfaConfig, EfaDevice, NAME_LEN};
+use crate::local::LocalOr;
 use crate::objects::{RawAddr, RdmDevices, RdmDomain, RdmLimits};
+use crate::settings::EfaSettings;
 use rfabric_core::abi::*;
 use rfabric_core::error::{Error, Result};
 use rfabric_core::info::Info;
@@ -36,6 +45,11 @@ use std::time::Duration;
 
 const NAME: &str = crate::efa::NAME;
 
+/// How long packets to a local peer stay unconsumed before it is given up
+/// on (rudp's default peer timeout; EFA's own peers are lost on a send
+/// completion in error instead).
+pub const SHM_PEER_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// `fi_addr_efa://[GID]:QPN:QKEY`
 pub fn addr_text(raw: &[u8]) -> String {
     match parse_name(raw) {
@@ -49,24 +63,30 @@ pub fn raw_addr() -> RawAddr {
     RawAddr { format: FI_ADDR_EFA, len: NAME_LEN, valid: |b| parse_name(b).is_some(), text: addr_text }
 }
 
-/// An `EfaDevice` per endpoint on one EFA device.
+/// An `EfaDevice` per endpoint on one EFA device, and shared memory for
+/// local peers when `shm`.
 pub struct EfaDevices {
     verbs: Verbs,
     device: String,
     cfg: EfaConfig,
+    shm: bool,
+    /// The GIDs of this host's EFA devices (with `shm`).
+    gids: Vec<[u8; 16]>,
 }
 
 impl RdmDevices for EfaDevices {
-    type Dev = EfaDevice;
+    type Dev = LocalOr<EfaDevice>;
     fn prov(&self) -> &'static str {
         NAME
     }
     fn limits(&self) -> RdmLimits {
         RdmLimits { medium_max: 65536, unexpected_max: 4096, linger: Duration::from_secs(2) }
     }
-    fn open(&self, _bind: SocketAddr) -> Result<EfaDevice> {
+    fn open(&self, _bind: SocketAddr) -> Result<LocalOr<EfaDevice>> {
         let d = EfaDevice::open(&self.verbs, &self.device, self.cfg)?;
-        rfabric_core::fi_info!(NAME, FI_LOG_EP_CTRL, "endpoint {} on {}", addr_text(&crate::device::Device::name(&d)), self.device);
+        let d = LocalOr::new(d, self.shm, SHM_PEER_TIMEOUT, || self.gids.clone());
+        let shm = if d.has_shm() { "on" } else { "off" };
+        rfabric_core::fi_info!(NAME, FI_LOG_EP_CTRL, "endpoint {} on {} (shared memory for local peers {})", addr_text(&crate::device::Device::name(&d)), self.device, shm);
         Ok(d)
     }
     fn raw_addr(&self) -> Option<RawAddr> {
@@ -96,15 +116,31 @@ pub struct EfaDomain {
     _ctx: Context,
 }
 
+/// The GIDs of `devices` (this host's EFA devices); a device that does
+/// not answer is left out (logged).
+fn host_gids(verbs: &Verbs, devices: &[String]) -> Vec<[u8; 16]> {
+    let mut v = Vec::new();
+    for d in devices {
+        match verbs.open_device(d).and_then(|ctx| crate::efadev::device_gid(&ctx)) {
+            Ok(g) => v.push(g),
+            Err(e) => rfabric_core::fi_info!(NAME, FI_LOG_DOMAIN, "GID of {}: {}: its endpoints are not taken for local peers", d, e),
+        }
+    }
+    v
+}
+
 impl EfaDomain {
-    pub fn open(verbs: &Verbs, device: &str, info: &Info) -> Result<EfaDomain> {
+    /// The domain of `device`, one of this host's EFA devices `host`.
+    pub fn open(verbs: &Verbs, device: &str, host: &[String], info: &Info, settings: EfaSettings) -> Result<EfaDomain> {
         let verr = |e: rfabric_ibverbs::VerbsError| {
             rfabric_core::fi_warn!(NAME, FI_LOG_DOMAIN, "fi_domain on {}: {}", device, e);
             Error(if e.errno > 0 { e.errno } else { libc::EIO })
         };
         let ctx = verbs.open_device(device).map_err(verr)?;
         let pd = ctx.alloc_pd().map_err(verr)?;
-        let devices = EfaDevices { verbs: verbs.clone(), device: device.to_string(), cfg: EfaConfig::default() };
+        let shm = settings.enable_shm_transfer;
+        let gids = if shm { host_gids(verbs, host) } else { Vec::new() };
+        let devices = EfaDevices { verbs: verbs.clone(), device: device.to_string(), cfg: EfaConfig::default(), shm, gids };
         Ok(EfaDomain { rdm: RdmDomain::new(info, devices)?, dmabuf: Mutex::new(HashMap::new()), pd, _ctx: ctx })
     }
 
@@ -160,10 +196,12 @@ impl Domain for EfaDomain {
     }
 }
 
-/// The `efa` fabric: the EFA devices found.
+/// The `efa` fabric: the EFA devices found, and the settings read when it
+/// opened.
 pub struct EfaFabric {
     pub verbs: Verbs,
     pub devices: Vec<String>,
+    pub settings: EfaSettings,
 }
 
 impl Fabric for EfaFabric {
@@ -180,7 +218,7 @@ impl Fabric for EfaFabric {
             rfabric_core::fi_warn!(NAME, FI_LOG_DOMAIN, "fi_domain: no EFA domain named {:?}", name);
             return Err(ENODATA);
         };
-        Ok(Box::new(EfaDomain::open(&self.verbs, dev, info)?))
+        Ok(Box::new(EfaDomain::open(&self.verbs, dev, &self.devices, info, self.settings)?))
     }
 }
 
@@ -199,13 +237,40 @@ mod tests {
 
     /// The stand-in with one EFA device, `efa0`, and its loopback.
     fn efa_verbs() -> Verbs {
+        host(&[[0xfe; 16]])
+    }
+
+    /// The stand-in with EFA devices `efa0`, `efa1`... of these GIDs, and
+    /// its loopback: one host.
+    fn host(gids: &[[u8; 16]]) -> Verbs {
         standin::with(|w| {
             w.loopback = Some(Default::default());
             w.efa_device = true;
         });
-        standin::add_device("efa0", IBV_NODE_UNSPECIFIED, IBV_TRANSPORT_UNSPECIFIED, "");
-        standin::set_port("efa0", 1, PortCfg { state: IBV_PORT_ACTIVE, gids: vec![[0xfe; 16]], ..Default::default() });
+        for (i, g) in gids.iter().enumerate() {
+            let dev = format!("efa{i}");
+            standin::add_device(&dev, IBV_NODE_UNSPECIFIED, IBV_TRANSPORT_UNSPECIFIED, "");
+            standin::set_port(&dev, 1, PortCfg { state: IBV_PORT_ACTIVE, gids: vec![*g], ..Default::default() });
+        }
         Verbs::from_fns(standin::verbs_fns(), Some(standin::efa_fns()))
+    }
+
+    /// A GID of device `dev` for test `test`, of this process only: the
+    /// stand-in numbers QPs from the same start in every test (and every
+    /// process), and shared-memory segments are named after GID and QPN
+    /// in the one `/dev/shm`.
+    fn gid(test: u8, dev: u8) -> [u8; 16] {
+        let mut g = [0u8; 16];
+        g[0] = 0xfe;
+        g[1] = 0x80;
+        g[8..12].copy_from_slice(&std::process::id().to_be_bytes());
+        g[12] = test;
+        g[13] = dev;
+        g
+    }
+
+    fn names_of(verbs: &Verbs) -> Vec<String> {
+        verbs.devices().unwrap().into_iter().map(|d| d.name).collect()
     }
 
     #[test]
@@ -241,11 +306,13 @@ mod tests {
         b: Side,
     }
 
-    fn pair() -> Pair {
+    /// Two endpoints of the first device's domain, with `settings`.
+    fn pair(gids: &[[u8; 16]], settings: EfaSettings) -> Pair {
         let lend = standin::share_with_threads("efa-");
-        let p = EfaProvider::with_verbs(efa_verbs());
+        let verbs = host(gids);
+        let p = EfaProvider::with_verbs(verbs.clone());
         let offer = p.offers().into_iter().next().unwrap();
-        let fabric = p.fabric(offer.fabric_attr.as_ref().unwrap()).unwrap();
+        let fabric = EfaFabric { devices: names_of(&verbs), verbs, settings };
         // SAFETY: the offer's own info.
         let d = unsafe { fabric.domain(&offer) }.unwrap();
         let av = d.av_open(&AvAttr { kind: FI_AV_TABLE, count: 4, flags: 0 }).unwrap();
@@ -296,7 +363,8 @@ mod tests {
 
     #[test]
     fn two_endpoints_exchange_messages_over_srd() {
-        let p = pair();
+        // Shared memory off: the local peer goes through the EFA device.
+        let p = pair(&[[0xfe; 16]], EfaSettings { enable_shm_transfer: false });
         assert!(p.av.straddr(&{
             let mut n = [0u8; 64];
             let l = p.a.ep.getname(&mut n).unwrap();
@@ -304,6 +372,25 @@ mod tests {
         })
         .starts_with("fi_addr_efa://[fefe:"));
         assert!(p.av.insert(&[&[0u8; 16][..]], None, 0).is_err(), "a sockaddr-sized address is not an EFA address");
+        messages_and_a_write(&p);
+        let sent = standin::with(|w| w.sent.len());
+        assert!(sent >= 12, "every message went through the device ({sent} sends)");
+    }
+
+    #[test]
+    fn two_endpoints_of_one_device_exchange_messages_through_shared_memory() {
+        let g = gid(1, 0);
+        let p = pair(&[g], EfaSettings::default());
+        standin::take_calls();
+        messages_and_a_write(&p);
+        assert_eq!(standin::with(|w| w.sent.len()), 0, "nothing went through the EFA device");
+        let calls = standin::take_calls();
+        assert!(!calls.iter().any(|c| matches!(c, Call::CreateAh { .. } | Call::PostSend { .. })), "{calls:?}");
+    }
+
+    /// Messages of 64 bytes to 150 KB, untagged and tagged, from `a` to
+    /// `b`, and an RMA write from `b` into `a`'s registration.
+    fn messages_and_a_write(p: &Pair) {
         for (i, n) in [64usize, 20_000, 150_000].into_iter().enumerate() {
             for tagged in [false, true] {
                 let data = pattern(n, i as u8 + u8::from(tagged));
@@ -334,6 +421,126 @@ mod tests {
         assert_eq!(next(&p.b.cq, &p.a.cq).unwrap()[0], 30);
         assert!(target[100..3100] == data[..]);
         p.d.mr_close(reg.key).unwrap();
+    }
+
+    // ---------- the device of local peers ----------
+
+    use crate::device::{Device, PeerId, RxBatch};
+    use std::time::Instant;
+
+    fn cfg() -> EfaConfig {
+        EfaConfig { max_packet: 1024, tx_slots: 8, rx_slots: 8 }
+    }
+
+    /// An endpoint's device on `dev` of `verbs`: shared memory with `shm`,
+    /// taking peers of `here` for local ones.
+    fn local_or(verbs: &Verbs, dev: &str, shm: bool, here: &[[u8; 16]]) -> LocalOr<EfaDevice> {
+        LocalOr::new(EfaDevice::open(verbs, dev, cfg()).unwrap(), shm, SHM_PEER_TIMEOUT, || here.to_vec())
+    }
+
+    /// Runs both devices until `b` has a packet; its peer and bytes.
+    #[track_caller]
+    fn exchange(a: &mut LocalOr<EfaDevice>, b: &mut LocalOr<EfaDevice>) -> (PeerId, Vec<u8>) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let mut batch = RxBatch::default();
+        loop {
+            assert!(Instant::now() < deadline, "no packet arrived: {}\n{}", a.describe(), b.describe());
+            let now = Instant::now();
+            a.recv(&mut batch, now);
+            a.flush(now, true);
+            b.recv(&mut batch, now);
+            let got = batch.items.first().map(|it| (it.peer, batch.packet(it).to_vec()));
+            b.flush(now, true);
+            if let Some(got) = got {
+                return got;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
+    /// (packets through shared memory, through the EFA device) sent by `d`.
+    fn sent(d: &LocalOr<EfaDevice>) -> (u64, u64) {
+        (d.shm_stats().sent, d.stats().sent)
+    }
+
+    #[test]
+    fn peers_of_this_hosts_efa_devices_go_through_shared_memory() {
+        let (g0, g1) = (gid(2, 0), gid(2, 1));
+        let v = host(&[g0, g1]);
+        let mut a = local_or(&v, "efa0", true, &[g0, g1]);
+        let mut b = local_or(&v, "efa0", true, &[g0, g1]);
+        let mut c = local_or(&v, "efa1", true, &[g0, g1]);
+        assert!(a.has_shm() && b.has_shm() && c.has_shm());
+        let name = a.name();
+        let seg = crate::efadev::segment_name(&name).unwrap();
+        assert!(seg.starts_with("efe80") && seg.len() <= 40, "{seg}");
+
+        // The same device, and another device of the host.
+        let pb = a.peer(&b.name()).unwrap();
+        let pc = a.peer(&c.name()).unwrap();
+        a.send(pb, b"to b", &[], 1).unwrap();
+        let (pa, data) = exchange(&mut a, &mut b);
+        assert_eq!((data.as_slice(), b.peer_addr(pa)), (&b"to b"[..], &name[..]));
+        a.send(pc, b"to c", &[b"!"], 2).unwrap();
+        let (pa_c, data) = exchange(&mut a, &mut c);
+        assert_eq!(data, b"to c!");
+        b.send(pa, b"back", &[], 0).unwrap();
+        let (p, data) = exchange(&mut b, &mut a);
+        assert_eq!((p, data.as_slice()), (pb, &b"back"[..]));
+        c.send(pa_c, b"back from c", &[], 0).unwrap();
+        assert_eq!(exchange(&mut c, &mut a).0, pc);
+
+        // All of it through shared memory, none through the device.
+        assert_eq!((sent(&a), sent(&b), sent(&c)), ((2, 0), (1, 0), (1, 0)));
+        assert_eq!((a.shm_stats().received, a.shm_peers()), (2, 2));
+        assert_eq!(standin::with(|w| w.sent.len()), 0);
+        // Consumed: nothing waits for an acknowledgement.
+        a.recv(&mut RxBatch::default(), Instant::now());
+        assert!(!a.unacked());
+    }
+
+    #[test]
+    fn other_hosts_peers_and_shared_memory_off_go_through_the_efa_device() {
+        let (g0, g1) = (gid(3, 0), gid(3, 1));
+        let v = host(&[g0, g1]);
+        // `efa1` stands for a device of another host: not in `here`.
+        let mut a = local_or(&v, "efa0", true, &[g0]);
+        let mut c = local_or(&v, "efa1", true, &[g1]);
+        let pc = a.peer(&c.name()).unwrap();
+        a.send(pc, b"far", &[], 0).unwrap();
+        let (pa, data) = exchange(&mut a, &mut c);
+        assert_eq!(data, b"far");
+        c.send(pa, b"far back", &[], 0).unwrap();
+        assert_eq!(exchange(&mut c, &mut a).0, pc);
+        assert_eq!((sent(&a), sent(&c)), ((0, 1), (0, 1)));
+
+        // Shared memory off at `d` (same device as `a`): no inbox, so `a`
+        // reaches it through the device too, and it `a`.
+        let mut d = local_or(&v, "efa0", false, &[g0]);
+        assert!(!d.has_shm());
+        let pd = a.peer(&d.name()).unwrap();
+        a.send(pd, b"near", &[], 0).unwrap();
+        let (pa_d, data) = exchange(&mut a, &mut d);
+        assert_eq!(data, b"near");
+        d.send(pa_d, b"near back", &[], 0).unwrap();
+        assert_eq!(exchange(&mut d, &mut a).0, pd);
+        assert_eq!((sent(&a), sent(&d)), ((0, 2), (0, 1)));
+        assert_eq!((a.shm_peers(), a.shm_stats().received), (0, 0));
+        assert_eq!(standin::with(|w| w.sent.len()), 4);
+    }
+
+    #[test]
+    fn segment_names_of_efa_addresses() {
+        let mut raw = [0u8; NAME_LEN];
+        raw[..16].copy_from_slice(&[0xab; 16]);
+        raw[16..20].copy_from_slice(&0xff_ffffu32.to_le_bytes());
+        let n = crate::efadev::segment_name(&raw).unwrap();
+        assert_eq!(n, format!("e{}.ffffff", "ab".repeat(16)));
+        assert_eq!(n.len(), 40);
+        // A QP number beyond 24 bits has no name; nor has a short address.
+        raw[16..20].copy_from_slice(&0x100_0000u32.to_le_bytes());
+        assert_eq!(crate::efadev::segment_name(&raw), None);
+        assert_eq!(crate::efadev::segment_name(&raw[..20]), None);
     }
 
     fn memfd(len: i64) -> OwnedFd {

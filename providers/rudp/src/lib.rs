@@ -2,7 +2,9 @@
 //! UDP/IP. A protocol engine (`engine`) owns the RDM semantics and runs on
 //! a datagram device (`device`); the UDP device (`udp`) adds what EFA's
 //! SRD gives in hardware; peers on the same host go through shared memory
-//! (`shmdev`) instead, the two joined in `local`. See `man/fi_rudp.7` and `docs/ARCHITECTURE.md`.
+//! (`shmdev`) instead, the two joined in `local` (which also joins shared
+//! memory to the EFA device, `efadev`, for the `efa` entry, `efa`,
+//! `efadom`). See `man/fi_rudp.7` and `docs/ARCHITECTURE.md`.
 
 #![deny(unsafe_op_in_unsafe_fn)]
 

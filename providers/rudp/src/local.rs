@@ -1,93 +1,168 @@
 //! The device an endpoint's engine runs on: peers on this host through
-//! shared memory (`shmdev`), the others through UDP (`udp`), behind one
-//! peer numbering, so the engine (matching, ordering, completions,
-//! `FI_SOURCE`) does not know which path a peer takes.
+//! shared memory (`shmdev`), the others through a remote device (UDP for
+//! rudp, `udp`; EFA for the efa entry, `efadev`), behind one peer
+//! numbering, so the engine (matching, ordering, completions,
+//! `FI_SOURCE`) does not know which path a peer takes. `LocalOr<R>` is
+//! that composition over any remote device `R` that says, through
+//! [`RemoteDevice`], how its addresses are keyed, which are on this host,
+//! and how they name shared-memory segments; `LocalOrUdp` is rudp's.
 //!
 //! The rule, the same at both ends: a peer goes through shared memory when
-//! shared memory is on here (`FI_RUDP_ENABLE_SHM`), its address is
-//! loopback or one of this namespace's interface addresses, and the
-//! segment named after that address in this namespace exists and takes our
-//! packets, at the moment the device first meets the peer (the first
+//! shared memory is on here (`FI_RUDP_ENABLE_SHM`, `FI_EFA_ENABLE_SHM_TRANSFER`),
+//! its address is one of this host's (UDP: loopback or one of this
+//! namespace's interface addresses; EFA: its GID is one of this host's EFA
+//! devices'), and the segment named after that address exists and takes
+//! our packets, at the moment the device first meets the peer (the first
 //! operation towards it, or its first packet: not the AV insertion). It
 //! keeps that path until the peer is lost (on either path): the next packet
 //! to it decides again, as for a new peer. A peer with shared memory off
-//! has no segment, so both ends use UDP. A peer that opens only after we
-//! first sent to it is reached through UDP, while it may reach us through
-//! shared memory: each direction is one path, and arrivals from both paths
-//! belong to the same peer (keyed by its UDP address), which the engine
-//! tolerates as it tolerates any order. A peer lost on either path is lost.
+//! has no segment, so both ends use the remote device. A peer that opens
+//! only after we first sent to it is reached through the remote device,
+//! while it may reach us through shared memory: each direction is one
+//! path, and arrivals from both paths belong to the same peer (keyed by its
+//! remote device's address), which the engine tolerates as it tolerates
+//! any order. A peer lost on either path is lost.
 
 #![forbid(unsafe_code)]
 
 use crate::device::{Device, PeerId, RxBatch, Stats};
-use crate::shmdev::ShmDevice;
+use crate::shmdev::{ShmDevice, ShmNames};
 use crate::udp::{UdpConfig, UdpDevice};
 use rfabric_core::abi::*;
 use rfabric_core::error::{Result, EINVAL};
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 const PROV: &str = "rudp";
 const NONE: PeerId = PeerId::MAX;
 
+/// What `LocalOr` asks of the device that reaches the peers of other
+/// hosts: its addresses (the raw addresses of the AV, which the
+/// shared-memory path also names endpoints by, `Device::name` its own)
+/// and how it reports what it received.
+pub trait RemoteDevice: Device {
+    /// What tells this host's peers from the others (UDP: this
+    /// namespace's interface addresses; EFA: this host's EFA GIDs).
+    type Here: Default + Send;
+    /// The device, as log lines name the path (`UDP`).
+    const PATH: &'static str;
+    /// How the shared-memory path names endpoints by these addresses.
+    const NAMES: ShmNames;
+    /// `addr` as peers are keyed: the same bytes for the same endpoint,
+    /// however the AV spelled it; `None` when it is not an address of
+    /// this device.
+    fn key(addr: &[u8]) -> Option<Vec<u8>>;
+    /// Whether the endpoint at `addr` (a key) is on this host.
+    fn is_local(here: &Self::Here, addr: &[u8]) -> bool;
+    /// Bytes at the start of `batch.data` that its last `recv` wrote into
+    /// (the shared-memory path's packets go after them).
+    fn rx_used(&self, batch: &RxBatch) -> usize;
+}
+
+impl RemoteDevice for UdpDevice {
+    type Here = Vec<IpAddr>;
+    const PATH: &'static str = "UDP";
+    const NAMES: ShmNames = crate::shmdev::UDP_NAMES;
+    fn key(addr: &[u8]) -> Option<Vec<u8>> {
+        crate::sockaddr::from_bytes(addr).map(|a| crate::sockaddr::to_bytes(&a))
+    }
+    /// Loopback or one of this namespace's interface addresses.
+    fn is_local(own: &Vec<IpAddr>, addr: &[u8]) -> bool {
+        crate::sockaddr::from_bytes(addr).is_some_and(|a| crate::shmdev::is_local(&a.ip(), own))
+    }
+    fn rx_used(&self, _batch: &RxBatch) -> usize {
+        self.rx_area()
+    }
+}
+
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Path {
-    Udp,
+    Remote,
     Shm,
     /// Lost: decided again at the next packet to it.
     Undecided,
 }
 
 struct Peer {
-    addr: SocketAddr,
+    /// Its address, as `RemoteDevice::key` makes it.
     raw: Vec<u8>,
     /// The peer in each device, once it has one.
-    udp: PeerId,
+    remote: PeerId,
     shm: PeerId,
     /// Where packets to it go.
     path: Path,
 }
 
-pub struct LocalOrUdp {
-    udp: UdpDevice,
+/// Peers on this host through shared memory, the others through `R`.
+pub struct LocalOr<R: RemoteDevice> {
+    remote: R,
     shm: Option<ShmDevice>,
-    /// This namespace's interface addresses.
-    own: Vec<IpAddr>,
+    /// This host's addresses, as `R` tells them.
+    here: R::Here,
     peers: Vec<Peer>,
-    by_addr: HashMap<SocketAddr, PeerId>,
+    by_addr: HashMap<Vec<u8>, PeerId>,
     /// Device peer -> our peer.
-    of_udp: Vec<PeerId>,
+    of_remote: Vec<PeerId>,
     of_shm: Vec<PeerId>,
     /// Items of the current batch: the device and its sequence.
     origin: Vec<(Path, u32)>,
 }
 
-impl LocalOrUdp {
+/// rudp's device: UDP, and shared memory for local peers.
+pub type LocalOrUdp = LocalOr<UdpDevice>;
+
+impl LocalOr<UdpDevice> {
     /// The UDP device bound to `bind`, and with `shm` the shared-memory
     /// inbox named after its address (without it, when it cannot be made:
     /// logged, and local peers use UDP).
     pub fn open(bind: SocketAddr, cfg: UdpConfig, shm: bool) -> Result<LocalOrUdp> {
         let timeout = cfg.peer_timeout;
         let udp = UdpDevice::open(bind, cfg)?;
-        let local = udp.local_addr();
+        Ok(LocalOr::new(udp, shm, timeout, || rfabric_core::net::interfaces().into_iter().map(|i| i.addr).collect()))
+    }
+
+    pub fn local_addr(&self) -> SocketAddr {
+        self.remote.local_addr()
+    }
+
+    /// Whether datagram runs go as UDP GSO sends (see `UdpDevice::gso`).
+    pub fn gso(&self) -> bool {
+        self.remote.gso()
+    }
+
+    /// Whether received datagrams may come coalesced (see `UdpDevice::gro`).
+    pub fn gro(&self) -> bool {
+        self.remote.gro()
+    }
+}
+
+impl<R: RemoteDevice> LocalOr<R> {
+    /// `remote`, and with `shm` the shared-memory inbox named after its
+    /// address (without it, when it cannot be made: logged, and local
+    /// peers use `remote`); `here` gives this host's addresses, asked only
+    /// when the inbox exists. `peer_timeout`: how long packets to a local
+    /// peer stay unconsumed before it is given up on.
+    pub fn new(remote: R, shm: bool, peer_timeout: Duration, here: impl FnOnce() -> R::Here) -> LocalOr<R> {
         let shm = if shm {
-            match ShmDevice::open(local, udp.max_packet(), timeout) {
+            let local = remote.name();
+            match ShmDevice::open(&local, R::NAMES, remote.max_packet(), peer_timeout) {
                 Ok(d) => Some(d),
                 Err(e) => {
-                    rfabric_core::fi_info!(PROV, FI_LOG_EP_CTRL, "endpoint {}: no shared-memory path ({}): local peers go through UDP", local, e);
+                    rfabric_core::fi_info!(PROV, FI_LOG_EP_CTRL, "endpoint {}: no shared-memory path ({}): local peers go through {}", (R::NAMES.text)(&local), e, R::PATH);
                     None
                 }
             }
         } else {
             None
         };
-        let own = if shm.is_some() { rfabric_core::net::interfaces().into_iter().map(|i| i.addr).collect() } else { Vec::new() };
-        Ok(LocalOrUdp { udp, shm, own, peers: Vec::new(), by_addr: HashMap::new(), of_udp: Vec::new(), of_shm: Vec::new(), origin: Vec::new() })
+        let here = if shm.is_some() { here() } else { R::Here::default() };
+        LocalOr { remote, shm, here, peers: Vec::new(), by_addr: HashMap::new(), of_remote: Vec::new(), of_shm: Vec::new(), origin: Vec::new() }
     }
 
-    pub fn local_addr(&self) -> SocketAddr {
-        self.udp.local_addr()
+    /// The device that reaches the other hosts.
+    pub fn remote(&self) -> &R {
+        &self.remote
     }
 
     /// Whether this endpoint has the shared-memory path.
@@ -106,7 +181,7 @@ impl LocalOrUdp {
     }
 
     pub fn describe(&self) -> String {
-        let mut s = self.udp.describe();
+        let mut s = self.remote.describe();
         if let Some(d) = &self.shm {
             s += &d.describe();
         }
@@ -114,72 +189,74 @@ impl LocalOrUdp {
     }
 
     /// The shared-memory peer for `addr` when the rule says so.
-    fn shm_route(&mut self, addr: &SocketAddr) -> Option<PeerId> {
+    fn shm_route(&mut self, addr: &[u8]) -> Option<PeerId> {
         let d = self.shm.as_mut()?;
-        if !crate::shmdev::is_local(&addr.ip(), &self.own) {
+        if !R::is_local(&self.here, addr) {
             return None;
         }
         d.connect(addr).ok()
     }
 
-    /// A new peer, first met through `udp` or `shm` (its packet) or
+    /// A new peer, first met through `remote` or `shm` (its packet) or
     /// neither (our first packet to it); the rule decides its path even
     /// when its packet came through shared memory (its packets may fit
     /// our cells while ours do not fit its).
-    fn add(&mut self, addr: SocketAddr, udp: PeerId, shm: PeerId) -> PeerId {
+    fn add(&mut self, addr: Vec<u8>, remote: PeerId, shm: PeerId) -> PeerId {
         let id = self.peers.len() as PeerId;
         let (shm, path) = match self.shm_route(&addr) {
             Some(s) => (s, Path::Shm),
-            None => (shm, Path::Udp),
+            None => (shm, Path::Remote),
         };
-        self.peers.push(Peer { addr, raw: crate::sockaddr::to_bytes(&addr), udp, shm, path });
-        self.by_addr.insert(addr, id);
+        rfabric_core::fi_dbg!(PROV, FI_LOG_EP_CTRL, "peer {} through {}", (R::NAMES.text)(&addr), if path == Path::Shm { "shared memory" } else { R::PATH });
+        self.by_addr.insert(addr.clone(), id);
+        self.peers.push(Peer { raw: addr, remote, shm, path });
         if shm != NONE {
             set(&mut self.of_shm, shm, id);
         }
-        if udp != NONE {
-            set(&mut self.of_udp, udp, id);
+        if remote != NONE {
+            set(&mut self.of_remote, remote, id);
         }
-        rfabric_core::fi_dbg!(PROV, FI_LOG_EP_CTRL, "peer {} through {}", addr, if path == Path::Shm { "shared memory" } else { "UDP" });
         id
     }
 
     /// Our peer for device peer `dp` of `path`, made on first sight.
     fn ours(&mut self, path: Path, dp: PeerId) -> PeerId {
-        let map = if path == Path::Udp { &self.of_udp } else { &self.of_shm };
+        let map = if path == Path::Remote { &self.of_remote } else { &self.of_shm };
         if let Some(&id) = map.get(dp as usize) {
             if id != NONE {
                 return id;
             }
         }
         let raw = match (path, &self.shm) {
-            (Path::Udp, _) => self.udp.peer_addr(dp),
+            (Path::Remote, _) => self.remote.peer_addr(dp),
             (Path::Shm, Some(s)) => s.peer_addr(dp),
             _ => return NONE,
         };
-        // Both devices keep addresses they made with `to_bytes`.
-        let Some(addr) = crate::sockaddr::from_bytes(raw) else { return NONE };
+        // Both devices keep addresses of the remote device's kind.
+        let Some(addr) = R::key(raw) else { return NONE };
         match self.by_addr.get(&addr) {
             Some(&id) => {
                 let p = &mut self.peers[id as usize];
-                if path == Path::Udp {
-                    p.udp = dp;
-                    set(&mut self.of_udp, dp, id);
+                if path == Path::Remote {
+                    p.remote = dp;
+                    set(&mut self.of_remote, dp, id);
                 } else {
                     p.shm = dp;
                     set(&mut self.of_shm, dp, id);
                 }
                 id
             }
-            None if path == Path::Udp => self.add(addr, dp, NONE),
+            None if path == Path::Remote => self.add(addr, dp, NONE),
             None => self.add(addr, NONE, dp),
         }
     }
 
     /// Applies the rule again to a peer that was lost.
     fn decide(&mut self, id: PeerId) -> Result<()> {
-        let addr = self.peers[id as usize].addr;
-        match self.shm_route(&addr) {
+        let addr = std::mem::take(&mut self.peers[id as usize].raw);
+        let route = self.shm_route(&addr);
+        self.peers[id as usize].raw = addr;
+        match route {
             Some(s) => {
                 let p = &mut self.peers[id as usize];
                 p.shm = s;
@@ -187,22 +264,22 @@ impl LocalOrUdp {
                 set(&mut self.of_shm, s, id);
             }
             None => {
-                self.peers[id as usize].path = Path::Udp;
-                self.udp_peer(id)?;
+                self.peers[id as usize].path = Path::Remote;
+                self.remote_peer(id)?;
             }
         }
         Ok(())
     }
 
-    /// The UDP peer of `id`, made on first use.
-    fn udp_peer(&mut self, id: PeerId) -> Result<PeerId> {
+    /// The remote device's peer of `id`, made on first use.
+    fn remote_peer(&mut self, id: PeerId) -> Result<PeerId> {
         let p = &self.peers[id as usize];
-        if p.udp != NONE {
-            return Ok(p.udp);
+        if p.remote != NONE {
+            return Ok(p.remote);
         }
-        let u = self.udp.peer(&p.raw)?;
-        self.peers[id as usize].udp = u;
-        set(&mut self.of_udp, u, id);
+        let u = self.remote.peer(&p.raw)?;
+        self.peers[id as usize].remote = u;
+        set(&mut self.of_remote, u, id);
         Ok(u)
     }
 
@@ -244,19 +321,19 @@ fn set(map: &mut Vec<PeerId>, k: PeerId, v: PeerId) {
     map[k as usize] = v;
 }
 
-impl Device for LocalOrUdp {
+impl<R: RemoteDevice> Device for LocalOr<R> {
     fn max_packet(&self) -> usize {
-        self.udp.max_packet()
+        self.remote.max_packet()
     }
 
     fn peer(&mut self, addr: &[u8]) -> Result<PeerId> {
-        let a = crate::sockaddr::from_bytes(addr).ok_or(EINVAL)?;
+        let a = R::key(addr).ok_or(EINVAL)?;
         let id = match self.by_addr.get(&a) {
             Some(&id) => id,
             None => self.add(a, NONE, NONE),
         };
-        if self.peers[id as usize].path == Path::Udp {
-            self.udp_peer(id)?;
+        if self.peers[id as usize].path == Path::Remote {
+            self.remote_peer(id)?;
         }
         Ok(id)
     }
@@ -271,7 +348,7 @@ impl Device for LocalOrUdp {
             (Path::Shm, Some(s)) => s.room(p.shm),
             // `send` decides.
             (Path::Undecided, _) => 1,
-            _ if p.udp != NONE => self.udp.room(p.udp),
+            _ if p.remote != NONE => self.remote.room(p.remote),
             _ => 0,
         }
     }
@@ -284,18 +361,18 @@ impl Device for LocalOrUdp {
         match (p.path, &mut self.shm) {
             (Path::Shm, Some(s)) => s.send(p.shm, proto, payload, token),
             _ => {
-                let u = self.udp_peer(id)?;
-                self.udp.send(u, proto, payload, token)
+                let u = self.remote_peer(id)?;
+                self.remote.send(u, proto, payload, token)
             }
         }
     }
 
     fn recv(&mut self, batch: &mut RxBatch, now: Instant) -> usize {
         self.origin.clear();
-        let mut n = self.udp.recv(batch, now);
-        self.adopt(batch, Path::Udp, 0, 0);
+        let mut n = self.remote.recv(batch, now);
+        self.adopt(batch, Path::Remote, 0, 0);
         if self.shm.is_some() {
-            let (from, lost_from, off) = (batch.items.len(), batch.lost.len(), self.udp.rx_area());
+            let (from, lost_from, off) = (batch.items.len(), batch.lost.len(), self.remote.rx_used(batch));
             if let Some(s) = self.shm.as_mut() {
                 n += s.recv_at(batch, off, now);
             }
@@ -309,43 +386,44 @@ impl Device for LocalOrUdp {
         let peer = &self.peers[p as usize];
         match (path, &mut self.shm) {
             (Path::Shm, Some(s)) => s.reject(peer.shm, dseq),
-            (Path::Udp, _) => self.udp.reject(peer.udp, dseq),
+            (Path::Remote, _) => self.remote.reject(peer.remote, dseq),
             _ => {}
         }
     }
 
     fn flush(&mut self, now: Instant, all: bool) {
-        self.udp.flush(now, all);
+        self.remote.flush(now, all);
         if let Some(s) = self.shm.as_mut() {
             s.flush(now, all);
         }
     }
 
     fn push_out(&mut self) {
-        self.udp.push_out();
+        self.remote.push_out();
     }
 
     fn unacked(&self) -> bool {
-        self.udp.unacked() || self.shm.as_ref().is_some_and(|s| s.unacked())
+        self.remote.unacked() || self.shm.as_ref().is_some_and(|s| s.unacked())
     }
 
-    /// The UDP device's counters (those of shared memory: `shm_stats`).
+    /// The remote device's counters (those of shared memory: `shm_stats`).
     fn stats(&self) -> Stats {
-        self.udp.stats()
+        self.remote.stats()
     }
 
-    /// The UDP socket: the progress thread polls it with a 1 ms timeout,
-    /// which bounds how late it finds a packet in the ring (`shmdev`).
+    /// The remote device's: for UDP its socket, which the progress thread
+    /// polls with a 1 ms timeout, bounding how late it finds a packet in
+    /// the ring (`shmdev`); -1 for EFA (polled).
     fn fd(&self) -> i32 {
-        self.udp.fd()
+        self.remote.fd()
     }
 
     fn name(&self) -> Vec<u8> {
-        self.udp.name()
+        self.remote.name()
     }
 
     fn describe(&self) -> String {
-        LocalOrUdp::describe(self)
+        LocalOr::describe(self)
     }
 
     /// The shared-memory path's counters (`shm_stats`).
