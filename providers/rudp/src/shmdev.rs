@@ -1,24 +1,33 @@
 //! The shared-memory device: the `Device` of peers on this host, built
 //! from the shm provider's pieces (`rfabric_shm::segment`, `ring`).
 //!
+//! It runs beside another device (`LocalOr`: UDP, or EFA) and takes that
+//! device's endpoint addresses as its own: an endpoint and its peers are
+//! named by the other device's raw addresses (a `sockaddr` for UDP, the
+//! 24-byte name for EFA), and [`ShmNames`] says how such an address names
+//! a segment and how log lines show it.
+//!
 //! Each endpoint owns a segment (a sealed memfd with its locator in
 //! `/dev/shm`) whose ring is its inbox: peers write packets into its cells
 //! and publish them; the endpoint reads them. The segment is reachable
-//! under a name made of the endpoint's network namespace (the inode of
-//! `/proc/self/ns/net`: namespaces share `/dev/shm`, so 127.0.0.1:port in
-//! two of them never meet) and its UDP address ([`link_name`]).
+//! under a name made from the endpoint's address: for UDP, of the
+//! endpoint's network namespace (the inode of `/proc/self/ns/net`:
+//! namespaces share `/dev/shm`, so 127.0.0.1:port in two of them never
+//! meet) and its UDP address ([`link_name`], [`UDP_NAMES`]); for EFA, of
+//! its GID and QP number (`efadev`).
 //!
 //! A cell: the ring's sequence word, then this device's header
 //! (`[8..12]` packet length, `[12..16]` sender pid, `[16..32]` the sender
-//! segment's nonce, `[32..60]` the sender's UDP address as a `sockaddr`,
-//! `[60]` its length), then the packet from byte 64. Cells hold the
-//! largest packet any UDP device sends (a 65507-byte datagram less its
-//! device header), whatever this endpoint's datagram size: the engine keeps
-//! one `max_packet` (the UDP device's), and local peers with other sizes
-//! (one bound on loopback, one on an interface of MTU 1500) still reach
-//! each other. 128 such cells are 8 MiB of address space; only the pages
-//! that packets touch become memory. A peer whose cells are smaller than
-//! our packets (not one of ours) is not reached through shared memory.
+//! segment's nonce, `[32..60]` the sender's address as the other device
+//! has it, up to 28 bytes, `[60]` its length), then the packet from byte
+//! 64. Cells hold the largest packet any UDP device sends (a 65507-byte
+//! datagram less its device header), whatever this endpoint's datagram
+//! size: the engine keeps one `max_packet` (the other device's; an EFA
+//! device's is smaller), and local peers with other sizes (one bound on
+//! loopback, one on an interface of MTU 1500) still reach each other. 128
+//! such cells are 8 MiB of address space; only the pages that packets
+//! touch become memory. A peer whose cells are smaller than our packets
+//! (not one of ours) is not reached through shared memory.
 //!
 //! Shared memory loses nothing, so there are no retransmissions. A send's
 //! token is acknowledged once the receiver has consumed its cell (the
@@ -39,14 +48,15 @@
 //! its name up again.
 //!
 //! Waiting: a ring has no file descriptor to poll. The endpoint's progress
-//! thread polls the UDP socket with a 1 ms timeout and runs progress after
-//! each wait, so an arrival in the ring is found within about 1 ms by an
-//! idle thread, at once by a busy one (see `LocalOrUdp::fd`).
+//! thread polls the other device's descriptor (the UDP socket; the EFA
+//! device has none, and the poll only sleeps) with a 1 ms timeout and runs
+//! progress after each wait, so an arrival in the ring is found within
+//! about 1 ms by an idle thread, at once by a busy one (see `LocalOr::fd`).
 
 use crate::device::{Device, PeerId, RxBatch, RxItem, Stats};
 use rfabric_core::abi::*;
 use rfabric_core::error::{Result, EAGAIN, EINVAL};
-use rfabric_shm::ring::{Ring, CELL_HDR};
+use rfabric_shm::ring::{DeadClaim, Ring, CELL_HDR};
 use rfabric_shm::segment::{self, Geometry, NameLink, Segment};
 use std::collections::{HashMap, VecDeque};
 use std::net::{IpAddr, SocketAddr};
@@ -58,6 +68,7 @@ const H_PID: usize = 12;
 const H_NONCE: usize = 16;
 const H_ADDR: usize = 32;
 const H_ADDRLEN: usize = 60;
+/// The longest address a cell carries (a `sockaddr_in6`; an EFA name is 24).
 const ADDR_MAX: usize = crate::sockaddr::SIN6_LEN;
 const _: () = assert!(H_ADDR + ADDR_MAX <= H_ADDRLEN && H_ADDRLEN < CELL_HDR);
 /// The largest packet a cell holds: the largest UDP datagram less the
@@ -74,6 +85,29 @@ const CHECK_EVERY: Duration = Duration::from_millis(50);
 /// retransmission timer would do: an engine short of room is not asked
 /// again at every progress call).
 const REOFFER_AFTER: Duration = Duration::from_millis(1);
+
+/// How endpoints' addresses (the raw addresses of the device beside this
+/// one) name their segments, and how log lines show them.
+#[derive(Clone, Copy)]
+pub struct ShmNames {
+    /// The name of the segment of the endpoint at this address, in the name
+    /// space of `Segment::link_name`; `None` for an address that is not
+    /// one, or whose name would not fit (such an endpoint has no segment).
+    pub segment: fn(&[u8]) -> Option<String>,
+    /// The address for log lines.
+    pub text: fn(&[u8]) -> String,
+}
+
+/// UDP endpoints' names: a `sockaddr`, named by [`link_name`].
+pub const UDP_NAMES: ShmNames = ShmNames { segment: udp_segment, text: udp_text };
+
+fn udp_segment(raw: &[u8]) -> Option<String> {
+    link_name(&crate::sockaddr::from_bytes(raw)?)
+}
+
+fn udp_text(raw: &[u8]) -> String {
+    crate::sockaddr::from_bytes(raw).map_or_else(|| format!("{raw:02x?}"), |a| a.to_string())
+}
 
 /// The name of the segment of the endpoint at `addr` in this network
 /// namespace (`fi_setname`'s name space of the shm provider, so the same
@@ -104,7 +138,7 @@ struct Out {
 }
 
 struct Peer {
-    addr: SocketAddr,
+    /// Its address (the key of `by_addr`).
     raw: Vec<u8>,
     /// The peer's segment and its ring, while attached.
     seg: Option<(Segment, Ring)>,
@@ -151,14 +185,14 @@ pub struct ShmDevice {
     ring: Ring,
     head: u64,
     name: String,
-    local: SocketAddr,
+    names: ShmNames,
     local_raw: Vec<u8>,
     pid: u32,
     nonce: [u8; 16],
     max_packet: usize,
     peer_timeout: Duration,
     peers: Vec<Peer>,
-    by_addr: HashMap<SocketAddr, PeerId>,
+    by_addr: HashMap<Vec<u8>, PeerId>,
     busy: Vec<PeerId>,
     /// The packets of the batch being handed up: source, peer, refused.
     taken: Vec<(Taken, PeerId, bool)>,
@@ -177,12 +211,15 @@ pub struct ShmDevice {
 }
 
 impl ShmDevice {
-    /// Creates the inbox of the endpoint bound to `local` and names it.
-    pub fn open(local: SocketAddr, max_packet: usize, peer_timeout: Duration) -> Result<ShmDevice> {
-        if local.ip().is_unspecified() || local.port() == 0 {
+    /// Creates the inbox of the endpoint at `local` (the other device's
+    /// address of it) and names it as `names` says (`EINVAL` when the
+    /// address has no name: for UDP an unspecified address, port 0, or a
+    /// long IPv6 address).
+    pub fn open(local: &[u8], names: ShmNames, max_packet: usize, peer_timeout: Duration) -> Result<ShmDevice> {
+        if local.is_empty() || local.len() > ADDR_MAX {
             return Err(EINVAL);
         }
-        let name = link_name(&local).ok_or(EINVAL)?;
+        let name = (names.segment)(local).ok_or(EINVAL)?;
         if max_packet > CELL_PACKET_MAX {
             return Err(EINVAL);
         }
@@ -198,8 +235,8 @@ impl ShmDevice {
             ring,
             head: 0,
             name,
-            local,
-            local_raw: crate::sockaddr::to_bytes(&local),
+            names,
+            local_raw: local.to_vec(),
             pid: h.pid,
             nonce: h.nonce,
             max_packet,
@@ -225,18 +262,14 @@ impl ShmDevice {
         &self.name
     }
 
-    pub fn local_addr(&self) -> SocketAddr {
-        self.local
-    }
-
     /// Attaches the segment named for `addr`; checks that its cells take
     /// our packets.
-    fn attach(&self, addr: &SocketAddr) -> Result<(Segment, Ring)> {
-        let name = link_name(addr).ok_or(EINVAL)?;
+    fn attach(&self, addr: &[u8]) -> Result<(Segment, Ring)> {
+        let name = (self.names.segment)(addr).ok_or(EINVAL)?;
         let seg = Segment::attach_name(&segment::named_shm_name(&name), None)?;
         let g = seg.geometry();
         if (g.cell_size as usize) < CELL_HDR + self.max_packet {
-            rfabric_core::fi_info!(PROV, FI_LOG_EP_CTRL, "{}: its cells ({} bytes) are smaller than our packets: not reached through shared memory", addr, g.cell_size);
+            rfabric_core::fi_info!(PROV, FI_LOG_EP_CTRL, "{}: its cells ({} bytes) are smaller than our packets: not reached through shared memory", (self.names.text)(addr), g.cell_size);
             return Err(EINVAL);
         }
         // SAFETY: `attach_name` checked the geometry against the mapping,
@@ -246,9 +279,9 @@ impl ShmDevice {
     }
 
     /// The peer at `addr`, its segment attached: `ENOENT` (or another
-    /// error) when no endpoint of this namespace has that address and
-    /// shared memory on.
-    pub fn connect(&mut self, addr: &SocketAddr) -> Result<PeerId> {
+    /// error) when no endpoint whose segment we can reach has that address
+    /// and shared memory on.
+    pub fn connect(&mut self, addr: &[u8]) -> Result<PeerId> {
         if let Some(&id) = self.by_addr.get(addr) {
             if self.peers[id as usize].seg.is_none() {
                 self.reattach(id)?;
@@ -256,16 +289,15 @@ impl ShmDevice {
             return Ok(id);
         }
         let (seg, ring) = self.attach(addr)?;
-        let id = self.add_peer(*addr);
+        let id = self.add_peer(addr);
         self.set_seg(id, seg, ring);
         Ok(id)
     }
 
-    fn add_peer(&mut self, addr: SocketAddr) -> PeerId {
+    fn add_peer(&mut self, addr: &[u8]) -> PeerId {
         let id = self.peers.len() as PeerId;
         self.peers.push(Peer {
-            addr,
-            raw: crate::sockaddr::to_bytes(&addr),
+            raw: addr.to_vec(),
             seg: None,
             ident: None,
             start_time: 0,
@@ -274,7 +306,7 @@ impl ShmDevice {
             progress_at: Instant::now(),
             busy: false,
         });
-        self.by_addr.insert(addr, id);
+        self.by_addr.insert(addr.to_vec(), id);
         id
     }
 
@@ -291,8 +323,7 @@ impl ShmDevice {
     /// packets only). A new process there was a new peer: the old one is
     /// reported lost.
     fn reattach(&mut self, id: PeerId) -> Result<()> {
-        let addr = self.peers[id as usize].addr;
-        let (seg, ring) = self.attach(&addr)?;
+        let (seg, ring) = self.attach(&self.peers[id as usize].raw)?;
         let h = seg.header();
         let p = &self.peers[id as usize];
         if p.ident.is_some_and(|i| i != (h.pid, h.nonce)) && !p.lost {
@@ -309,7 +340,7 @@ impl ShmDevice {
         // What it took before is acknowledged still.
         p.release_consumed(&mut self.acked);
         if !p.lost {
-            rfabric_core::fi_warn!(PROV, FI_LOG_EP_DATA, "local peer {} lost ({} packets unconsumed)", p.addr, p.out.len());
+            rfabric_core::fi_warn!(PROV, FI_LOG_EP_DATA, "local peer {} lost ({} packets unconsumed)", (self.names.text)(&p.raw), p.out.len());
             p.lost = true;
             self.lost.push(id);
         }
@@ -340,7 +371,7 @@ impl ShmDevice {
                 let dead = !seg.is_ready() || !segment::pid_alive(seg.header().pid, p.start_time);
                 if dead || now.saturating_duration_since(p.progress_at) >= self.peer_timeout {
                     if !dead {
-                        rfabric_core::fi_info!(PROV, FI_LOG_EP_DATA, "packets to {} unconsumed for {:?}", p.addr, self.peer_timeout);
+                        rfabric_core::fi_info!(PROV, FI_LOG_EP_DATA, "packets to {} unconsumed for {:?}", (self.names.text)(&p.raw), self.peer_timeout);
                     }
                     self.lose(id);
                 }
@@ -409,17 +440,19 @@ impl ShmDevice {
             std::ptr::copy_nonoverlapping(cell.add(H_NONCE), nonce.as_mut_ptr(), 16);
             (std::ptr::read_unaligned(cell.add(H_PID).cast::<u32>()), nonce, std::ptr::read(cell.add(H_ADDRLEN)) as usize)
         };
-        let addr = crate::sockaddr::from_bytes(&raw[..alen.min(ADDR_MAX)])?;
-        let id = match self.by_addr.get(&addr) {
+        let addr = &raw[..alen.min(ADDR_MAX)];
+        let id = match self.by_addr.get(addr) {
             Some(&id) => id,
-            None => self.add_peer(addr),
+            // A new sender: its address must name a segment, as ours does.
+            None if (self.names.segment)(addr).is_some() => self.add_peer(addr),
+            None => return None,
         };
         let p = &mut self.peers[id as usize];
         match p.ident {
             None => p.ident = Some((pid, nonce)),
             Some(i) if i == (pid, nonce) => {}
             Some(_) => {
-                rfabric_core::fi_info!(PROV, FI_LOG_EP_DATA, "{} is a new process (pid {})", addr, pid);
+                rfabric_core::fi_info!(PROV, FI_LOG_EP_DATA, "{} is a new process (pid {})", (self.names.text)(addr), pid);
                 if p.lost {
                     // Reported when it was given up on.
                     p.out.clear();
@@ -498,13 +531,33 @@ impl ShmDevice {
         if empty && now.saturating_duration_since(self.last_check) >= CHECK_EVERY {
             self.last_check = now;
             // A writer that died between claiming a cell and publishing it
-            // would hold the ring up for ever: step over its claim.
-            let k = self.ring.dead_claim(self.head, |pid| !segment::pid_alive(pid, 0));
-            for j in 0..k {
-                self.ring.release(self.head.wrapping_add(j));
+            // would hold the ring up for ever: step over its claim (or
+            // withdraw its announcement, if it died before the claim).
+            match self.ring.dead_claim(self.head, |pid| !segment::pid_alive(pid, 0)) {
+                DeadClaim::None => {}
+                DeadClaim::Withdrawn(pid) => rfabric_core::fi_warn!(
+                    PROV,
+                    FI_LOG_EP_DATA,
+                    "local queue position {} announced by process {} that died before claiming it, withdrawn",
+                    self.head,
+                    pid
+                ),
+                DeadClaim::Skip(k, pid) => {
+                    rfabric_core::fi_warn!(
+                        PROV,
+                        FI_LOG_EP_DATA,
+                        "{} local queue cell(s) at position {} claimed by process {} that died before publishing them, skipped",
+                        k,
+                        self.head,
+                        pid
+                    );
+                    for j in 0..k {
+                        self.ring.release(self.head.wrapping_add(j));
+                    }
+                    self.head = self.head.wrapping_add(k);
+                    self.stats.malformed += k;
+                }
             }
-            self.head = self.head.wrapping_add(k);
-            self.stats.malformed += k;
             // Losses only once what the ring held was read (see the
             // module comment).
             self.poll_out(now, true);
@@ -529,7 +582,7 @@ impl ShmDevice {
     pub fn describe(&self) -> String {
         let mut s = format!("\n  shm {} head {} held {}", self.name, self.head, self.held.len());
         for (i, p) in self.peers.iter().enumerate() {
-            s += &format!("\n  shm peer {i} {} {:?} lost {} attached {} unconsumed {}", p.addr, p.ident.map(|i| i.0), p.lost, p.seg.is_some(), p.out.len());
+            s += &format!("\n  shm peer {i} {} {:?} lost {} attached {} unconsumed {}", (self.names.text)(&p.raw), p.ident.map(|i| i.0), p.lost, p.seg.is_some(), p.out.len());
         }
         s
     }
@@ -547,8 +600,7 @@ impl Device for ShmDevice {
     }
 
     fn peer(&mut self, addr: &[u8]) -> Result<PeerId> {
-        let a = crate::sockaddr::from_bytes(addr).ok_or(EINVAL)?;
-        self.connect(&a)
+        self.connect(addr)
     }
 
     fn peer_addr(&self, p: PeerId) -> &[u8] {
@@ -671,8 +723,18 @@ mod tests {
         10000 + (std::process::id() % 5000) as u16 * 10 + k
     }
 
+    /// 127.0.0.1:`port` as a `sockaddr`.
+    fn at(port: u16) -> Vec<u8> {
+        crate::sockaddr::to_bytes(&SocketAddr::from(([127, 0, 0, 1], port)))
+    }
+
     fn dev(port: u16) -> ShmDevice {
-        ShmDevice::open(SocketAddr::from(([127, 0, 0, 1], port)), 2000, Duration::from_secs(10)).unwrap()
+        ShmDevice::open(&at(port), UDP_NAMES, 2000, Duration::from_secs(10)).unwrap()
+    }
+
+    /// The endpoint's address (`Device::name`, not the segment's name).
+    fn addr(d: &ShmDevice) -> Vec<u8> {
+        Device::name(d)
     }
 
     fn drain(d: &mut ShmDevice) -> (Vec<(PeerId, Vec<u8>)>, RxBatch) {
@@ -689,6 +751,12 @@ mod tests {
         assert!(n.starts_with("r.") && n.ends_with(".127.0.0.1.12b7"), "{n}");
         assert!(link_name(&"[2001:db8:1234:5678:9abc:def0:1234:5678]:1".parse().unwrap()).is_none());
         assert!(link_name(&"[::1]:1".parse().unwrap()).is_some());
+        assert_eq!((UDP_NAMES.segment)(&crate::sockaddr::to_bytes(&a)), Some(n));
+        assert_eq!((UDP_NAMES.text)(&crate::sockaddr::to_bytes(&a)), "127.0.0.1:4791");
+        // No name: the unspecified address, port 0, not a sockaddr.
+        for bad in [at(0), crate::sockaddr::to_bytes(&"0.0.0.0:5".parse().unwrap()), vec![1, 2, 3]] {
+            assert_eq!(ShmDevice::open(&bad, UDP_NAMES, 2000, Duration::from_secs(1)).err(), Some(EINVAL));
+        }
         let g = geometry();
         g.check().unwrap();
         assert!(g.cell_size as usize >= CELL_HDR + CELL_PACKET_MAX);
@@ -698,7 +766,7 @@ mod tests {
     fn send_recv_ack_reject() {
         let mut a = dev(port(1));
         let mut b = dev(port(2));
-        let pb = a.connect(&b.local_addr()).unwrap();
+        let pb = a.connect(&addr(&b)).unwrap();
         assert_eq!(a.room(pb), NCELLS as usize / 2);
         a.send(pb, b"hd", &[b"one"], 7).unwrap();
         a.send(pb, b"hd", &[b"two", b"!"], 8).unwrap();
@@ -710,7 +778,7 @@ mod tests {
         assert_eq!(v.len(), 2);
         assert_eq!(v[0].1, b"hdone");
         assert_eq!(v[1].1, b"hdtwo!");
-        assert_eq!(b.peer_addr(v[0].0), &crate::sockaddr::to_bytes(&a.local_addr())[..]);
+        assert_eq!(b.peer_addr(v[0].0), &addr(&a)[..]);
         // Refuse the second: it comes again (a moment later), and is
         // consumed then.
         b.reject(v[1].0, 1);
@@ -739,8 +807,8 @@ mod tests {
     fn closed_peer_is_lost_and_looked_up_again() {
         let mut a = dev(port(3));
         let b = dev(port(4));
-        let addr = b.local_addr();
-        let pb = a.connect(&addr).unwrap();
+        let baddr = addr(&b);
+        let pb = a.connect(&baddr).unwrap();
         drop(b);
         a.send(pb, b"x", &[], 1).unwrap();
         let (_, bt) = drain(&mut a);
@@ -755,14 +823,14 @@ mod tests {
         a.send(pb, b"y", &[], 3).unwrap();
         let (v, _) = drain(&mut b2);
         assert_eq!(v.len(), 1);
-        assert!(a.connect(&SocketAddr::from(([127, 0, 0, 1], port(5)))).is_err());
+        assert!(a.connect(&at(port(5))).is_err());
     }
 
     #[test]
     fn peer_that_takes_nothing_is_lost_after_the_timeout() {
-        let mut a = ShmDevice::open(SocketAddr::from(([127, 0, 0, 1], port(6))), 2000, Duration::from_millis(100)).unwrap();
+        let mut a = ShmDevice::open(&at(port(6)), UDP_NAMES, 2000, Duration::from_millis(100)).unwrap();
         let b = dev(port(7));
-        let pb = a.connect(&b.local_addr()).unwrap();
+        let pb = a.connect(&addr(&b)).unwrap();
         a.send(pb, b"x", &[], 1).unwrap();
         let t0 = Instant::now();
         loop {
@@ -782,7 +850,7 @@ mod tests {
     fn new_process_at_an_address_replaces_the_old_one() {
         let mut a = dev(port(8));
         let mut b = dev(port(9));
-        let pa = b.connect(&a.local_addr()).unwrap();
+        let pa = b.connect(&addr(&a)).unwrap();
         b.send(pa, b"old", &[], 0).unwrap();
         let (v, bt) = drain(&mut a);
         assert_eq!(v.len(), 1);
@@ -791,7 +859,7 @@ mod tests {
         drop(b);
         // Another endpoint (another segment nonce) at the same address.
         let mut b2 = dev(port(9));
-        let pa2 = b2.connect(&a.local_addr()).unwrap();
+        let pa2 = b2.connect(&addr(&a)).unwrap();
         b2.send(pa2, b"new", &[], 0).unwrap();
         let (v, bt) = drain(&mut a);
         assert_eq!(bt.lost, vec![pb], "the old one is lost first");

@@ -31,7 +31,7 @@
 
 use crate::cma::{self, CmaFailure, CmaMode};
 use crate::peer::{Address, Peer, PeerId, PeerTable, ADDR_LEN};
-use crate::ring::{Ring, CELL_HDR};
+use crate::ring::{DeadClaim, Ring, CELL_HDR};
 use crate::segment::{Geometry, Segment, CHUNK_HDR};
 use crate::{err_connreset, err_io};
 use rfabric_core::error::{Error, Result, EAGAIN, EINVAL};

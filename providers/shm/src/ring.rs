@@ -12,23 +12,40 @@
 //! `p + 1`; the consumer releases it by storing `p + n`. The consumer's head
 //! is private to the owning process.
 //!
-//! Who holds a claim: right after its tail update claims `p..p+k`, the
-//! producer records `(p, k, its pid)` in the announcement word of `p`
-//! (and `(q, 0, 0)` in those of the other positions of the claim, so no
-//! word is ever more than a lap old). Only the claimer of `p` writes that
-//! word for this lap, so a consumer whose head `h` stays claimed and
-//! unpublished while word `h` names `h` knows which process holds it, and
+//! Who holds a claim: a producer that finds the tail at `p` first takes
+//! the announcement word of `p` for this lap, writing `(p, k, its pid)`
+//! with a compare-and-swap from any older word, and only then moves the
+//! tail from `p` to `p + k` (it writes `(q, 0, 0)` in the words of the
+//! other positions of the claim after that, so no word is ever more than a
+//! lap old). A producer that finds the word of `p` already of this lap
+//! waits for the tail to move. So whenever the tail has passed `p`, the
+//! word of `p` names the process that claimed it, and a consumer whose
+//! head `h` stays claimed and unpublished knows which process holds it;
 //! once that process is gone it steps over the claim
 //! ([`Ring::dead_claim`]) instead of waiting for it forever. A producer
-//! that dies between its tail update and that store (a few instructions)
-//! leaves an older word: its claim is not recognised, and the consumer
-//! waits as before.
+//! that died after taking the word but before moving the tail leaves a
+//! word of this lap with the tail still at `h`: the consumer withdraws that
+//! word, so other producers are not kept out of the ring.
 
 use rfabric_core::error::{Result, EAGAIN, EINVAL};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 /// Bytes of a cell before the inline payload (sequence word + header).
 pub const CELL_HDR: usize = 64;
+
+/// What the consumer found at its head ([`Ring::dead_claim`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DeadClaim {
+    /// Nothing to do: published, or held by a live process, or not
+    /// recognised.
+    None,
+    /// `k` cells claimed by process `pid`, now gone, that can never be
+    /// published: the consumer releases them and steps over.
+    Skip(u64, u32),
+    /// Process `pid` announced the position and died before claiming it;
+    /// its announcement is withdrawn (nothing to step over).
+    Withdrawn(u32),
+}
 
 #[derive(Clone, Copy)]
 pub struct Ring {
@@ -164,27 +181,9 @@ impl Ring {
 
     /// Claims a cell; the caller fills it through [`Ring::cell`] and then
     /// calls [`Ring::publish`]. EAGAIN when full.
+    #[inline]
     pub fn reserve(&self) -> Result<u64> {
-        let mut pos = self.tail().load(Ordering::Relaxed);
-        for _ in 0..MAX_SPINS {
-            let seq = self.seq(pos).load(Ordering::Acquire);
-            let dif = seq.wrapping_sub(pos) as i64;
-            if dif == 0 {
-                match self.tail().compare_exchange_weak(pos, pos.wrapping_add(1), Ordering::Relaxed, Ordering::Relaxed) {
-                    Ok(_) => {
-                        self.announce(pos, 1);
-                        return Ok(pos);
-                    }
-                    Err(cur) => pos = cur,
-                }
-            } else if dif < 0 {
-                return Err(EAGAIN);
-            } else {
-                pos = self.tail().load(Ordering::Relaxed);
-            }
-            std::hint::spin_loop();
-        }
-        Err(EAGAIN)
+        self.claim(1)
     }
 
     /// Claims `k` consecutive positions `pos..pos+k` with one update of the
@@ -193,12 +192,16 @@ impl Ring {
     /// lap, all between are too. EAGAIN when the ring has no room for all `k`
     /// cells now; EINVAL when it never will.
     pub fn reserve_n(&self, k: u64) -> Result<u64> {
-        if k == 1 {
-            return self.reserve();
-        }
         if k == 0 || k > self.ncells || k > MAX_CLAIM {
             return Err(EINVAL);
         }
+        self.claim(k)
+    }
+
+    /// The claim protocol (see the module comment): the announcement word
+    /// of the tail's position first, then the tail.
+    #[inline]
+    fn claim(&self, k: u64) -> Result<u64> {
         let mut pos = self.tail().load(Ordering::Relaxed);
         for _ in 0..MAX_SPINS {
             let dif = self.seq(pos).load(Ordering::Acquire).wrapping_sub(pos) as i64;
@@ -206,17 +209,43 @@ impl Ring {
                 return Err(EAGAIN);
             }
             if dif == 0 {
-                let last = pos.wrapping_add(k - 1);
-                let dl = self.seq(last).load(Ordering::Acquire).wrapping_sub(last) as i64;
-                if dl < 0 {
-                    return Err(EAGAIN);
+                if k > 1 {
+                    let last = pos.wrapping_add(k - 1);
+                    let dl = self.seq(last).load(Ordering::Acquire).wrapping_sub(last) as i64;
+                    if dl < 0 {
+                        return Err(EAGAIN);
+                    }
+                    if dl > 0 {
+                        pos = self.tail().load(Ordering::Relaxed);
+                        std::hint::spin_loop();
+                        continue;
+                    }
                 }
-                if dl == 0 {
-                    match self.tail().compare_exchange_weak(pos, pos.wrapping_add(k), Ordering::Relaxed, Ordering::Relaxed) {
+                // Free for this lap. Take its announcement word, unless a
+                // word of this lap is there: another producer is between
+                // its announcement and its tail update (or pos is inside a
+                // claim already made and our tail is stale).
+                let ann = self.ann(pos);
+                let a = ann.load(Ordering::Relaxed);
+                if ann_dist(pos, a) != 0 && ann.compare_exchange(a, ann_word(pos, k, my_pid()), Ordering::Relaxed, Ordering::Relaxed).is_ok() {
+                    #[cfg(test)]
+                    if tests::DIE_AFTER_ANNOUNCEMENT.load(Ordering::Relaxed) {
+                        // SAFETY: a forked test child ends here, between
+                        // the two updates, as a process killed there would.
+                        unsafe { libc::_exit(0) };
+                    }
+                    // Release: a consumer that sees the new tail sees the
+                    // announcement.
+                    match self.tail().compare_exchange(pos, pos.wrapping_add(k), Ordering::Release, Ordering::Relaxed) {
                         Ok(_) => {
-                            self.announce(pos, k);
+                            for j in 1..k {
+                                let q = pos.wrapping_add(j);
+                                self.ann(q).store(ann_word(q, 0, 0), Ordering::Relaxed);
+                            }
                             return Ok(pos);
                         }
+                        // Our tail was stale: pos lies inside a claim made
+                        // meanwhile, whose own words do not need ours.
                         Err(cur) => pos = cur,
                     }
                     std::hint::spin_loop();
@@ -229,37 +258,45 @@ impl Ring {
         Err(EAGAIN)
     }
 
-    /// Records who holds the claim `pos..pos+k` just made (see the module
-    /// comment): one store for a one-cell claim, whose word's line only
-    /// this producer writes while it streams.
-    #[inline]
-    fn announce(&self, pos: u64, k: u64) {
-        self.ann(pos).store(ann_word(pos, k, my_pid()), Ordering::Relaxed);
-        for j in 1..k {
-            let q = pos.wrapping_add(j);
-            self.ann(q).store(ann_word(q, 0, 0), Ordering::Relaxed);
-        }
-    }
-
-    /// Consumer, its head at `head` and not published: if that position is
-    /// claimed by a process that `dead` says is gone, the number of cells of
-    /// the claim, which the consumer may release and step over (the claim
-    /// can never be published); 0 otherwise.
-    pub fn dead_claim(&self, head: u64, dead: impl Fn(u32) -> bool) -> u64 {
+    /// Consumer, its head at `head` and not published: what to do about a
+    /// claim or an announcement of that position by a process that `dead`
+    /// says is gone (see [`DeadClaim`]).
+    pub fn dead_claim(&self, head: u64, dead: impl Fn(u32) -> bool) -> DeadClaim {
         if self.peek(head).is_some() {
-            return 0;
+            return DeadClaim::None;
         }
-        let claimed = self.claimed_until().wrapping_sub(head);
-        let a = self.ann(head).load(Ordering::Acquire);
+        let ann = self.ann(head);
+        let a = ann.load(Ordering::Acquire);
         let (k, pid) = (ann_k(a), ann_pid(a));
-        if claimed == 0 || claimed > self.ncells || ann_dist(head, a) != 0 || k == 0 || k > claimed || pid == 0 || !dead(pid) {
-            return 0;
+        if ann_dist(head, a) != 0 || k == 0 || pid == 0 || !dead(pid) {
+            return DeadClaim::None;
+        }
+        // The process is gone, so its stores are all visible: if the tail
+        // has not moved past `head` now, it never will for this claim.
+        let claimed = self.claimed_until().wrapping_sub(head);
+        if claimed == 0 {
+            let old = ann_word(head.wrapping_sub(self.ncells), 0, 0);
+            return match ann.compare_exchange(a, old, Ordering::Relaxed, Ordering::Relaxed) {
+                Ok(_) => DeadClaim::Withdrawn(pid),
+                Err(_) => DeadClaim::None,
+            };
+        }
+        if claimed > self.ncells || k > claimed {
+            return DeadClaim::None;
         }
         // It may have published just before it died, after we looked.
         if self.peek(head).is_some() {
-            return 0;
+            return DeadClaim::None;
         }
-        k
+        DeadClaim::Skip(k, pid)
+    }
+
+    /// Consumer, its ring empty (the tail at `head`): whether a producer
+    /// has announced `head` without claiming it yet. True only for the few
+    /// instructions between the two updates, or when that producer died
+    /// there ([`Ring::dead_claim`] withdraws its announcement).
+    pub fn announced_unclaimed(&self, head: u64) -> bool {
+        ann_dist(head, self.ann(head).load(Ordering::Relaxed)) == 0 && self.claimed_until() == head
     }
 
     pub fn publish(&self, pos: u64) {
@@ -463,8 +500,8 @@ mod tests {
         r.publish(p + 1);
         put(&r, 7).unwrap();
         assert!(get(&r, &mut head).is_none(), "blocked behind the claim");
-        assert_eq!(r.dead_claim(head, |_| false), 0, "a live producer is waited for");
-        assert_eq!(r.dead_claim(head, |pid| pid == me), 3);
+        assert_eq!(r.dead_claim(head, |_| false), DeadClaim::None, "a live producer is waited for");
+        assert_eq!(r.dead_claim(head, |pid| pid == me), DeadClaim::Skip(3, me));
         for _ in 0..3 {
             r.release(head);
             head += 1;
@@ -472,9 +509,9 @@ mod tests {
         assert_eq!(get(&r, &mut head), Some(7));
         // A published claim is never skipped, nor an empty ring.
         put(&r, 8).unwrap();
-        assert_eq!(r.dead_claim(head, |_| true), 0);
+        assert_eq!(r.dead_claim(head, |_| true), DeadClaim::None);
         assert_eq!(get(&r, &mut head), Some(8));
-        assert_eq!(r.dead_claim(head, |_| true), 0);
+        assert_eq!(r.dead_claim(head, |_| true), DeadClaim::None);
         // The ring goes on, laps included.
         for i in 0..40 {
             put(&r, i).unwrap();
@@ -486,23 +523,140 @@ mod tests {
     fn claims_are_recognised_only_by_their_own_lap() {
         let (_m, r) = ring(4, 128);
         let mut head = 0;
-        // A word of this position but no claim behind it (the tail is
-        // still here): nothing to skip.
-        r.force_announce(0, 1, 4_000_000);
-        assert_eq!(r.dead_claim(0, |_| true), 0);
-        // Claimed, and its word is of the previous lap (the claimer died
-        // before it recorded the claim): not recognised, waited for.
+        // Claimed, and its word is of the previous lap (a hostile store):
+        // not recognised, waited for.
         let p = r.reserve().unwrap();
         r.force_announce(p.wrapping_sub(4), 1, 4_000_000);
-        assert_eq!(r.dead_claim(p, |_| true), 0);
+        assert_eq!(r.dead_claim(p, |_| true), DeadClaim::None);
         // Recorded: recognised once its process is gone.
         r.force_announce(p, 1, 4_000_000);
-        assert_eq!(r.dead_claim(p, |pid| pid == 4_000_000), 1);
+        assert_eq!(r.dead_claim(p, |pid| pid == 4_000_000), DeadClaim::Skip(1, 4_000_000));
         // A length the claim cannot have (past the tail): not trusted.
         r.force_announce(p, 3, 4_000_000);
-        assert_eq!(r.dead_claim(p, |_| true), 0);
+        assert_eq!(r.dead_claim(p, |_| true), DeadClaim::None);
         r.publish(p);
         assert!(get(&r, &mut head).is_some());
+    }
+
+    #[test]
+    fn announcement_keeps_other_producers_out_until_the_claim() {
+        let (_m, r) = ring(8, 128);
+        let mut head = 0;
+        put(&r, 1).unwrap();
+        assert_eq!(get(&r, &mut head), Some(1));
+        // A producer has taken the word of the tail's position and not yet
+        // moved the tail: the others wait (a bounded spin, then EAGAIN).
+        r.force_announce(1, 2, 4_000_000);
+        assert!(r.announced_unclaimed(1));
+        assert_eq!(r.reserve(), Err(EAGAIN));
+        assert_eq!(r.reserve_n(3), Err(EAGAIN));
+        // Alive: left alone.
+        assert_eq!(r.dead_claim(head, |_| false), DeadClaim::None);
+        assert!(r.announced_unclaimed(1));
+        // Gone before it moved the tail: withdrawn, and the ring goes on
+        // from the same position.
+        assert_eq!(r.dead_claim(head, |pid| pid == 4_000_000), DeadClaim::Withdrawn(4_000_000));
+        assert!(!r.announced_unclaimed(1));
+        assert_eq!(r.dead_claim(head, |_| true), DeadClaim::None, "withdrawn once");
+        assert_eq!(r.reserve_n(2), Ok(1));
+        r.publish(1);
+        r.publish(2);
+        assert!(get(&r, &mut head).is_some() && get(&r, &mut head).is_some());
+        for i in 0..20 {
+            put(&r, i).unwrap();
+            assert_eq!(get(&r, &mut head), Some(i));
+        }
+    }
+
+    pub(super) static DIE_AFTER_ANNOUNCEMENT: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+    /// Forks a child that claims `k` cells of the ring in shared memory at
+    /// `base` and exits (before moving the tail when `before_tail`, else
+    /// holding the claim unpublished); returns its pid once it is reaped.
+    fn child_claims_and_dies(r: &Ring, k: u64, before_tail: bool) -> u32 {
+        let _ = my_pid(); // the fork handler is in place
+        // SAFETY: the child only touches the shared ring with atomics and
+        // leaves with _exit; the parent reaps it.
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0, "fork");
+        if pid == 0 {
+            DIE_AFTER_ANNOUNCEMENT.store(before_tail, Ordering::Relaxed);
+            let ok = r.reserve_n(k).is_ok();
+            // SAFETY: as above.
+            unsafe { libc::_exit(if ok { 1 } else { 2 }) };
+        }
+        let mut status = 0;
+        // SAFETY: waits for our own child.
+        assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+        let code = libc::WEXITSTATUS(status);
+        assert_eq!(code, if before_tail { 0 } else { 1 }, "child exit status");
+        pid as u32
+    }
+
+    #[test]
+    fn a_producer_killed_between_its_two_updates_does_not_block_the_ring() {
+        let bytes = Ring::bytes(8, 128);
+        // SAFETY: a fresh shared anonymous mapping, unmapped at the end.
+        let base = unsafe {
+            libc::mmap(std::ptr::null_mut(), bytes, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED | libc::MAP_ANONYMOUS, -1, 0)
+        };
+        assert_ne!(base, libc::MAP_FAILED);
+        // SAFETY: the mapping is ours, page-aligned and large enough.
+        let r = unsafe {
+            Ring::init(base.cast(), 8, 128);
+            Ring::from_raw(base.cast(), 8, 128)
+        };
+        let gone = |pid: u32| !crate::segment::pid_alive(pid, 0);
+        let mut head = 0;
+        // Dead after its announcement, before the tail: the ring looks
+        // empty, producers are kept out until the consumer withdraws it.
+        let pid = child_claims_and_dies(&r, 2, true);
+        assert!(r.announced_unclaimed(head));
+        assert_eq!(r.reserve(), Err(EAGAIN));
+        assert_eq!(r.dead_claim(head, gone), DeadClaim::Withdrawn(pid));
+        put(&r, 5).unwrap();
+        assert_eq!(get(&r, &mut head), Some(5));
+        // Dead holding a claim it never published: stepped over, and the
+        // message behind it arrives.
+        let pid = child_claims_and_dies(&r, 3, false);
+        put(&r, 6).unwrap();
+        assert!(get(&r, &mut head).is_none());
+        assert_eq!(r.dead_claim(head, gone), DeadClaim::Skip(3, pid));
+        for _ in 0..3 {
+            r.release(head);
+            head += 1;
+        }
+        assert_eq!(get(&r, &mut head), Some(6));
+        // SAFETY: our mapping; nothing uses the ring any more.
+        unsafe { libc::munmap(base, bytes) };
+    }
+
+    #[test]
+    fn claims_announce_their_position_before_the_tail_moves() {
+        let (_m, r) = ring(8, 128);
+        let me = my_pid();
+        // Every claim start names its claimer with its length; the other
+        // positions of a claim carry words of this lap naming nobody.
+        for lap in 0..4u64 {
+            let mut head = lap * 8;
+            let a = r.reserve_n(3).unwrap();
+            let b = r.reserve().unwrap();
+            let c = r.reserve_n(4).unwrap();
+            assert_eq!((a, b, c), (head, head + 3, head + 4));
+            for (pos, k) in [(a, 3), (b, 1), (c, 4)] {
+                let w = r.ann(pos).load(Ordering::Relaxed);
+                assert_eq!((ann_dist(pos, w), ann_k(w), ann_pid(w)), (0, k, me));
+                for j in 1..k {
+                    let w = r.ann(pos + j).load(Ordering::Relaxed);
+                    assert_eq!((ann_dist(pos + j, w), ann_k(w), ann_pid(w)), (0, 0, 0));
+                }
+            }
+            assert!(!r.announced_unclaimed(head + 8));
+            for p in head..head + 8 {
+                r.publish(p);
+            }
+            while get(&r, &mut head).is_some() {}
+        }
     }
 
     #[test]

@@ -285,29 +285,46 @@ impl Endpoint {
     /// published, and the producer holding it died, steps over its claim
     /// (the cells go back with the others) rather than waiting for it
     /// forever: everything behind it, other peers' messages included,
-    /// would wait too.
+    /// would wait too. A dead producer's announcement of the head without
+    /// a claim is withdrawn (`Ring::dead_claim`), or no producer could
+    /// claim the head again.
     #[cold]
     fn skip_dead_claim(&mut self) -> bool {
         let now = coarse_ns();
         if now.saturating_sub(self.stuck.1) <= self.check_ns {
             return false;
         }
-        if self.stuck.0 != self.head || self.ring.claimed_until() == self.head {
+        // Nothing claimed and nobody announced: an idle ring.
+        let idle = self.ring.claimed_until() == self.head && !self.ring.announced_unclaimed(self.head);
+        if self.stuck.0 != self.head || idle {
             self.stuck = (self.head, now);
             return false;
         }
         self.stuck.1 = now;
-        let k = self.ring.dead_claim(self.head, |pid| !crate::segment::pid_alive(pid, 0));
-        if k == 0 {
-            return false;
-        }
-        rfabric_core::fi_warn!(
-            "shm",
-            rfabric_core::abi::FI_LOG_EP_DATA,
-            "shm: {} queue cell(s) at position {} claimed by a process that died before publishing them, skipped",
-            k,
-            self.head
-        );
+        let k = match self.ring.dead_claim(self.head, |pid| !crate::segment::pid_alive(pid, 0)) {
+            DeadClaim::None => return false,
+            DeadClaim::Withdrawn(pid) => {
+                rfabric_core::fi_warn!(
+                    "shm",
+                    rfabric_core::abi::FI_LOG_EP_DATA,
+                    "shm: queue position {} announced by process {} that died before claiming it, withdrawn",
+                    self.head,
+                    pid
+                );
+                return false;
+            }
+            DeadClaim::Skip(k, pid) => {
+                rfabric_core::fi_warn!(
+                    "shm",
+                    rfabric_core::abi::FI_LOG_EP_DATA,
+                    "shm: {} queue cell(s) at position {} claimed by process {} that died before publishing them, skipped",
+                    k,
+                    self.head,
+                    pid
+                );
+                k
+            }
+        };
         self.consume(self.head, k);
         self.flush_releases();
         true
