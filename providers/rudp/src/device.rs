@@ -18,7 +18,8 @@ pub type PeerId = u32;
 pub const TOKEN_ON_ACK: u64 = 1 << 63;
 
 /// One arrived packet: `data[start..start + len]` of the batch is the
-/// protocol header and payload.
+/// protocol header and payload, or, when `start` has [`RxBatch::OWNED`]
+/// set, bytes of one of the batch's own buffers ([`RxBatch::owned_start`]).
 #[derive(Clone, Copy, Debug)]
 pub struct RxItem {
     pub peer: PeerId,
@@ -35,16 +36,46 @@ pub struct RxBatch {
     pub items: Vec<RxItem>,
     pub acked: Vec<u64>,
     pub lost: Vec<PeerId>,
+    /// Buffers a device handed over whole (a large packet read straight
+    /// into one, so it is not copied into `data`); the device takes them
+    /// back at its next `recv`.
+    pub owned: Vec<Vec<u8>>,
+    /// Bytes of packets in `owned`.
+    pub owned_bytes: usize,
 }
 
 impl RxBatch {
+    /// Flag of an item's `start` that names a buffer of `owned`.
+    pub const OWNED: usize = 1 << (usize::BITS - 1);
+
+    /// The `start` of an item at byte `off` of `owned[idx]`.
+    pub fn owned_start(idx: usize, off: usize) -> usize {
+        debug_assert!(off < 1 << 32 && idx < 1 << (usize::BITS - 33));
+        Self::OWNED | idx << 32 | off
+    }
+
+    /// Hands `buf` over with one packet at `buf[off..off + len]`.
+    pub fn push_owned(&mut self, peer: PeerId, seq: u32, buf: Vec<u8>, off: usize, len: usize) {
+        let start = Self::owned_start(self.owned.len(), off);
+        self.owned.push(buf);
+        self.owned_bytes += len;
+        self.items.push(RxItem { peer, seq, start, len });
+    }
+
+    #[inline]
     pub fn packet(&self, it: &RxItem) -> &[u8] {
-        &self.data[it.start..it.start + it.len]
+        if it.start & Self::OWNED == 0 {
+            return &self.data[it.start..it.start + it.len];
+        }
+        let (idx, off) = ((it.start & !Self::OWNED) >> 32, it.start & 0xffff_ffff);
+        &self.owned[idx][off..off + it.len]
     }
     pub fn clear(&mut self) {
         self.items.clear();
         self.acked.clear();
         self.lost.clear();
+        self.owned.clear();
+        self.owned_bytes = 0;
     }
 }
 
@@ -105,4 +136,10 @@ pub struct Stats {
     pub rejected: u64,
     pub sent: u64,
     pub received: u64,
+    /// Sends that carried several of the datagrams counted in `sent` at
+    /// once (UDP GSO).
+    pub gso_sends: u64,
+    /// Receives that brought several of the datagrams counted in
+    /// `received` at once (UDP GRO).
+    pub gro_recvs: u64,
 }

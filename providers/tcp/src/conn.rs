@@ -47,6 +47,14 @@ pub trait Transport: Send + 'static {
 }
 
 /// One connection. Messages go both ways.
+/// A message from [`Conn::recv_msg`].
+pub enum Msg<'a> {
+    /// Valid until the next call.
+    Slice(&'a [u8]),
+    /// The message is `buf[off..off + len]`.
+    Owned { buf: Vec<u8>, off: usize, len: usize },
+}
+
 pub trait Conn: Send {
     /// Queues one message, the concatenation of `parts` (at most the
     /// transport's `max_msg` bytes), and sends what the peer takes now.
@@ -63,6 +71,14 @@ pub trait Conn: Send {
     /// its descriptor turning readable: a caller that stops early comes
     /// back without waiting.
     fn recv(&mut self) -> Result<Option<&[u8]>>;
+    /// As `recv`, but a message of at least `min` bytes may come as a
+    /// buffer of its own, the connection's receive buffer that it was read
+    /// into, handed over instead of copied out; the connection goes on
+    /// with one of `spare` (or a new one). Default: `recv`.
+    fn recv_msg(&mut self, min: usize, spare: &mut Vec<Vec<u8>>) -> Result<Option<Msg<'_>>> {
+        let _ = (min, spare);
+        Ok(self.recv()?.map(Msg::Slice))
+    }
     /// Whether the connection is established (a `connect` may still be
     /// under way); an error when it failed.
     fn established(&mut self) -> Result<bool>;

@@ -37,7 +37,7 @@
 //!   engines start afresh with it), and the next packet to it connects
 //!   again.
 
-use crate::conn::{Conn, Transport};
+use crate::conn::{Conn, Msg, Transport};
 use crate::sys::Epoll;
 use rfabric_core::abi::*;
 use rfabric_core::error::{Error, Result, EAGAIN, EINVAL};
@@ -63,6 +63,12 @@ const MAX_UNACKED: usize = 4096;
 /// Packets and bytes one `recv` delivers, at most.
 const RECV_ITEMS: usize = 256;
 const RECV_BYTES: usize = 8 << 20;
+/// Packets of at least this many bytes are handed to the engine in the
+/// connection's own receive buffer rather than copied into the batch.
+const OWN_MIN: usize = 32 << 10;
+/// Receive buffers kept for reuse once the engine has read a batch, and
+/// the most one batch holds.
+const SPARE_MAX: usize = 16;
 /// Accepted connections waiting for their `Hello`, at most.
 const MAX_UNBOUND: usize = 1024;
 /// With `complete_on_write`, how long an acknowledgement may wait.
@@ -186,7 +192,14 @@ pub struct ConnDevice<T: Transport> {
     /// the next `recv`.
     written: Vec<u64>,
     last_scan: Instant,
+    /// The time of the last `recv` or `flush`: what a send records, with no
+    /// clock reading of its own (the keeper's rounds keep it within a few
+    /// milliseconds, far below the peer timeout it serves).
+    clock: Instant,
     stats: Stats,
+    /// Receive buffers back from the engine, for connections that handed
+    /// theirs over (`Conn::recv_msg`).
+    spare: Vec<Vec<u8>>,
 }
 
 fn seq_lt(a: u32, b: u32) -> bool {
@@ -228,7 +241,9 @@ impl<T: Transport> ConnDevice<T> {
             holding: Vec::new(),
             written: Vec::new(),
             last_scan: now,
+            clock: now,
             stats: Stats::default(),
+            spare: Vec::new(),
         })
     }
 
@@ -417,7 +432,7 @@ impl<T: Transport> ConnDevice<T> {
     fn read_in(&mut self, id: PeerId, now: Instant, batch: &mut RxBatch) {
         let k = key(id as usize, K_IN);
         loop {
-            if batch.items.len() >= RECV_ITEMS || batch.data.len() >= RECV_BYTES {
+            if batch.items.len() >= RECV_ITEMS || batch.data.len() + batch.owned_bytes >= RECV_BYTES {
                 self.again.push(k);
                 return;
             }
@@ -430,26 +445,31 @@ impl<T: Transport> ConnDevice<T> {
                 }
                 return;
             }
-            match i.c.recv() {
+            // At most SPARE_MAX buffers handed over per batch, so that all
+            // come back as spares and none is allocated in steady state.
+            let own_min = if batch.owned.len() < SPARE_MAX { OWN_MIN } else { usize::MAX };
+            let (kind, len) = match i.c.recv_msg(own_min, &mut self.spare) {
                 Ok(None) => return,
-                Ok(Some(m)) if !m.is_empty() && (m[0] == DATA || m[0] == DATA_ACK) && m.len() > 1 => {
-                    i.ack_now |= m[0] == DATA_ACK;
+                Ok(Some(Msg::Slice(m))) if m.len() > 1 && (m[0] == DATA || m[0] == DATA_ACK) => {
                     let start = batch.data.len();
                     batch.data.extend_from_slice(&m[1..]);
-                    let seq = i.rx_seq;
-                    i.rx_seq = seq.wrapping_add(1);
-                    batch.items.push(RxItem { peer: id, seq, start, len: m.len() - 1 });
-                    i.owed_bytes += m.len();
-                    self.stats.received += 1;
-                    self.peers[id as usize].last_heard = now;
-                    if !self.owed.contains(&id) {
-                        self.owed.push(id);
-                    }
+                    batch.items.push(RxItem { peer: id, seq: i.rx_seq, start, len: m.len() - 1 });
+                    (m[0], m.len())
                 }
-                Ok(Some(m)) => {
+                Ok(Some(Msg::Owned { buf, off, len })) if len > 1 && (buf[off] == DATA || buf[off] == DATA_ACK) => {
+                    let kind = buf[off];
+                    batch.push_owned(id, i.rx_seq, buf, off + 1, len - 1);
+                    (kind, len)
+                }
+                Ok(Some(Msg::Slice(m))) => {
                     let n = m.len();
                     self.stats.malformed += 1;
                     self.lose(id, &format!("unexpected message of {n} bytes on its connection"), Some(batch));
+                    return;
+                }
+                Ok(Some(Msg::Owned { len, .. })) => {
+                    self.stats.malformed += 1;
+                    self.lose(id, &format!("unexpected message of {len} bytes on its connection"), Some(batch));
                     return;
                 }
                 Err(e) => {
@@ -459,6 +479,14 @@ impl<T: Transport> ConnDevice<T> {
                     self.lose(id, &format!("its connection failed: {e}"), Some(batch));
                     return;
                 }
+            };
+            i.ack_now |= kind == DATA_ACK;
+            i.rx_seq = i.rx_seq.wrapping_add(1);
+            i.owed_bytes += len;
+            self.stats.received += 1;
+            self.peers[id as usize].last_heard = now;
+            if !self.owed.contains(&id) {
+                self.owed.push(id);
             }
         }
     }
@@ -650,7 +678,7 @@ impl<T: Transport> Device for ConnDevice<T> {
                 return Err(EAGAIN);
             }
         }
-        let now = Instant::now();
+        let now = self.clock;
         let kind = [if token & TOKEN_ON_ACK != 0 && self.cfg.complete_on_write { DATA_ACK } else { DATA }];
         let mut parts: [&[u8]; 8] = [&[]; 8];
         parts[0] = &kind;
@@ -683,6 +711,7 @@ impl<T: Transport> Device for ConnDevice<T> {
     }
 
     fn recv(&mut self, batch: &mut RxBatch, now: Instant) -> usize {
+        self.clock = now;
         // Packets the engine refused in the last batch are kept.
         for (id, seq) in std::mem::take(&mut self.rejected) {
             let Some(it) = batch.items.iter().find(|it| it.peer == id && it.seq == seq).copied() else { continue };
@@ -694,6 +723,12 @@ impl<T: Transport> Device for ConnDevice<T> {
                 if !self.holding.contains(&id) {
                     self.holding.push(id);
                 }
+            }
+        }
+        // Buffers the engine has read come back for connections to reuse.
+        for b in batch.owned.drain(..) {
+            if self.spare.len() < SPARE_MAX {
+                self.spare.push(b);
             }
         }
         batch.clear();
@@ -772,6 +807,7 @@ impl<T: Transport> Device for ConnDevice<T> {
     }
 
     fn flush(&mut self, now: Instant, _all: bool) {
+        self.clock = now;
         let mut k = 0;
         while k < self.owed.len() {
             let id = self.owed[k];
@@ -864,7 +900,10 @@ mod tests {
     use crate::tcp::TcpTransport;
 
     fn dev(timeout_ms: u64) -> ConnDevice<TcpTransport> {
-        let t = TcpTransport::bind("127.0.0.1:0".parse().unwrap(), 4096).unwrap();
+        dev_max(timeout_ms, 4096)
+    }
+    fn dev_max(timeout_ms: u64, max_msg: usize) -> ConnDevice<TcpTransport> {
+        let t = TcpTransport::bind("127.0.0.1:0".parse().unwrap(), max_msg).unwrap();
         let cfg = ConnConfig { peer_timeout: Duration::from_millis(timeout_ms), ..ConnConfig::default() };
         ConnDevice::new(t, cfg).unwrap()
     }
@@ -949,6 +988,41 @@ mod tests {
         assert_eq!(gb.len(), 3);
         assert_eq!(gb.last().unwrap(), &vec![0u8]);
         assert_eq!(b.stats().rejected, 5);
+        assert!(la.is_empty() && lb.is_empty());
+    }
+
+    #[test]
+    fn large_packets_come_in_their_own_buffers_refused_ones_too() {
+        let (mut a, mut b) = (dev_max(10_000, 1 << 20), dev_max(10_000, 1 << 20));
+        let pb = a.peer(b.transport().addr()).unwrap();
+        let big = |k: u8, n: usize| -> Vec<u8> { (0..n).map(|i| (i as u8).wrapping_mul(3).wrapping_add(k)).collect() };
+        let sent = [vec![1u8], big(2, 100_000), vec![3u8; 40], big(4, 300_000), big(5, OWN_MIN)];
+        for (i, p) in sent.iter().enumerate() {
+            a.send(pb, &p[..1], &[&p[1..]], i as u64 + 1).unwrap();
+        }
+        let (mut ba, mut bb) = (RxBatch::default(), RxBatch::default());
+        let (mut ga, mut gb, mut aa, mut ab, mut la, mut lb) = (vec![], vec![], vec![], vec![], vec![], vec![]);
+        let (mut refusals, mut owned) = (0, 0);
+        until(|| {
+            pump(&mut a, &mut ba, &mut ga, &mut aa, &mut la, &mut |_| false);
+            owned += bb.owned.len();
+            // The first large packet is refused three times: held, then
+            // offered again whole.
+            pump(&mut b, &mut bb, &mut gb, &mut ab, &mut lb, &mut |p| {
+                let no = p.len() == 100_000 && refusals < 3;
+                refusals += no as usize;
+                no
+            });
+            aa.len() == sent.len()
+        });
+        owned += bb.owned.len();
+        let mut got = gb.clone();
+        got.sort_by_key(|p| p[0]);
+        assert_eq!(got, sent.to_vec(), "every packet intact");
+        assert_eq!(refusals, 3);
+        assert_eq!(b.stats().rejected, 3);
+        assert!(owned >= 1, "large packets handed over in their buffers");
+        assert!(b.spare.len() <= SPARE_MAX);
         assert!(la.is_empty() && lb.is_empty());
     }
 

@@ -6,7 +6,7 @@
 
 #![forbid(unsafe_code)]
 
-use crate::conn::{Conn, Transport};
+use crate::conn::{Conn, Msg, Transport};
 use crate::sys;
 use rfabric_core::abi::*;
 use rfabric_core::error::{Error, Result, EINVAL};
@@ -47,7 +47,7 @@ impl TcpTransport {
     fn wrap(&self, s: TcpStream, connecting: bool) -> Result<TcpConn> {
         s.set_nonblocking(true).map_err(|_| Error(FI_EIO))?;
         let _ = s.set_nodelay(true);
-        Ok(TcpConn { s, connecting, tx: Vec::new(), tx_head: 0, rx: Vec::new(), rx_start: 0, rx_end: 0, consume: 0, max_msg: self.max_msg })
+        Ok(TcpConn { s, connecting, tx: Vec::new(), tx_head: 0, rx: Vec::new(), rx_start: 0, rx_end: 0, consume: 0, max_msg: self.max_msg, drained: false })
     }
 }
 
@@ -108,6 +108,11 @@ pub struct TcpConn {
     /// Bytes of the message last returned, dropped at the next `recv`.
     consume: usize,
     max_msg: usize,
+    /// The last read took less than it had room for (the socket had no
+    /// more then) and completed a message: the next `recv` that finds no
+    /// whole message answers `None` without another read, which would only
+    /// say `EAGAIN`. Bytes that arrive later turn the descriptor readable.
+    drained: bool,
 }
 
 fn io_err(e: &std::io::Error) -> Error {
@@ -163,11 +168,13 @@ impl TcpConn {
                 self.rx.resize(want, 0);
             }
         }
+        let room = self.rx.len() - self.rx_end;
         loop {
             match self.s.read(&mut self.rx[self.rx_end..]) {
                 Ok(0) => return Err(Error(FI_ESHUTDOWN)),
                 Ok(n) => {
                     self.rx_end += n;
+                    self.drained = n < room;
                     return Ok(true);
                 }
                 Err(e) if e.kind() == ErrorKind::WouldBlock => return Ok(false),
@@ -194,6 +201,45 @@ impl TcpConn {
     fn complete(&self) -> Result<Option<usize>> {
         self.complete_at(self.rx_start)
     }
+
+    /// The length of the message at `rx_start` when its header is
+    /// buffered and it has at least `min` bytes (and at most `max_msg`).
+    fn large_at_start(&self, min: usize) -> Option<usize> {
+        let h = self.rx[self.rx_start..self.rx_end].first_chunk::<FRAME_HDR>()?;
+        let len = u32::from_le_bytes(*h) as usize;
+        (len >= min && len <= self.max_msg).then_some(len)
+    }
+
+    /// Reads the rest of the `len`-byte message at `rx_start`, and nothing
+    /// after it, straight into place; its length once it is whole.
+    fn fill_message(&mut self, len: usize) -> Result<Option<usize>> {
+        let end = self.rx_start + FRAME_HDR + len;
+        if self.rx.len() < end {
+            self.rx.resize(end, 0);
+        }
+        while self.rx_end < end {
+            match self.s.read(&mut self.rx[self.rx_end..end]) {
+                Ok(0) => return Err(Error(FI_ESHUTDOWN)),
+                Ok(n) => self.rx_end += n,
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return Ok(None),
+                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                Err(e) => return Err(io_err(&e)),
+            }
+        }
+        self.drained = false;
+        Ok(Some(len))
+    }
+
+    /// Hands the buffer holding the whole `len`-byte message at `rx_start`
+    /// (the last bytes buffered) over, and goes on with one of `spare`.
+    fn hand_over(&mut self, len: usize, spare: &mut Vec<Vec<u8>>) -> Msg<'_> {
+        let off = self.rx_start + FRAME_HDR;
+        debug_assert_eq!(off + len, self.rx_end);
+        let buf = std::mem::replace(&mut self.rx, spare.pop().unwrap_or_default());
+        self.rx_start = 0;
+        self.rx_end = 0;
+        Msg::Owned { buf, off, len }
+    }
 }
 
 impl TcpConn {
@@ -203,7 +249,7 @@ impl TcpConn {
     pub fn connect_from(local: &SocketAddr, to: &[u8], max_msg: usize) -> Result<TcpConn> {
         let s = sys::connect_from(local, to)?;
         let _ = s.set_nodelay(true);
-        Ok(TcpConn { s, connecting: true, tx: Vec::new(), tx_head: 0, rx: Vec::new(), rx_start: 0, rx_end: 0, consume: 0, max_msg })
+        Ok(TcpConn { s, connecting: true, tx: Vec::new(), tx_head: 0, rx: Vec::new(), rx_start: 0, rx_end: 0, consume: 0, max_msg, drained: false })
     }
     pub fn local_addr(&self) -> Option<SocketAddr> {
         self.s.local_addr().ok()
@@ -274,18 +320,58 @@ impl Conn for TcpConn {
         let len = match self.complete()? {
             Some(l) => l,
             None => {
+                if std::mem::take(&mut self.drained) {
+                    return Ok(None);
+                }
                 if !self.fill()? {
                     return Ok(None);
                 }
                 match self.complete()? {
                     Some(l) => l,
-                    None => return Ok(None),
+                    None => {
+                        // Part of a message: read again as soon as asked.
+                        self.drained = false;
+                        return Ok(None);
+                    }
                 }
             }
         };
         let at = self.rx_start + FRAME_HDR;
         self.consume = FRAME_HDR + len;
         Ok(Some(&self.rx[at..at + len]))
+    }
+
+    fn recv_msg(&mut self, min: usize, spare: &mut Vec<Vec<u8>>) -> Result<Option<Msg<'_>>> {
+        self.rx_start += self.consume;
+        self.consume = 0;
+        if self.connecting && !self.established()? {
+            return Ok(None);
+        }
+        let mut len = self.complete()?;
+        if len.is_none() && self.large_at_start(min).is_none() {
+            // As `recv`: read what the socket has.
+            if std::mem::take(&mut self.drained) || !self.fill()? {
+                return Ok(None);
+            }
+            len = self.complete()?;
+        }
+        if len.is_none() {
+            // A large message whose start is buffered: its rest goes
+            // straight into place, and the buffer is handed over whole.
+            let Some(l) = self.large_at_start(min) else {
+                self.drained = false;
+                return Ok(None);
+            };
+            let Some(l) = self.fill_message(l)? else { return Ok(None) };
+            return Ok(Some(self.hand_over(l, spare)));
+        }
+        let Some(len) = len else { return Ok(None) };
+        if len >= min && self.rx_start + FRAME_HDR + len == self.rx_end {
+            return Ok(Some(self.hand_over(len, spare)));
+        }
+        let at = self.rx_start + FRAME_HDR;
+        self.consume = FRAME_HDR + len;
+        Ok(Some(Msg::Slice(&self.rx[at..at + len])))
     }
 
     fn established(&mut self) -> Result<bool> {
@@ -371,6 +457,68 @@ mod tests {
             back.is_some()
         });
         assert_eq!(back.unwrap(), b"back");
+    }
+
+    /// Messages through `recv_msg` with a large-message bound of `min`:
+    /// (bytes, handed over whole).
+    fn recv_all(s: &mut TcpConn, c: &mut TcpConn, want: usize, min: usize, spare: &mut Vec<Vec<u8>>) -> Vec<(Vec<u8>, bool)> {
+        let mut got = Vec::new();
+        pump_until(|| {
+            c.flush().unwrap();
+            while let Some(m) = s.recv_msg(min, spare).unwrap() {
+                match m {
+                    Msg::Slice(b) => got.push((b.to_vec(), false)),
+                    Msg::Owned { buf, off, len } => {
+                        got.push((buf[off..off + len].to_vec(), true));
+                        spare.push(buf);
+                    }
+                }
+            }
+            got.len() == want
+        });
+        got
+    }
+
+    #[test]
+    fn large_messages_are_handed_over_in_their_buffer() {
+        let (_a, _b, mut c, mut s) = pair(1 << 20);
+        let msg = |n: usize, k: usize| -> Vec<u8> { (0..n).map(|i| (i * 7 + k) as u8).collect() };
+        // Small and large interleaved, one large at the stream's end, and
+        // a large one whose bytes arrive in two writes with a pause.
+        let sizes = [10, 300_000, 20, 40_000, 1 << 20, 5, 100_000];
+        let mut spare = Vec::new();
+        for (k, &n) in sizes.iter().enumerate() {
+            c.send(&[&msg(n, k)]).unwrap();
+        }
+        let got = recv_all(&mut s, &mut c, sizes.len(), 32 << 10, &mut spare);
+        for (k, (&n, (m, owned))) in sizes.iter().zip(&got).enumerate() {
+            assert_eq!(m, &msg(n, k), "message {k}");
+            if n < 32 << 10 {
+                assert!(!owned, "small message {k} is copied out");
+            }
+        }
+        assert!(got.iter().filter(|(_, o)| *o).count() >= 1, "some large message handed over");
+        // The buffers come back and are used again, and a large message
+        // split across arrivals is read straight into place.
+        let big = msg(200_000, 9);
+        let mut raw = (big.len() as u32).to_le_bytes().to_vec();
+        raw.extend_from_slice(&big);
+        c.s.write_all(&raw[..70_000]).unwrap();
+        let mut none = 0;
+        pump_until(|| {
+            assert!(s.recv_msg(32 << 10, &mut spare).unwrap().is_none());
+            none += 1;
+            none == 20
+        });
+        c.s.write_all(&raw[70_000..]).unwrap();
+        c.send(&[b"after"]).unwrap();
+        let got = recv_all(&mut s, &mut c, 2, 32 << 10, &mut spare);
+        assert_eq!(got[0], (big, true));
+        assert_eq!(got[1].0, b"after");
+        // Below the bound everything is copied out, as `recv` does.
+        c.send(&[&msg(100_000, 3)]).unwrap();
+        let got = recv_all(&mut s, &mut c, 1, usize::MAX, &mut spare);
+        assert_eq!(got[0], (msg(100_000, 3), false));
     }
 
     #[test]
