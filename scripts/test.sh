@@ -71,7 +71,7 @@ add fi-pingpong 'tests/clients/fi_pingpong.sh "$lib"'
 add rudp-fi-pingpong 'env PROV=rudp tests/clients/fi_pingpong.sh "$lib"'
 add rudp-dl-debian 'need_dl && tests/dl/rfrudp_debian.sh build/dl'
 add rudp-ompi-1host 'need_ompi && tests/mpi/run_ompi.sh --preload "$lib/libfabric.so.1" --hosts one'
-add rudp-ompi-2hosts 'need_ompi && env FI_RUDP_IFACE=rf0 tests/mpi/run_ompi.sh --preload "$lib/libfabric.so.1" --hosts two'
+add rudp-ompi-2hosts 'need_ompi && env FI_LOG_LEVEL=warn FI_RUDP_PEER_TIMEOUT_MS=60000 FI_RUDP_IFACE=rf0 tests/mpi/run_ompi.sh --preload "$lib/libfabric.so.1" --hosts two'
 # Debian's openmpi-mca-params.conf excludes btl ofi: re-enabled so that
 # one-sided between hosts runs over libfabric (osc rdma on btl ofi).
 add rudp-ompi-admin-swap 'env FI_RUDP_IFACE=rf0 sh -c "tests/mpi/admin_swap.sh \"$lib\" divert --hosts two -- --mca btl ^uct,openib && tests/mpi/admin_swap.sh \"$lib\" ldconf --hosts one"'

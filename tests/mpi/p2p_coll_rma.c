@@ -45,6 +45,23 @@ static void report(int ok, const char *name, const char *fmt, ...)
 	fflush(stdout);
 }
 
+/* After MPI_ERR_IN_STATUS: which requests of rq failed and why (the first
+ * few), so a failure says whether sends or receives, and with which peer. */
+static void status_errors(const char *name, const MPI_Status *st, int n, int nrecv, const int *peer)
+{
+	int shown = 0;
+	for (int i = 0; i < n && shown < 8; i++) {
+		if (st[i].MPI_ERROR == MPI_SUCCESS || st[i].MPI_ERROR == MPI_ERR_PENDING)
+			continue;
+		char s[MPI_MAX_ERROR_STRING];
+		int len = 0;
+		MPI_Error_string(st[i].MPI_ERROR, s, &len);
+		printf("rank %d %s: request %d (%s, peer %d): %s\n", me, name, i, i < nrecv ? "receive" : "send", peer[i], s);
+		shown++;
+	}
+	fflush(stdout);
+}
+
 /* Report a failed MPI call; returns 1 when rc was MPI_SUCCESS. */
 static int mpi_ok(int rc, const char *name)
 {
@@ -169,12 +186,14 @@ static void test_nonblocking_all(void)
 	MPI_Request *rq = calloc((size_t)nreq, sizeof *rq);
 	MPI_Status *st = calloc((size_t)nreq, sizeof *st);
 	unsigned char *out = malloc((size_t)npeer * PER * SZ), *in = malloc((size_t)npeer * PER * SZ);
+	int *peer = calloc((size_t)nreq, sizeof *peer);
 	int r = 0, p = 0;
 	for (int src = 0; src < np; src++) {
 		if (src == me)
 			continue;
 		for (int j = 0; j < PER; j++) {
 			unsigned char *b = in + ((size_t)p * PER + j) * SZ;
+			peer[r] = src;
 			MPI_Irecv(b, SZ, MPI_BYTE, src, 300, MPI_COMM_WORLD, &rq[r++]);
 		}
 		p++;
@@ -187,11 +206,15 @@ static void test_nonblocking_all(void)
 			unsigned char *b = out + ((size_t)p * PER + j) * SZ;
 			/* the tag in the pattern is the sequence number, so order shows */
 			fill(b, me, 1000 + j, SZ - (size_t)j);
+			peer[r] = dst;
 			MPI_Isend(b, SZ - j, MPI_BYTE, dst, 300, MPI_COMM_WORLD, &rq[r++]);
 		}
 		p++;
 	}
-	if (mpi_ok(MPI_Waitall(nreq, rq, st), "Waitall all-pairs")) {
+	int rc = MPI_Waitall(nreq, rq, st);
+	if (rc == MPI_ERR_IN_STATUS)
+		status_errors("Waitall all-pairs", st, nreq, npeer * PER, peer);
+	if (mpi_ok(rc, "Waitall all-pairs")) {
 		int bad = 0;
 		p = 0;
 		for (int src = 0; src < np; src++) {
@@ -208,6 +231,7 @@ static void test_nonblocking_all(void)
 		}
 		report(bad == 0, "Isend/Irecv all pairs, 16 in flight per pair, in order", "%d messages wrong or out of order", bad);
 	}
+	free(peer);
 	free(rq);
 	free(st);
 	free(out);

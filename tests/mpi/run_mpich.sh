@@ -145,7 +145,7 @@ run() {
 		esac
 		bad "$name: p2p_coll_rma $why; last section '${last#== }'; ${summary:-no summary}"
 		[ -s "$log" ] || echo "  (the run left no output)"
-		grep -E ' FAIL |Fatal error|OFI call|<warn>|<crit>|Abort' "$log" | sed 's/Abort([0-9]*)/Abort(..)/' | sort | uniq -c | sort -rn | head -n 15 | sed 's/^/  /'
+		grep -E ' FAIL |: request [0-9]+ \(|Fatal error|OFI call|<warn>|<crit>|Abort' "$log" | sed 's/Abort([0-9]*)/Abort(..)/' | sort | uniq -c | sort -rn | head -n 15 | sed 's/^/  /'
 		echo "  (full output: $log)"
 	fi
 }

@@ -194,7 +194,7 @@ for ns in $lossset; do echo "loss $ns: $(ip netns exec $ns nft list chain inet r
 why="${why#; }"
 [ -n "$keeplog" ] && cp "$log" "$keeplog"
 if [ -n "$why" ]; then
-	grep -aE ' FAIL |Error|error|<warn>|<crit>|abort' "$log" | grep -v 'PMIX ERROR.*pmix_client_topology' | sort | uniq -c | sort -rn | head -n 15 | sed 's/^/  /'
+	grep -aE ' FAIL |: request [0-9]+ \(|Error|error|<warn>|<crit>|abort' "$log" | grep -v 'PMIX ERROR.*pmix_client_topology' | sort | uniq -c | sort -rn | head -n 15 | sed 's/^/  /'
 	cp "$log" "${TMPDIR:-/tmp}/run_ompi.last.log" && echo "  (full output: ${TMPDIR:-/tmp}/run_ompi.last.log)"
 	fail "$why (${secs}s)"
 fi
