@@ -20,6 +20,7 @@ else
 	lib=$(cd "$libarg" && pwd) || { echo "0 passed, 1 failed"; exit 1; }
 fi
 PROV=$(echo "$prov" | tr '[:lower:]' '[:upper:]')
+. "$(dirname "$0")/../free_port.sh"
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 pass=0 fail=0
 ok() { pass=$((pass + 1)); echo "PASS $1"; }
@@ -48,7 +49,7 @@ pair() {
 	pair_once "$@" || { echo "  (pair failed: client rc=$crc, server rc=$src; once more)"; pair_once "$@"; }
 }
 pair_once() {
-	port=$((20000 + $(od -An -N2 -tu2 /dev/urandom | tr -d ' ') % 20000))
+	port=$(free_port)
 	on_lib env "$@" timeout 60 fi_pingpong -p "$prov" -e rdm -S all -c -I 5 -B "$port" >"$tmp/srv" 2>&1 &
 	spid=$!
 	sleep 0.3

@@ -5,7 +5,7 @@
 # FI_EP_MSG pairs), message sends of
 # every size (-S all),
 # with data verification (-c). The pair finds each other through a TCP
-# socket on loopback, on a random control port.
+# socket on loopback, on a free control port below the ephemeral range.
 #
 # Usage: [PROV=rudp|tcp] tests/clients/fi_pingpong.sh LIBDIR
 # Prints one line per case and "N passed, N failed"; exits non-zero on a
@@ -20,6 +20,7 @@ lib=$(cd "${1:?usage: fi_pingpong.sh LIBDIR}" && pwd)
 delay=0.1; [ "$RF_CHECK" = valgrind ] && delay=1
 [ -e "$lib/libfabric.so.1" ] || { echo "no libfabric.so.1 in $lib"; echo "0 passed, 1 failed"; exit 1; }
 pp=$(command -v fi_pingpong) || { echo "fi_pingpong not installed: skipped"; exit 0; }
+. "$(dirname "$0")/../free_port.sh"
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 pass=0; fail=0
 
@@ -28,7 +29,28 @@ pass=0; fail=0
 # table (header plus at least MINROWS rows, the same number on both).
 run() {
 	name=$1; envset=$2; want_rows=$3; shift 3
-	port=$((20000 + $(od -An -N2 -tu2 /dev/urandom | tr -d ' ') % 20000))
+	run_once "$@"
+	# A port taken between the check and the server's bind is the
+	# machine's, not the library's: once more on another port.
+	if [ $src -ne 0 ] && grep -q 'Address already in use' "$tmp/srv"; then
+		echo "  (the server's port $port was taken: once more on another)"
+		run_once "$@"
+	fi
+	rows_c=$(grep -cE '^[0-9.]+[kmg]? +[0-9.]+[kmg]? +=[0-9.]+[kmg]? ' "$tmp/cli")
+	rows_s=$(grep -cE '^[0-9.]+[kmg]? +[0-9.]+[kmg]? +=[0-9.]+[kmg]? ' "$tmp/srv")
+	if [ $crc -eq 0 ] && [ $src -eq 0 ] && grep -q '^bytes' "$tmp/cli" && grep -q '^bytes' "$tmp/srv" \
+		&& [ "$rows_c" -gt 0 ] && [ "$rows_c" -eq "$rows_s" ] && [ "$rows_c" -ge "$want_rows" ]; then
+		echo "PASS $name ($rows_c sizes)"; pass=$((pass + 1))
+	else
+		echo "FAIL $name (client rc=$crc, server rc=$src, rows $rows_c/$rows_s)"
+		sed 's/^/  client: /' "$tmp/cli" | tail -n 5; sed 's/^/  server: /' "$tmp/srv" | tail -n 5
+		fail=$((fail + 1))
+	fi
+}
+
+# run_once ARGS...: one server and client pair (sets port, crc, src).
+run_once() {
+	port=$(free_port)
 	(export "$envset" LD_LIBRARY_PATH="$lib"; rf_run 60 "$pp" -p "$prov" -e rdm -B "$port" "$@") >"$tmp/srv" 2>&1 &
 	spid=$!
 	# The client connects once: wait until the server listens (a fixed
@@ -42,16 +64,6 @@ run() {
 	(export "$envset" LD_LIBRARY_PATH="$lib"; rf_run 60 "$pp" -p "$prov" -e rdm -P "$port" "$@" 127.0.0.1) >"$tmp/cli" 2>&1
 	crc=$?
 	wait "$spid"; src=$?
-	rows_c=$(grep -cE '^[0-9.]+[kmg]? +[0-9.]+[kmg]? +=[0-9.]+[kmg]? ' "$tmp/cli")
-	rows_s=$(grep -cE '^[0-9.]+[kmg]? +[0-9.]+[kmg]? +=[0-9.]+[kmg]? ' "$tmp/srv")
-	if [ $crc -eq 0 ] && [ $src -eq 0 ] && grep -q '^bytes' "$tmp/cli" && grep -q '^bytes' "$tmp/srv" \
-		&& [ "$rows_c" -gt 0 ] && [ "$rows_c" -eq "$rows_s" ] && [ "$rows_c" -ge "$want_rows" ]; then
-		echo "PASS $name ($rows_c sizes)"; pass=$((pass + 1))
-	else
-		echo "FAIL $name (client rc=$crc, server rc=$src, rows $rows_c/$rows_s)"
-		sed 's/^/  client: /' "$tmp/cli" | tail -n 5; sed 's/^/  server: /' "$tmp/srv" | tail -n 5
-		fail=$((fail + 1))
-	fi
 }
 
 if [ "$prov" = rudp ]; then

@@ -18,6 +18,7 @@ mode=${1:?usage: rfshm.sh debian|ours DLDIR [LIBDIR NOBUILTIN_LIBDIR]}
 dl=$(cd "${2:?usage: rfshm.sh debian|ours DLDIR ...}" && pwd) || exit 1
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
+. "$(dirname "$0")/../free_port.sh"
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 pass=0 fail=0
 ok() { pass=$((pass + 1)); echo "PASS $1"; }
@@ -54,7 +55,7 @@ pair() {
 }
 pair_once() {
 	l=$1 envset=$2; shift 2
-	port=$((20000 + $(od -An -N2 -tu2 /dev/urandom | tr -d ' ') % 20000))
+	port=$(free_port)
 	on "$l" env "$envset" timeout 120 fi_pingpong -p rfshm -e rdm -B "$port" "$@" >"$tmp/srv" 2>&1 &
 	spid=$!
 	sleep 0.3

@@ -10,6 +10,7 @@ dl=$(cd "${1:?usage: rftcp_debian.sh DLDIR}" && pwd)
 command -v fi_pingpong >/dev/null || { echo "fi_pingpong not installed: skipped"; exit 0; }
 export FI_PROVIDER_PATH=$dl FI_RFTCP_IFACE=lo
 unset LD_LIBRARY_PATH
+. "$(dirname "$0")/../free_port.sh"
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 pass=0 fail=0
 if fi_info -p rftcp >"$tmp/info" 2>&1 && grep -q "provider: rftcp" "$tmp/info"; then
@@ -20,7 +21,7 @@ fi
 # pingpong NAME ARGS...: a pair over rftcp's RDM endpoints.
 pingpong() {
 	name=$1; shift
-	port=$((20000 + $(od -An -N2 -tu2 /dev/urandom | tr -d ' ') % 20000))
+	port=$(free_port)
 	timeout 120 fi_pingpong -p rftcp -e rdm -B "$port" "$@" >"$tmp/srv" 2>&1 &
 	spid=$!
 	for _ in $(seq 200); do ss -Hltn "sport = :$port" 2>/dev/null | grep -q . && break; sleep 0.1; done

@@ -66,6 +66,7 @@ else
 	want=$(readlink -f "$(ldd "$pp" | awk '$1 == "libfabric.so.1" {print $3}')")
 fi
 
+. "$here/../free_port.sh"
 tmp=$(mktemp -d)
 made=0 lossset="" spid=""
 cleanup() {
@@ -101,7 +102,7 @@ stat_of() { echo "$1" | tr ' ' '\n' | sed -n "s/^$2=//p"; }
 args=(-p "$prov" -e "$ep" -S "$size" -I "$iters" $check)
 [ -n "$mode" ] && args+=(-m "$mode")
 [ $fam = 6 ] && args+=(-6)
-port=$((20000 + $(od -An -N2 -tu2 /dev/urandom | tr -d ' ') % 20000))
+port=$(free_port)
 envs=(LD_DEBUG=libs)
 [ -n "$lib" ] && envs+=("LD_LIBRARY_PATH=$lib")
 [ -n "$ppath" ] && envs+=("FI_PROVIDER_PATH=$ppath")
