@@ -4,15 +4,23 @@
 //! packets the peer took, refusals (receiver-not-ready) and lost peers.
 //!
 //! How it is built:
-//! - **One connection per direction.** An endpoint sends its packets on
-//!   the connection it opened to the peer (at the first packet, to the
-//!   peer's address in the AV: its listening address) and receives on the
-//!   connections peers opened to it. The opener's first message (`Hello`)
-//!   names its listening address and an instance number (random per
-//!   endpoint), so the accepting side maps the connection to the AV peer.
-//!   Two endpoints that start talking at once simply open one connection
-//!   each: there is no crossing pair to resolve and nothing to tear down,
-//!   and a reconnection after a loss cannot be mistaken for a crossing.
+//! - **Connections.** An endpoint that sends to a peer it has no
+//!   connection with opens one (at the first packet, to the peer's address
+//!   in the AV: its listening address). The opener's first message
+//!   (`Hello`) names its listening address and an instance number (random
+//!   per endpoint), so the accepting side maps the connection to the AV
+//!   peer. A peer that has not sent yet answers on the connection it
+//!   accepted: one connection then carries the packets of both, and each
+//!   reply carries TCP's acknowledgement of the packet before it (with a
+//!   connection per direction, the receiving kernel sends a bare TCP
+//!   acknowledgement for every small packet, inside the `recv` that reads
+//!   it: about 4 µs more per one-way message on loopback, measured with
+//!   `bench/tcp_floor.c`). Two endpoints that start talking at once simply
+//!   open one connection each and keep sending on their own: there is no
+//!   crossing pair to resolve and nothing to tear down, and a reconnection
+//!   after a loss cannot be mistaken for a crossing. An opener whose
+//!   `Hello` is the older kind (`HELLO`, not `HELLO_BIDI`) is never
+//!   answered on its connection.
 //! - **Acknowledged tokens.** A packet's token comes back once the peer's
 //!   engine took it: the receiver acknowledges on the reverse direction of
 //!   the connection it arrived on, cumulatively (`Ack`: every packet before
@@ -46,6 +54,8 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
 /// Message kinds, the first byte of every message on a connection.
+/// `HELLO`: the opener's first message; the acceptor sends nothing but
+/// acknowledgements on the connection.
 const HELLO: u8 = 1;
 const DATA: u8 = 2;
 const ACK: u8 = 3;
@@ -53,6 +63,9 @@ const ACK: u8 = 3;
 /// operation (`TOKEN_ON_ACK`): acknowledged at the end of the round, not
 /// lazily.
 const DATA_ACK: u8 = 4;
+/// As `HELLO`, and the acceptor may send its own packets on the
+/// connection (what this device's openers send).
+const HELLO_BIDI: u8 = 5;
 
 /// How often held packets are offered to the engine again.
 const RETRY: Duration = Duration::from_micros(500);
@@ -117,9 +130,10 @@ struct Sent {
     at: Instant,
 }
 
-/// Our connection to a peer: what we send goes there.
+/// What we send to a peer, and where.
 struct Out<C> {
-    c: C,
+    /// The connection we opened; `None`: we answer on the peer's (`In::c`).
+    c: Option<C>,
     since: Instant,
     up: bool,
     next_seq: u32,
@@ -130,9 +144,13 @@ struct Out<C> {
     unwritten: Vec<u64>,
 }
 
-/// The peer's connection to us: what it sends comes from there.
+/// What a peer sends us, and where from.
 struct In<C> {
-    c: C,
+    /// The connection the peer opened; `None`: it answers on ours
+    /// (`Out::c`).
+    c: Option<C>,
+    /// Its `Hello` said we may send on `c` (`HELLO_BIDI`).
+    reply_ok: bool,
     /// Sequence number of the next packet to arrive.
     rx_seq: u32,
     /// What the last `Ack` said.
@@ -157,6 +175,83 @@ struct Peer<C> {
     last_heard: Instant,
     /// Lost, not yet reported to the engine: nothing is sent meanwhile.
     failed: bool,
+}
+
+impl<C> In<C> {
+    fn new(c: Option<C>, reply_ok: bool, now: Instant) -> In<C> {
+        In { c, reply_ok, rx_seq: 0, acked: 0, last_ack: now, owed_bytes: 0, ack_now: false, held: BTreeMap::new(), held_bytes: 0, last_retry: now, paused: false }
+    }
+}
+
+/// One of a peer's connections: the one we opened or the one it opened.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Side {
+    Out,
+    In,
+}
+
+impl Side {
+    fn kind(self) -> u64 {
+        match self {
+            Side::Out => K_OUT,
+            Side::In => K_IN,
+        }
+    }
+}
+
+impl<C: Conn> Peer<C> {
+    fn conn_mut(&mut self, side: Side) -> Option<&mut C> {
+        match side {
+            Side::Out => self.out.as_mut()?.c.as_mut(),
+            Side::In => self.inn.as_mut()?.c.as_mut(),
+        }
+    }
+
+    fn conn(&self, side: Side) -> Option<&C> {
+        match side {
+            Side::Out => self.out.as_ref()?.c.as_ref(),
+            Side::In => self.inn.as_ref()?.c.as_ref(),
+        }
+    }
+
+    /// The connection our packets go on (and its acknowledgements come).
+    fn tx_side(&self) -> Side {
+        if self.out.as_ref().is_some_and(|o| o.c.is_none()) {
+            Side::In
+        } else {
+            Side::Out
+        }
+    }
+
+    /// The connection its packets come on (and our acknowledgements go).
+    fn rx_side(&self) -> Side {
+        if self.inn.as_ref().is_some_and(|i| i.c.is_none()) {
+            Side::Out
+        } else {
+            Side::In
+        }
+    }
+
+    /// Bytes queued on its connections.
+    fn queued(&self) -> usize {
+        self.conn(Side::Out).map_or(0, |c| c.queued()) + self.conn(Side::In).map_or(0, |c| c.queued())
+    }
+}
+
+/// What one read from a connection found.
+enum Got {
+    None,
+    Ack(u32),
+    /// A packet: its kind and length with the kind byte; `start` in the
+    /// batch's data when copied there, or the buffer it came in.
+    Data { kind: u8, len: usize, start: usize, owned: Option<(Vec<u8>, usize)> },
+    /// A message that has no place on this connection, of this length.
+    Bad(usize),
+    Failed(Error),
+}
+
+fn is_data(kind: u8) -> bool {
+    kind == DATA || kind == DATA_ACK
 }
 
 struct Unbound<C> {
@@ -219,7 +314,7 @@ impl<T: Transport> ConnDevice<T> {
         let ep = Epoll::new()?;
         ep.add(t.fd(), K_LISTEN)?;
         let instance = fresh_instance();
-        let mut hello = vec![HELLO];
+        let mut hello = vec![HELLO_BIDI];
         hello.extend_from_slice(&instance.to_le_bytes());
         hello.extend_from_slice(t.addr());
         let now = Instant::now();
@@ -264,11 +359,11 @@ impl<T: Transport> ConnDevice<T> {
     fn lose(&mut self, id: PeerId, why: &str, batch: Option<&mut RxBatch>) {
         let p = &mut self.peers[id as usize];
         let had = p.out.is_some() || p.inn.is_some();
-        if let Some(o) = p.out.take() {
-            self.ep.remove(o.c.fd());
+        if let Some(c) = p.out.take().and_then(|o| o.c) {
+            self.ep.remove(c.fd());
         }
-        if let Some(i) = p.inn.take() {
-            self.ep.remove(i.c.fd());
+        if let Some(c) = p.inn.take().and_then(|i| i.c) {
+            self.ep.remove(c.fd());
         }
         if had {
             rfabric_core::fi_info!(crate::provider::NAME, FI_LOG_EP_DATA, "peer {} lost: {}", self.addr_str(id), why);
@@ -303,7 +398,7 @@ impl<T: Transport> ConnDevice<T> {
         c.send(&[&self.hello])?;
         self.ep.add(c.fd(), key(id as usize, K_OUT))?;
         let now = Instant::now();
-        self.peers[id as usize].out = Some(Out { c, since: now, up: false, next_seq: 0, unacked: VecDeque::new(), unacked_bytes: 0, unwritten: Vec::new() });
+        self.peers[id as usize].out = Some(Out { c: Some(c), since: now, up: false, next_seq: 0, unacked: VecDeque::new(), unacked_bytes: 0, unwritten: Vec::new() });
         if !self.backlog.contains(&id) {
             self.backlog.push(id);
         }
@@ -358,7 +453,7 @@ impl<T: Transport> ConnDevice<T> {
             }
         };
         self.ep.remove(c.fd());
-        if hello.len() < 9 || hello[0] != HELLO || !self.t.valid_addr(&hello[9..]) {
+        if hello.len() < 9 || (hello[0] != HELLO && hello[0] != HELLO_BIDI) || !self.t.valid_addr(&hello[9..]) {
             self.stats.malformed += 1;
             rfabric_core::fi_info!(crate::provider::NAME, FI_LOG_EP_CTRL, "connection dropped: its first message is no valid hello ({} bytes)", hello.len());
             return;
@@ -370,8 +465,8 @@ impl<T: Transport> ConnDevice<T> {
         };
         // An old connection of this peer that failed already (its close
         // comes before the new one): learn it first.
-        if self.peers[id as usize].out.is_some() {
-            self.read_out(id, now, batch);
+        if self.peers[id as usize].conn(Side::Out).is_some() {
+            self.read(id, Side::Out, now, batch);
         }
         let p = &self.peers[id as usize];
         if p.inn.is_some() {
@@ -386,108 +481,113 @@ impl<T: Transport> ConnDevice<T> {
         let p = &mut self.peers[id as usize];
         p.instance = inst;
         p.last_heard = now;
-        p.inn = Some(In { c, rx_seq: 0, acked: 0, last_ack: now, owed_bytes: 0, ack_now: false, held: BTreeMap::new(), held_bytes: 0, last_retry: now, paused: false });
-        self.read_in(id, now, batch);
+        p.inn = Some(In::new(Some(c), hello[0] == HELLO_BIDI, now));
+        self.read(id, Side::In, now, batch);
     }
 
-    /// Acknowledgements on our connection to `id`.
-    fn read_out(&mut self, id: PeerId, now: Instant, batch: &mut RxBatch) {
-        loop {
-            let Some(o) = self.peers[id as usize].out.as_mut() else { return };
-            let ack = match o.c.recv() {
-                Ok(None) => return,
-                Ok(Some(m)) if m.len() == 5 && m[0] == ACK => u32::from_le_bytes(m[1..5].try_into().unwrap_or_default()),
-                Ok(Some(m)) => {
-                    let n = m.len();
-                    self.stats.malformed += 1;
-                    self.lose(id, &format!("unexpected message of {n} bytes on our connection"), Some(batch));
-                    return;
-                }
-                Err(e) => {
-                    if e.0 == FI_EIO {
-                        self.stats.malformed += 1;
-                    }
-                    self.lose(id, &format!("our connection failed: {e}"), Some(batch));
-                    return;
-                }
-            };
-            o.up = true;
-            if seq_lt(o.next_seq, ack) {
-                self.stats.malformed += 1;
-                self.lose(id, "acknowledgement of packets never sent", Some(batch));
-                return;
-            }
-            while o.unacked.front().is_some_and(|s| seq_lt(s.seq, ack)) {
-                let s = o.unacked.pop_front().expect("front");
-                o.unacked_bytes -= s.bytes;
-                if s.token != 0 {
-                    batch.acked.push(s.token);
-                }
-            }
-            self.peers[id as usize].last_heard = now;
-        }
-    }
-
-    /// Packets on the peer's connection to us, into `batch`.
-    fn read_in(&mut self, id: PeerId, now: Instant, batch: &mut RxBatch) {
-        let k = key(id as usize, K_IN);
+    /// Messages on one of `id`'s connections: acknowledgements of what we
+    /// sent on it, and packets the peer sent on it (into `batch`).
+    fn read(&mut self, id: PeerId, side: Side, now: Instant, batch: &mut RxBatch) {
+        let k = key(id as usize, side.kind());
         loop {
             if batch.items.len() >= RECV_ITEMS || batch.data.len() + batch.owned_bytes >= RECV_BYTES {
                 self.again.push(k);
                 return;
             }
             let hold_max = self.cfg.hold_max;
-            let Some(i) = self.peers[id as usize].inn.as_mut() else { return };
-            if i.held_bytes >= hold_max {
-                if !i.paused {
-                    i.paused = true;
-                    self.ep.watch(i.c.fd(), k, false);
+            let p = &mut self.peers[id as usize];
+            // Its packets come here: on its connection, or on ours when it
+            // has none (it answers on ours, or may start to).
+            let rx_here = match side {
+                Side::In => true,
+                Side::Out => p.inn.as_ref().map_or(true, |i| i.c.is_none()),
+            };
+            let tx_here = p.out.is_some() && p.tx_side() == side;
+            if rx_here {
+                if let Some(i) = p.inn.as_mut() {
+                    if i.held_bytes >= hold_max {
+                        // Not read until the held packets are taken (the
+                        // peer's window fills); on our own connection
+                        // that holds back its acknowledgements too.
+                        if !i.paused {
+                            i.paused = true;
+                            if let Some(fd) = p.conn(side).map(|c| c.fd()) {
+                                self.ep.watch(fd, k, false);
+                            }
+                        }
+                        return;
+                    }
                 }
-                return;
             }
             // At most SPARE_MAX buffers handed over per batch, so that all
             // come back as spares and none is allocated in steady state.
             let own_min = if batch.owned.len() < SPARE_MAX { OWN_MIN } else { usize::MAX };
-            let (kind, len) = match i.c.recv_msg(own_min, &mut self.spare) {
-                Ok(None) => return,
-                Ok(Some(Msg::Slice(m))) if m.len() > 1 && (m[0] == DATA || m[0] == DATA_ACK) => {
+            let Some(c) = p.conn_mut(side) else { return };
+            let got = match c.recv_msg(own_min, &mut self.spare) {
+                Ok(None) => Got::None,
+                Ok(Some(Msg::Slice(m))) if m.len() == 5 && m[0] == ACK && tx_here => Got::Ack(u32::from_le_bytes(m[1..5].try_into().unwrap_or_default())),
+                Ok(Some(Msg::Slice(m))) if m.len() > 1 && is_data(m[0]) && rx_here => {
                     let start = batch.data.len();
                     batch.data.extend_from_slice(&m[1..]);
-                    batch.items.push(RxItem { peer: id, seq: i.rx_seq, start, len: m.len() - 1 });
-                    (m[0], m.len())
+                    Got::Data { kind: m[0], len: m.len(), start, owned: None }
                 }
-                Ok(Some(Msg::Owned { buf, off, len })) if len > 1 && (buf[off] == DATA || buf[off] == DATA_ACK) => {
-                    let kind = buf[off];
-                    batch.push_owned(id, i.rx_seq, buf, off + 1, len - 1);
-                    (kind, len)
-                }
-                Ok(Some(Msg::Slice(m))) => {
-                    let n = m.len();
+                Ok(Some(Msg::Owned { buf, off, len })) if len > 1 && is_data(buf[off]) && rx_here => Got::Data { kind: buf[off], len, start: 0, owned: Some((buf, off)) },
+                Ok(Some(Msg::Slice(m))) => Got::Bad(m.len()),
+                Ok(Some(Msg::Owned { len, .. })) => Got::Bad(len),
+                Err(e) => Got::Failed(e),
+            };
+            let whose = if side == Side::Out { "our" } else { "its" };
+            match got {
+                Got::None => return,
+                Got::Bad(n) => {
                     self.stats.malformed += 1;
-                    self.lose(id, &format!("unexpected message of {n} bytes on its connection"), Some(batch));
+                    self.lose(id, &format!("unexpected message of {n} bytes on {whose} connection"), Some(batch));
                     return;
                 }
-                Ok(Some(Msg::Owned { len, .. })) => {
-                    self.stats.malformed += 1;
-                    self.lose(id, &format!("unexpected message of {len} bytes on its connection"), Some(batch));
-                    return;
-                }
-                Err(e) => {
+                Got::Failed(e) => {
                     if e.0 == FI_EIO {
                         self.stats.malformed += 1;
                     }
-                    self.lose(id, &format!("its connection failed: {e}"), Some(batch));
+                    self.lose(id, &format!("{whose} connection failed: {e}"), Some(batch));
                     return;
                 }
-            };
-            i.ack_now |= kind == DATA_ACK;
-            i.rx_seq = i.rx_seq.wrapping_add(1);
-            i.owed_bytes += len;
-            self.stats.received += 1;
-            self.peers[id as usize].last_heard = now;
-            if !self.owed.contains(&id) {
-                self.owed.push(id);
+                Got::Ack(ack) => {
+                    let o = self.peers[id as usize].out.as_mut().expect("tx_here");
+                    o.up = true;
+                    if seq_lt(o.next_seq, ack) {
+                        self.stats.malformed += 1;
+                        self.lose(id, "acknowledgement of packets never sent", Some(batch));
+                        return;
+                    }
+                    while o.unacked.front().is_some_and(|s| seq_lt(s.seq, ack)) {
+                        let s = o.unacked.pop_front().expect("front");
+                        o.unacked_bytes -= s.bytes;
+                        if s.token != 0 {
+                            batch.acked.push(s.token);
+                        }
+                    }
+                }
+                Got::Data { kind, len, start, owned } => {
+                    let p = &mut self.peers[id as usize];
+                    if let Some(o) = p.out.as_mut().filter(|_| side == Side::Out) {
+                        o.up = true;
+                    }
+                    // The first packet it answers on our connection.
+                    let i = p.inn.get_or_insert_with(|| In::new(None, false, now));
+                    match owned {
+                        None => batch.items.push(RxItem { peer: id, seq: i.rx_seq, start, len: len - 1 }),
+                        Some((buf, off)) => batch.push_owned(id, i.rx_seq, buf, off + 1, len - 1),
+                    }
+                    i.ack_now |= kind == DATA_ACK;
+                    i.rx_seq = i.rx_seq.wrapping_add(1);
+                    i.owed_bytes += len;
+                    self.stats.received += 1;
+                    if !self.owed.contains(&id) {
+                        self.owed.push(id);
+                    }
+                }
             }
+            self.peers[id as usize].last_heard = now;
         }
     }
 
@@ -515,18 +615,24 @@ impl<T: Transport> ConnDevice<T> {
 
     fn send_ack(&mut self, id: PeerId, now: Instant) {
         let Some(a) = self.ack_point(id) else { return };
-        let Some(i) = self.peers[id as usize].inn.as_mut() else { return };
         let mut m = [0u8; 5];
         m[0] = ACK;
         m[1..].copy_from_slice(&a.to_le_bytes());
-        let r = i.c.send(&[&m]);
+        // On the connection its packets came on.
+        let p = &mut self.peers[id as usize];
+        let side = p.rx_side();
+        let Some(c) = p.conn_mut(side) else { return };
+        let r = c.send(&[&m]);
+        let queued = c.queued() > 0;
+        let Some(i) = p.inn.as_mut() else { return };
         i.acked = a;
         i.last_ack = now;
         i.owed_bytes = 0;
         i.ack_now = false;
         if let Err(e) = r {
-            self.lose(id, &format!("its connection failed: {e}"), None);
-        } else if i.c.queued() > 0 && !self.backlog.contains(&id) {
+            let whose = if side == Side::Out { "our" } else { "its" };
+            self.lose(id, &format!("{whose} connection failed: {e}"), None);
+        } else if queued && !self.backlog.contains(&id) {
             self.backlog.push(id);
         }
     }
@@ -538,21 +644,19 @@ impl<T: Transport> ConnDevice<T> {
             let p = &mut self.peers[id as usize];
             let mut left = 0;
             let mut err = None;
-            if let Some(o) = p.out.as_mut() {
-                match o.c.flush() {
+            let tx = p.tx_side();
+            for side in [Side::Out, Side::In] {
+                let Some(c) = p.conn_mut(side) else { continue };
+                match c.flush() {
                     Ok(n) => {
                         left += n;
-                        if n == 0 {
-                            self.written.append(&mut o.unwritten);
+                        if n == 0 && side == tx {
+                            if let Some(o) = p.out.as_mut() {
+                                self.written.append(&mut o.unwritten);
+                            }
                         }
                     }
-                    Err(e) => err = Some(format!("our connection failed: {e}")),
-                }
-            }
-            if let Some(i) = p.inn.as_mut() {
-                match i.c.flush() {
-                    Ok(n) => left += n,
-                    Err(e) => err = Some(format!("its connection failed: {e}")),
+                    Err(e) => err = Some(format!("{} connection failed: {e}", if side == Side::Out { "our" } else { "its" })),
                 }
             }
             if let Some(why) = err {
@@ -574,10 +678,9 @@ impl<T: Transport> ConnDevice<T> {
             let Some(o) = p.out.as_ref() else { continue };
             if !o.up && now.saturating_duration_since(o.since) >= t {
                 // Established but silent is judged below, by its packets.
-                let mut o = self.peers[id as usize].out.take().expect("out");
-                let est = o.c.established();
-                let connected = matches!(est, Ok(true));
-                self.peers[id as usize].out = Some(o);
+                // (Answering on its connection is up from the start.)
+                let est = self.peers[id as usize].conn_mut(Side::Out).map(|c| c.established());
+                let connected = matches!(est, Some(Ok(true)));
                 if !connected {
                     self.lose(id, &format!("no connection within {t:?}"), Some(batch));
                     continue;
@@ -620,9 +723,10 @@ impl<T: Transport> ConnDevice<T> {
             out += &format!(
                 "\n  conn peer {i} {}: out {} in {}",
                 rfabric_rudp::sockaddr::to_string(&p.raw),
-                p.out.as_ref().map_or("-".to_string(), |o| format!("up {} next {} unacked {} ({} B) queued {}", o.up, o.next_seq, o.unacked.len(), o.unacked_bytes, o.c.queued())),
-                p.inn.as_ref().map_or("-".to_string(), |i| format!("rx {} acked {} held {} ({} B) paused {}", i.rx_seq, i.acked, i.held.len(), i.held_bytes, i.paused)),
+                p.out.as_ref().map_or("-".to_string(), |o| format!("up {} next {} unacked {} ({} B) on {}", o.up, o.next_seq, o.unacked.len(), o.unacked_bytes, if o.c.is_some() { "ours" } else { "its" })),
+                p.inn.as_ref().map_or("-".to_string(), |i| format!("rx {} acked {} held {} ({} B) paused {} on {}", i.rx_seq, i.acked, i.held.len(), i.held_bytes, i.paused, if i.c.is_some() { "its" } else { "ours" })),
             );
+            out += &format!(" queued {}", p.queued());
         }
         out
     }
@@ -672,23 +776,34 @@ impl<T: Transport> Device for ConnDevice<T> {
         if self.room(id) == 0 {
             return Err(EAGAIN);
         }
+        let now = self.clock;
         if self.peers[id as usize].out.is_none() {
-            if let Err(e) = self.open_out(id) {
+            let p = &mut self.peers[id as usize];
+            if p.inn.as_ref().is_some_and(|i| i.c.is_some() && i.reply_ok) {
+                // It opened a connection to us: we answer on it.
+                p.out = Some(Out { c: None, since: now, up: true, next_seq: 0, unacked: VecDeque::new(), unacked_bytes: 0, unwritten: Vec::new() });
+            } else if let Err(e) = self.open_out(id) {
                 self.lose(id, &format!("cannot connect: {e}"), None);
                 return Err(EAGAIN);
             }
         }
-        let now = self.clock;
         let kind = [if token & TOKEN_ON_ACK != 0 && self.cfg.complete_on_write { DATA_ACK } else { DATA }];
         let mut parts: [&[u8]; 8] = [&[]; 8];
         parts[0] = &kind;
         parts[1] = proto;
         parts[2..2 + payload.len()].copy_from_slice(payload);
-        let o = self.peers[id as usize].out.as_mut().expect("out");
-        let r = o.c.send(&parts[..2 + payload.len()]);
+        let p = &mut self.peers[id as usize];
+        let side = p.tx_side();
+        let Some(c) = p.conn_mut(side) else {
+            // Not reached: answering on its connection ends with it.
+            self.lose(id, "no connection to send on", None);
+            return Err(EAGAIN);
+        };
+        let r = c.send(&parts[..2 + payload.len()]);
+        let queued = c.queued() > 0;
+        let o = p.out.as_mut().expect("out");
         let seq = o.next_seq;
         o.next_seq = seq.wrapping_add(1);
-        let queued = o.c.queued() > 0;
         let on_ack = if self.cfg.complete_on_write && token != 0 && token & TOKEN_ON_ACK == 0 {
             if queued || !o.unwritten.is_empty() {
                 o.unwritten.push(token);
@@ -703,7 +818,7 @@ impl<T: Transport> Device for ConnDevice<T> {
         o.unacked_bytes += bytes;
         self.stats.sent += 1;
         match r {
-            Err(e) => self.lose(id, &format!("our connection failed: {e}"), None),
+            Err(e) => self.lose(id, &format!("{} connection failed: {e}", if side == Side::Out { "our" } else { "its" }), None),
             Ok(()) if queued && !self.backlog.contains(&id) => self.backlog.push(id),
             Ok(()) => {}
         }
@@ -763,9 +878,11 @@ impl<T: Transport> Device for ConnDevice<T> {
             i.held_bytes = 0;
             if i.paused {
                 i.paused = false;
-                let fd = i.c.fd();
-                self.ep.watch(fd, key(id, K_IN), true);
-                self.again.push(key(id, K_IN));
+                let side = self.peers[id].rx_side();
+                if let Some(fd) = self.peers[id].conn(side).map(|c| c.fd()) {
+                    self.ep.watch(fd, key(id, side.kind()), true);
+                    self.again.push(key(id, side.kind()));
+                }
             }
         }
         let mut ready = std::mem::take(&mut self.ready);
@@ -781,12 +898,12 @@ impl<T: Transport> Device for ConnDevice<T> {
                 K_UNBOUND => self.read_unbound(idx, now, batch),
                 K_OUT => {
                     if idx < self.peers.len() {
-                        self.read_out(idx as PeerId, now, batch);
+                        self.read(idx as PeerId, Side::Out, now, batch);
                     }
                 }
                 _ => {
                     if idx < self.peers.len() {
-                        self.read_in(idx as PeerId, now, batch);
+                        self.read(idx as PeerId, Side::In, now, batch);
                     }
                 }
             }
@@ -853,28 +970,29 @@ impl<T: Transport> Device for ConnDevice<T> {
         while k < self.backlog.len() {
             let id = self.backlog[k];
             let p = &mut self.peers[id as usize];
-            let r = p.out.as_mut().map_or(Ok(0), |o| {
-                let r = o.c.flush();
-                if matches!(r, Ok(0)) {
+            let tx = p.tx_side();
+            let r = p.conn_mut(tx).map_or(Ok(0), |c| c.flush());
+            if matches!(r, Ok(0)) {
+                if let Some(o) = p.out.as_mut() {
                     self.written.append(&mut o.unwritten);
                 }
-                r
-            });
+            }
             match r {
-                Ok(0) if p.inn.as_ref().map_or(true, |i| i.c.queued() == 0) => {
+                Ok(0) if p.queued() == 0 => {
                     self.backlog.swap_remove(k);
                 }
                 Ok(_) => k += 1,
                 Err(e) => {
                     self.backlog.swap_remove(k);
-                    self.lose(id, &format!("our connection failed: {e}"), None);
+                    let whose = if tx == Side::Out { "our" } else { "its" };
+                    self.lose(id, &format!("{whose} connection failed: {e}"), None);
                 }
             }
         }
     }
 
     fn unacked(&self) -> bool {
-        self.peers.iter().any(|p| p.out.as_ref().is_some_and(|o| !o.unacked.is_empty()) || p.inn.as_ref().is_some_and(|i| i.c.queued() > 0))
+        self.peers.iter().any(|p| p.out.as_ref().is_some_and(|o| !o.unacked.is_empty()) || p.queued() > 0)
     }
 
     fn stats(&self) -> Stats {
@@ -962,6 +1080,138 @@ mod tests {
         assert!(!a.unacked() && !b.unacked());
         // FI_SOURCE: B knows A by its listening address.
         assert_eq!(b.peer_addr(pa), a.transport().addr());
+    }
+
+    /// A sends `n` packets, B answers each once it has it; A refuses each
+    /// of B's first `refuse` answers three times. Returns both devices and
+    /// B's id of A, once every packet arrived (in order) and every token
+    /// came back.
+    fn ping_pong(mut a: ConnDevice<TcpTransport>, mut b: ConnDevice<TcpTransport>, n: u32, refuse: u32) -> (ConnDevice<TcpTransport>, ConnDevice<TcpTransport>, PeerId) {
+        let pb = a.peer(b.transport().addr()).unwrap();
+        let (mut ba, mut bb) = (RxBatch::default(), RxBatch::default());
+        let (mut ga, mut gb, mut aa, mut ab, mut la, mut lb) = (vec![], vec![], vec![], vec![], vec![], vec![]);
+        let mut refused = std::collections::HashMap::new();
+        let mut pa = None;
+        for i in 0..n {
+            a.send(pb, &i.to_le_bytes(), &[b"ping"], u64::from(i) + 1).unwrap();
+            until(|| {
+                pump(&mut a, &mut ba, &mut ga, &mut aa, &mut la, &mut |_| false);
+                pump(&mut b, &mut bb, &mut gb, &mut ab, &mut lb, &mut |_| false);
+                gb.len() > i as usize
+            });
+            let pa = *pa.get_or_insert_with(|| b.peer(a.transport().addr()).unwrap());
+            b.send(pa, &i.to_le_bytes(), &[b"pong"], u64::from(i) + 1001).unwrap();
+            until(|| {
+                pump(&mut a, &mut ba, &mut ga, &mut aa, &mut la, &mut |p| {
+                    let k = u32::from_le_bytes(p[..4].try_into().unwrap());
+                    let r = refused.entry(k).or_insert(0);
+                    let no = k < refuse && *r < 3;
+                    *r += no as u32;
+                    no
+                });
+                pump(&mut b, &mut bb, &mut gb, &mut ab, &mut lb, &mut |_| false);
+                ga.len() > i as usize
+            });
+        }
+        until(|| {
+            pump(&mut a, &mut ba, &mut ga, &mut aa, &mut la, &mut |_| false);
+            pump(&mut b, &mut bb, &mut gb, &mut ab, &mut lb, &mut |_| false);
+            aa.len() == n as usize && ab.len() == n as usize
+        });
+        for (i, (p, q)) in gb.iter().zip(&ga).enumerate() {
+            assert_eq!(p[..4], (i as u32).to_le_bytes());
+            assert_eq!(&p[4..], b"ping");
+            assert_eq!(q[..4], (i as u32).to_le_bytes());
+            assert_eq!(&q[4..], b"pong");
+        }
+        assert_eq!(aa, (1..=u64::from(n)).collect::<Vec<u64>>());
+        assert_eq!(ab, (1001..1001 + u64::from(n)).collect::<Vec<u64>>());
+        assert_eq!(a.stats().rejected, 3 * u64::from(refuse.min(n)));
+        assert!(la.is_empty() && lb.is_empty());
+        (a, b, pa.unwrap())
+    }
+
+    #[test]
+    fn a_peer_answers_on_the_connection_it_accepted() {
+        let (mut a, b, pa) = ping_pong(dev(10_000), dev(10_000), 100, 2);
+        let pb = a.peer(b.transport().addr()).unwrap();
+        // One connection, A's, carries both ways.
+        assert!(b.peers[pa as usize].out.as_ref().unwrap().c.is_none());
+        assert!(b.peers[pa as usize].inn.as_ref().unwrap().c.is_some());
+        assert!(a.peers[pb as usize].out.as_ref().unwrap().c.is_some());
+        assert!(a.peers[pb as usize].inn.as_ref().unwrap().c.is_none());
+        assert!(!a.unacked() && !b.unacked());
+        // B's going closes it: A loses B once, and connects afresh after.
+        drop(b);
+        let mut ba = RxBatch::default();
+        let (mut ga, mut aa, mut la) = (vec![], vec![], vec![]);
+        until(|| {
+            pump(&mut a, &mut ba, &mut ga, &mut aa, &mut la, &mut |_| false);
+            !la.is_empty()
+        });
+        assert_eq!(la, vec![pb]);
+        assert!(a.peers[pb as usize].out.is_none() && a.peers[pb as usize].inn.is_none());
+    }
+
+    #[test]
+    fn held_answers_stop_the_reading_of_our_connection_until_taken() {
+        // A keeps at most 8 bytes of refused packets per connection: B's
+        // first refused answer pauses the reading of A's own connection,
+        // which carries B's answers.
+        let t = TcpTransport::bind("127.0.0.1:0".parse().unwrap(), 4096).unwrap();
+        let mut a = ConnDevice::new(t, ConnConfig { hold_max: 8, ..ConnConfig::default() }).unwrap();
+        let mut b = dev(10_000);
+        let pb = a.peer(b.transport().addr()).unwrap();
+        let (mut ba, mut bb) = (RxBatch::default(), RxBatch::default());
+        let (mut ga, mut gb, mut aa, mut ab, mut la, mut lb) = (vec![], vec![], vec![], vec![], vec![], vec![]);
+        a.send(pb, &[0, 0, 0, 0], &[b"ping"], 1).unwrap();
+        until(|| {
+            pump(&mut a, &mut ba, &mut ga, &mut aa, &mut la, &mut |_| false);
+            pump(&mut b, &mut bb, &mut gb, &mut ab, &mut lb, &mut |_| false);
+            !gb.is_empty()
+        });
+        let pa = b.peer(a.transport().addr()).unwrap();
+        for i in 0..50u32 {
+            b.send(pa, &i.to_le_bytes(), &[b"pong"], u64::from(i) + 1001).unwrap();
+        }
+        let (mut refused, mut paused) = (0, false);
+        until(|| {
+            pump(&mut a, &mut ba, &mut ga, &mut aa, &mut la, &mut |p| {
+                let no = p[..4] == [0, 0, 0, 0] && refused < 10;
+                refused += no as u32;
+                no
+            });
+            paused |= a.peers[pb as usize].inn.as_ref().is_some_and(|i| i.paused);
+            pump(&mut b, &mut bb, &mut gb, &mut ab, &mut lb, &mut |_| false);
+            ab.len() == 50
+        });
+        assert!(paused, "the reading of A's connection paused");
+        // Watched again once the held packets were taken: later answers
+        // are read when they come.
+        for i in 50..100u32 {
+            b.send(pa, &i.to_le_bytes(), &[b"pong"], u64::from(i) + 1001).unwrap();
+        }
+        until(|| {
+            pump(&mut b, &mut bb, &mut gb, &mut ab, &mut lb, &mut |_| false);
+            pump(&mut a, &mut ba, &mut ga, &mut aa, &mut la, &mut |_| false);
+            ab.len() == 100
+        });
+        let mut got: Vec<u32> = ga.iter().map(|p| u32::from_le_bytes(p[..4].try_into().unwrap())).collect();
+        got.sort_unstable();
+        assert_eq!(got, (0..100).collect::<Vec<u32>>(), "every answer once");
+        assert_eq!(refused, 10);
+        assert!(b.peers[pa as usize].out.as_ref().unwrap().c.is_none());
+        assert!(la.is_empty() && lb.is_empty());
+    }
+
+    #[test]
+    fn an_opener_with_the_older_hello_is_answered_on_our_own_connection() {
+        let mut a = dev(10_000);
+        a.hello[0] = HELLO;
+        let (mut a, b, pa) = ping_pong(a, dev(10_000), 10, 0);
+        let pb = a.peer(b.transport().addr()).unwrap();
+        assert!(b.peers[pa as usize].out.as_ref().unwrap().c.is_some());
+        assert!(a.peers[pb as usize].inn.as_ref().unwrap().c.is_some());
     }
 
     #[test]
