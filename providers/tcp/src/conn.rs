@@ -79,6 +79,11 @@ pub trait Conn: Send {
         let _ = (min, spare);
         Ok(self.recv()?.map(Msg::Slice))
     }
+    /// The next `recv` asks the transport even if the last one found
+    /// nothing more to read (for a caller that polls this connection
+    /// without waiting for its descriptor to turn readable). Default:
+    /// nothing to forget.
+    fn rearm(&mut self) {}
     /// Whether the connection is established (a `connect` may still be
     /// under way); an error when it failed.
     fn established(&mut self) -> Result<bool>;

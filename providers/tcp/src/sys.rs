@@ -76,6 +76,8 @@ pub fn writable(fd: RawFd) -> bool {
 pub struct Epoll {
     fd: OwnedFd,
     events: Vec<libc::epoll_event>,
+    /// Descriptors registered.
+    registered: usize,
 }
 
 impl Epoll {
@@ -86,7 +88,7 @@ impl Epoll {
             return Err(fi_err(errno()));
         }
         // SAFETY: `fd` was just opened and is owned by nothing else.
-        Ok(Epoll { fd: unsafe { OwnedFd::from_raw_fd(fd) }, events: vec![libc::epoll_event { events: 0, u64: 0 }; 256] })
+        Ok(Epoll { fd: unsafe { OwnedFd::from_raw_fd(fd) }, events: vec![libc::epoll_event { events: 0, u64: 0 }; 256], registered: 0 })
     }
 
     fn ctl(&self, op: i32, fd: RawFd, key: u64, on: bool) -> Result<()> {
@@ -101,8 +103,10 @@ impl Epoll {
     }
 
     /// Watches `fd` for readability under `key`.
-    pub fn add(&self, fd: RawFd, key: u64) -> Result<()> {
-        self.ctl(libc::EPOLL_CTL_ADD, fd, key, true)
+    pub fn add(&mut self, fd: RawFd, key: u64) -> Result<()> {
+        self.ctl(libc::EPOLL_CTL_ADD, fd, key, true)?;
+        self.registered += 1;
+        Ok(())
     }
 
     /// Turns watching `fd` on or off (it stays registered).
@@ -111,8 +115,15 @@ impl Epoll {
     }
 
     /// Stops watching `fd` (before it is closed).
-    pub fn remove(&self, fd: RawFd) {
-        let _ = self.ctl(libc::EPOLL_CTL_DEL, fd, 0, false);
+    pub fn remove(&mut self, fd: RawFd) {
+        if self.ctl(libc::EPOLL_CTL_DEL, fd, 0, false).is_ok() {
+            self.registered -= 1;
+        }
+    }
+
+    /// How many descriptors are registered.
+    pub fn registered(&self) -> usize {
+        self.registered
     }
 
     /// Keys of the descriptors readable now, without waiting.

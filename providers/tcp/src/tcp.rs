@@ -374,6 +374,10 @@ impl Conn for TcpConn {
         Ok(Some(Msg::Slice(&self.rx[at..at + len])))
     }
 
+    fn rearm(&mut self) {
+        self.drained = false;
+    }
+
     fn established(&mut self) -> Result<bool> {
         if !self.connecting {
             return Ok(true);
