@@ -13,8 +13,10 @@
 //!   info line). InfiniBand-only addresses (`FI_SOCKADDR_IB`) are not
 //!   offered for RDM: the engine's address vector holds IP socket
 //!   addresses.
-//! - Endpoints: each listens on its own `rdma_cm_id` at its address; one
-//!   connection per peer and direction, opened at the first packet. Every
+//! - Endpoints: each listens on its own `rdma_cm_id` at its address; a
+//!   connection is opened to a peer at the first packet, and the peer
+//!   answers on it (`ConnDevice`'s rule; two that start at once open one
+//!   each). Every
 //!   packet is one `IBV_WR_SEND` from a registered send slot into a
 //!   pre-posted receive slot (`PACKET` bytes, `DEPTH` slots each way per
 //!   connection); larger messages are the engine's (rendezvous), RMA and
