@@ -19,6 +19,9 @@ use std::os::fd::{AsRawFd, RawFd};
 pub const FRAME_HDR: usize = 4;
 /// Bytes asked of the socket per read, at least.
 const READ_CHUNK: usize = 256 << 10;
+/// Frames up to this size are copied together and written in one piece
+/// rather than written from their parts.
+const SMALL_FRAME: usize = 8192;
 
 /// A listening TCP socket on one interface address.
 pub struct TcpTransport {
@@ -267,6 +270,19 @@ impl Conn for TcpConn {
         }
         let hdr = (len as u32).to_le_bytes();
         let mut done = 0;
+        if self.tx_head == self.tx.len() && !self.connecting && FRAME_HDR + len <= SMALL_FRAME {
+            // Nothing waits and the message is small: framed in the (empty)
+            // queue and written from there in one piece. A writev of four
+            // parts cost about 0.2 µs more one-way than one send of the
+            // same 73 bytes on loopback; a copy of up to 8 KiB costs less.
+            self.tx.clear();
+            self.tx.extend_from_slice(&hdr);
+            for p in parts {
+                self.tx.extend_from_slice(p);
+            }
+            self.tx_head = 0;
+            return self.write_queued();
+        }
         if self.tx_head == self.tx.len() && !self.connecting {
             // Nothing waits: straight to the socket, in one writev.
             let mut io: [IoSlice<'_>; 8] = [IoSlice::new(&[]); 8];
@@ -461,6 +477,34 @@ mod tests {
             back.is_some()
         });
         assert_eq!(back.unwrap(), b"back");
+    }
+
+    #[test]
+    fn small_messages_through_a_full_socket_arrive_whole_and_in_order() {
+        let (_a, _b, mut c, mut s) = pair(1 << 20);
+        pump_until(|| c.established().unwrap());
+        // Framed whole (under SMALL_FRAME) and written in one piece while
+        // nothing waits; queued behind the rest once the socket is full.
+        let body = |i: u32| -> Vec<u8> { (0..(i as usize * 37) % 3000).map(|k| (k as u32 ^ i) as u8).collect() };
+        let n = 20_000u32;
+        let mut queued_at_some_point = false;
+        for i in 0..n {
+            let b = body(i);
+            c.send(&[&i.to_le_bytes(), &b[..b.len() / 2], &b[b.len() / 2..]]).unwrap();
+            queued_at_some_point |= c.queued() > 0;
+        }
+        assert!(queued_at_some_point, "the socket filled up");
+        let mut got = 0u32;
+        pump_until(|| {
+            c.flush().unwrap();
+            while let Some(m) = s.recv().unwrap() {
+                assert_eq!(m[..4], got.to_le_bytes());
+                assert_eq!(&m[4..], &body(got)[..]);
+                got += 1;
+            }
+            got == n
+        });
+        assert_eq!(c.queued(), 0);
     }
 
     /// Messages through `recv_msg` with a large-message bound of `min`:
