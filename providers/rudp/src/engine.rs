@@ -339,7 +339,9 @@ pub struct Engine<D: Device> {
     pub refused: u64,
     /// Packets that failed protocol checks, dropped.
     pub bad_packets: u64,
-    last_probe: Instant,
+    /// When peers are next probed (a deadline, so that a round compares
+    /// two instants instead of subtracting them).
+    next_probe: Instant,
     last_round: RoundTimes,
     /// Whether rounds record `last_round` (set when slow rounds are logged).
     pub round_timing: bool,
@@ -374,7 +376,7 @@ impl<D: Device> Engine<D> {
             sources_gen: 0,
             refused: 0,
             bad_packets: 0,
-            last_probe: Instant::now(),
+            next_probe: Instant::now() + PROBE_EVERY,
             last_round: RoundTimes::default(),
             round_timing: false,
             spare: Vec::new(),
@@ -1023,8 +1025,8 @@ impl<D: Device> Engine<D> {
         self.dev.flush(now, false);
         work += self.run_pending();
         let t_pending = stamp(timing);
-        if now.saturating_duration_since(self.last_probe) >= PROBE_EVERY {
-            self.last_probe = now;
+        if now >= self.next_probe {
+            self.next_probe = now + PROBE_EVERY;
             self.probe_awaited();
         }
         self.dev.push_out();

@@ -208,7 +208,8 @@ pub struct UdpDevice {
     by_addr: HashMap<SocketAddr, PeerId>,
     pool: Vec<Vec<u8>>,
     busy: Vec<PeerId>,
-    last_scan: Instant,
+    /// When timers are next looked at (`TIMER_SCAN` after the last time).
+    next_scan: Instant,
     stats: Stats,
     ctl: Vec<u8>,
     /// Between `recv` and `flush`: the engine may still reject packets of
@@ -279,7 +280,7 @@ impl UdpDevice {
             by_addr: HashMap::new(),
             pool: Vec::new(),
             busy: Vec::new(),
-            last_scan: now,
+            next_scan: now + TIMER_SCAN,
             stats: Stats::default(),
             ctl: vec![0u8; DEV_HDR],
             hold: false,
@@ -954,8 +955,8 @@ impl Device for UdpDevice {
             self.mark_busy(it.peer);
         }
         self.hold = !batch.items.is_empty();
-        if now.saturating_duration_since(self.last_scan) >= TIMER_SCAN {
-            self.last_scan = now;
+        if now >= self.next_scan {
+            self.next_scan = now + TIMER_SCAN;
             self.timers(now, batch);
         }
         self.send_out();

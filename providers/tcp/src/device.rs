@@ -161,6 +161,8 @@ struct In<C> {
     /// What the last `Ack` said.
     acked: u32,
     last_ack: Instant,
+    /// `last_ack + ACK_DELAY`: when a lazy acknowledgement is due.
+    ack_due: Instant,
     /// Bytes taken since the last `Ack`.
     owed_bytes: usize,
     /// A `DATA_ACK` packet was taken since the last `Ack`.
@@ -184,7 +186,7 @@ struct Peer<C> {
 
 impl<C> In<C> {
     fn new(c: Option<C>, reply_ok: bool, now: Instant) -> In<C> {
-        In { c, reply_ok, rx_seq: 0, acked: 0, last_ack: now, owed_bytes: 0, ack_now: false, held: BTreeMap::new(), held_bytes: 0, last_retry: now, paused: false }
+        In { c, reply_ok, rx_seq: 0, acked: 0, last_ack: now, ack_due: now + ACK_DELAY, owed_bytes: 0, ack_now: false, held: BTreeMap::new(), held_bytes: 0, last_retry: now, paused: false }
     }
 }
 
@@ -291,7 +293,8 @@ pub struct ConnDevice<T: Transport> {
     /// With `complete_on_write`: tokens of packets written, to hand back at
     /// the next `recv`.
     written: Vec<u64>,
-    last_scan: Instant,
+    /// When timers are next looked at (`TIMER_SCAN` after the last time).
+    next_scan: Instant,
     /// The time of the last `recv` or `flush`: what a send records, with no
     /// clock reading of its own (the keeper's rounds keep it within a few
     /// milliseconds, far below the peer timeout it serves).
@@ -345,7 +348,7 @@ impl<T: Transport> ConnDevice<T> {
             failed: Vec::new(),
             holding: Vec::new(),
             written: Vec::new(),
-            last_scan: now,
+            next_scan: now + TIMER_SCAN,
             clock: now,
             stats: Stats::default(),
             spare: Vec::new(),
@@ -639,6 +642,7 @@ impl<T: Transport> ConnDevice<T> {
         let Some(i) = p.inn.as_mut() else { return };
         i.acked = a;
         i.last_ack = now;
+        i.ack_due = now + ACK_DELAY;
         i.owed_bytes = 0;
         i.ack_now = false;
         if let Err(e) = r {
@@ -946,8 +950,8 @@ impl<T: Transport> Device for ConnDevice<T> {
         if !self.backlog.is_empty() {
             self.push_backlog(batch);
         }
-        if now.saturating_duration_since(self.last_scan) >= TIMER_SCAN {
-            self.last_scan = now;
+        if now >= self.next_scan {
+            self.next_scan = now + TIMER_SCAN;
             self.timers(now, batch);
         }
         batch.items.len() - retried.min(batch.items.len())
@@ -983,7 +987,7 @@ impl<T: Transport> Device for ConnDevice<T> {
             // completions do not wait for it, it waits for enough bytes
             // or `ACK_DELAY` (the timers), and stays off the reply's path.
             if self.cfg.complete_on_write {
-                let due = self.peers[id as usize].inn.as_ref().is_some_and(|i| i.ack_now || i.owed_bytes >= self.cfg.max_inflight_bytes / 4 || now.saturating_duration_since(i.last_ack) >= ACK_DELAY);
+                let due = self.peers[id as usize].inn.as_ref().is_some_and(|i| i.ack_now || i.owed_bytes >= self.cfg.max_inflight_bytes / 4 || now >= i.ack_due);
                 if !due {
                     k += 1;
                     continue;
