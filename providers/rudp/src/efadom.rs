@@ -458,6 +458,18 @@ mod tests {
         }
     }
 
+    /// `a` sends `out` to `b` (whose name it resolves), `b` answers `back`:
+    /// the first arrives whole, the answer from the right peer.
+    #[track_caller]
+    fn there_and_back(a: &mut LocalOr<EfaDevice>, b: &mut LocalOr<EfaDevice>, out: &[u8], back: &[u8]) {
+        let pb = a.peer(&b.name()).unwrap();
+        a.send(pb, out, &[], 0).unwrap();
+        let (pa, data) = exchange(a, b);
+        assert_eq!(data, out);
+        b.send(pa, back, &[], 0).unwrap();
+        assert_eq!(exchange(b, a).0, pb);
+    }
+
     /// (packets through shared memory, through the EFA device) sent by `d`.
     fn sent(d: &LocalOr<EfaDevice>) -> (u64, u64) {
         (d.shm_stats().sent, d.stats().sent)
@@ -506,24 +518,14 @@ mod tests {
         // `efa1` stands for a device of another host: not in `here`.
         let mut a = local_or(&v, "efa0", true, &[g0]);
         let mut c = local_or(&v, "efa1", true, &[g1]);
-        let pc = a.peer(&c.name()).unwrap();
-        a.send(pc, b"far", &[], 0).unwrap();
-        let (pa, data) = exchange(&mut a, &mut c);
-        assert_eq!(data, b"far");
-        c.send(pa, b"far back", &[], 0).unwrap();
-        assert_eq!(exchange(&mut c, &mut a).0, pc);
+        there_and_back(&mut a, &mut c, b"far", b"far back");
         assert_eq!((sent(&a), sent(&c)), ((0, 1), (0, 1)));
 
         // Shared memory off at `d` (same device as `a`): no inbox, so `a`
         // reaches it through the device too, and it `a`.
         let mut d = local_or(&v, "efa0", false, &[g0]);
         assert!(!d.has_shm());
-        let pd = a.peer(&d.name()).unwrap();
-        a.send(pd, b"near", &[], 0).unwrap();
-        let (pa_d, data) = exchange(&mut a, &mut d);
-        assert_eq!(data, b"near");
-        d.send(pa_d, b"near back", &[], 0).unwrap();
-        assert_eq!(exchange(&mut d, &mut a).0, pd);
+        there_and_back(&mut a, &mut d, b"near", b"near back");
         assert_eq!((sent(&a), sent(&d)), ((0, 2), (0, 1)));
         assert_eq!((a.shm_peers(), a.shm_stats().received), (0, 0));
         assert_eq!(standin::with(|w| w.sent.len()), 4);
