@@ -606,6 +606,14 @@ impl<T: Transport> ConnDevice<T> {
         }
     }
 
+    /// Tells the connection `k` (`K_OUT` or `K_IN`) names to read at its
+    /// next `recv` whatever its last read found; false when there is none.
+    fn rearm(&mut self, k: u64) -> bool {
+        let side = if k & 3 == K_OUT { Side::Out } else { Side::In };
+        let c = self.peers.get_mut((k >> 2) as usize).and_then(|p| p.conn_mut(side));
+        c.map(|c| c.rearm()).is_some()
+    }
+
     /// What we may acknowledge on `id`'s connection: every packet before
     /// the first one held (refused now or before).
     fn ack_point(&self, id: PeerId) -> Option<u32> {
@@ -907,10 +915,7 @@ impl<T: Transport> Device for ConnDevice<T> {
         // The listener and one connection: read the connection directly
         // (asking epoll now and then for the listener).
         let only_one = self.ep.registered() == 2;
-        let hot = self.hot.filter(|_| only_one && self.hot_rounds < HOT_EPOLL_EVERY).filter(|&k| {
-            let (idx, side) = ((k >> 2) as usize, if k & 3 == K_OUT { Side::Out } else { Side::In });
-            self.peers.get_mut(idx).and_then(|p| p.conn_mut(side)).map(|c| c.rearm()).is_some()
-        });
+        let hot = self.hot.filter(|&k| only_one && self.hot_rounds < HOT_EPOLL_EVERY && self.rearm(k));
         match hot {
             Some(k) => {
                 self.hot_rounds += 1;
