@@ -3,10 +3,14 @@
 //! token) once a packet is acknowledged. EFA's SRD gives this in hardware;
 //! the UDP device (`udp.rs`) builds it in software.
 
-#![forbid(unsafe_code)]
-
 use rfabric_core::error::Result;
+use rfabric_core::provider::Iov;
+use std::cell::Cell;
+use std::marker::PhantomData;
+use std::os::fd::RawFd;
 use std::time::Instant;
+
+use crate::engine::IOV_MAX as PLACE_IOV_MAX;
 
 /// A peer of one endpoint, as the device numbers it.
 pub type PeerId = u32;
@@ -26,6 +30,9 @@ pub struct RxItem {
     pub seq: u32,
     pub start: usize,
     pub len: usize,
+    /// Bytes of payload the device already wrote where a [`Placement`]
+    /// said; the packet's bytes are then its protocol header only.
+    pub placed: usize,
 }
 
 /// What one `Device::recv` returns: arrived packets (each handed over
@@ -59,7 +66,7 @@ impl RxBatch {
         let start = Self::owned_start(self.owned.len(), off);
         self.owned.push(buf);
         self.owned_bytes += len;
-        self.items.push(RxItem { peer, seq, start, len });
+        self.items.push(RxItem { peer, seq, start, len, placed: 0 });
     }
 
     #[inline]
@@ -79,6 +86,113 @@ impl RxBatch {
     }
 }
 
+/// Where the payload of one arriving packet goes: bytes `off..off + len`
+/// of a posted receive's buffers. A device that reads a packet's protocol
+/// header before its payload asks the engine for one
+/// ([`Device::recv_placing`]) and reads the payload straight into place,
+/// instead of into a buffer of its own that the engine then copies from.
+/// It lives as long as the engine's borrow (`'a`): a device that reads a
+/// packet over several calls asks again at each.
+pub struct Placement<'a> {
+    iov: [Iov; PLACE_IOV_MAX],
+    niov: usize,
+    off: usize,
+    len: usize,
+    engine: PhantomData<&'a mut [u8]>,
+}
+
+impl<'a> Placement<'a> {
+    /// # Safety
+    /// `iov` names memory that is writable, and written by nothing else,
+    /// for `'a`, and holds at least `off + len` bytes.
+    pub unsafe fn new(iov: &[Iov], off: usize, len: usize) -> Placement<'a> {
+        let mut a = [Iov::default(); PLACE_IOV_MAX];
+        let niov = iov.len().min(PLACE_IOV_MAX);
+        a[..niov].copy_from_slice(&iov[..niov]);
+        Placement { iov: a, niov, off, len, engine: PhantomData }
+    }
+
+    /// A place in `buf`: its bytes `off..off + len`, which lie inside it.
+    pub fn in_cells(buf: &'a [Cell<u8>], off: usize, len: usize) -> Placement<'a> {
+        assert!(off.checked_add(len).is_some_and(|end| end <= buf.len()), "a placement inside its buffer");
+        // SAFETY: cells may be written through a shared reference, and
+        // the borrow of `buf` lasts for 'a; the bytes lie inside it.
+        unsafe { Placement::new(&[Iov { base: buf.as_ptr() as usize, len: buf.len() }], off, len) }
+    }
+
+    /// Payload bytes the packet carries.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The buffers' pieces that payload bytes `at..len` land in, as iovecs;
+    /// how many.
+    fn pieces(&self, at: usize, out: &mut [libc::iovec; PLACE_IOV_MAX]) -> usize {
+        let (mut skip, mut left, mut n) = (self.off + at, self.len.saturating_sub(at), 0);
+        for v in &self.iov[..self.niov] {
+            if left == 0 {
+                break;
+            }
+            if skip >= v.len {
+                skip -= v.len;
+                continue;
+            }
+            let take = (v.len - skip).min(left);
+            out[n] = libc::iovec { iov_base: (v.base + skip) as *mut libc::c_void, iov_len: take };
+            n += 1;
+            left -= take;
+            skip = 0;
+        }
+        n
+    }
+
+    /// Copies `src` to payload bytes `at..` (as far as the packet goes);
+    /// returns the bytes copied.
+    pub fn put(&self, at: usize, src: &[u8]) -> usize {
+        let mut io = [libc::iovec { iov_base: std::ptr::null_mut(), iov_len: 0 }; PLACE_IOV_MAX];
+        let n = self.pieces(at, &mut io);
+        let mut done = 0;
+        for v in &io[..n] {
+            let take = v.iov_len.min(src.len() - done);
+            // SAFETY: `v` lies inside memory writable for `'a` (`new`'s
+            // contract); `src` is the device's own buffer, never that memory.
+            unsafe { std::ptr::copy_nonoverlapping(src[done..].as_ptr(), v.iov_base.cast::<u8>(), take) };
+            done += take;
+            if done == src.len() {
+                break;
+            }
+        }
+        done
+    }
+
+    /// Reads from the stream socket `fd` into payload bytes `at..len`
+    /// (one `readv`); as `read(2)`: the bytes read, 0 at the end of the
+    /// stream.
+    pub fn read_from(&self, fd: RawFd, at: usize) -> std::io::Result<usize> {
+        let mut io = [libc::iovec { iov_base: std::ptr::null_mut(), iov_len: 0 }; PLACE_IOV_MAX];
+        let n = self.pieces(at, &mut io);
+        if n == 0 {
+            return Ok(0);
+        }
+        // SAFETY: the iovecs lie inside memory writable for `'a` (`new`'s
+        // contract); readv writes only there.
+        let r = unsafe { libc::readv(fd, io.as_ptr(), n as libc::c_int) };
+        if r < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(r as usize)
+    }
+}
+
+/// The engine's answer to "where does this packet's payload go?": given
+/// the peer, the packet's protocol header and its payload length, a
+/// [`Placement`] or `None` (the device then delivers the packet whole).
+pub type Placer<'a, 'p> = &'a mut dyn FnMut(PeerId, &[u8], usize) -> Option<Placement<'p>>;
+
 pub trait Device: Send {
     /// Bytes of protocol header plus payload one packet carries.
     fn max_packet(&self) -> usize;
@@ -95,6 +209,13 @@ pub trait Device: Send {
     /// Receives what has arrived and runs the timers (retransmission, peer
     /// loss). Packets in `batch.items` count as accepted unless rejected.
     fn recv(&mut self, batch: &mut RxBatch, now: Instant) -> usize;
+    /// As `recv`, and a packet whose payload `place` names a place for may
+    /// be read straight into it (its item then has `placed` set). Default:
+    /// `recv`.
+    fn recv_placing(&mut self, batch: &mut RxBatch, now: Instant, place: Placer<'_, '_>) -> usize {
+        let _ = place;
+        self.recv(batch, now)
+    }
     /// The engine could not take this packet now: it is not acknowledged and
     /// the sender will send it again (receiver-not-ready).
     fn reject(&mut self, p: PeerId, seq: u32);

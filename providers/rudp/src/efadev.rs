@@ -254,7 +254,7 @@ impl EfaDevice {
         let off = (self.tx_slots + rx) as usize * self.slot + NAME_LEN;
         let start = batch.data.len();
         batch.data.extend_from_slice(&self.buf[off..off + len]);
-        batch.items.push(RxItem { peer, seq: self.taken.len() as u32, start, len });
+        batch.items.push(RxItem { peer, seq: self.taken.len() as u32, start, len, placed: 0 });
         self.taken.push((rx, peer, len, false));
     }
 

@@ -17,7 +17,7 @@
 //! application passed: the `Endpoint` contract keeps it valid until the
 //! operation completes.
 
-use crate::device::{Device, PeerId, RxBatch, RxItem, TOKEN_ON_ACK};
+use crate::device::{Device, PeerId, Placement, RxBatch, RxItem, TOKEN_ON_ACK};
 use crate::wire::{Pkt, ProtoHdr, F_CQ_DATA, F_RECEIPT, F_TAGGED, PROTO_HDR};
 use rfabric_core::abi::*;
 use rfabric_core::error::{Error, Result, EAGAIN, EINVAL};
@@ -220,6 +220,9 @@ impl<T> Slab<T> {
         }
         self.v.push(Some(t));
         Some(self.v.len() as u32 - 1)
+    }
+    fn get(&self, i: u32) -> Option<&T> {
+        self.v.get(i as usize)?.as_ref()
     }
     fn get_mut(&mut self, i: u32) -> Option<&mut T> {
         self.v.get_mut(i as usize)?.as_mut()
@@ -995,7 +998,8 @@ impl<D: Device> Engine<D> {
         let timing = self.round_timing;
         self.dev.flush(now, true);
         let mut batch = std::mem::take(&mut self.batch);
-        let n = self.dev.recv(&mut batch, now);
+        let rx = &self.rx;
+        let n = self.dev.recv_placing(&mut batch, now, &mut |p, head, len| Self::placement(rx, p, head, len));
         let t_recv = stamp(timing);
         let mut work = n + batch.acked.len() + batch.lost.len();
         for k in 0..batch.lost.len() {
@@ -1182,7 +1186,7 @@ impl<D: Device> Engine<D> {
         match pkt {
             Pkt::Msg | Pkt::Rts | Pkt::Atomic => self.on_ordered(p, pkt, &h, payload),
             Pkt::Data => {
-                self.on_data(p, &h, payload);
+                self.on_data(p, &h, payload, it.placed);
                 true
             }
             Pkt::Cts => {
@@ -1399,25 +1403,45 @@ impl<D: Device> Engine<D> {
         self.rx_maybe_done(slot);
     }
 
-    fn on_data(&mut self, _p: PeerId, h: &ProtoHdr, payload: &[u8]) {
-        let slot = h.aux;
-        let Some(m) = self.rx.get_mut(slot) else {
-            self.bad_packets += 1;
-            return;
-        };
-        if !m.long || m.peer != _p {
-            self.bad_packets += 1;
-            return;
-        }
+    /// A data packet's receive, if the packet is one it expects: of a long
+    /// message from `p`, within what its clear-to-send granted.
+    fn data_target<'a>(rx: &'a Slab<RxMsg>, p: PeerId, h: &ProtoHdr, len: usize) -> Option<&'a RxMsg> {
+        let m = rx.get(h.aux)?;
+        (m.long && m.peer == p && (h.offset as usize).saturating_add(len) <= m.want).then_some(m)
+    }
+
+    /// Where the payload of the data packet with header `head` from `p`
+    /// goes, when its receive is matched and takes all of it (the device
+    /// then reads the payload there: see `Device::recv_placing`).
+    fn placement<'a>(rx: &'a Slab<RxMsg>, p: PeerId, head: &[u8], len: usize) -> Option<Placement<'a>> {
+        let (Pkt::Data, h) = ProtoHdr::decode(head)? else { return None };
+        let m = Self::data_target(rx, p, &h, len)?;
+        let RxState::Matched { iov, niov, cap, .. } = m.state else { return None };
         let off = h.offset as usize;
-        if off.saturating_add(payload.len()) > m.want {
+        if off + len > cap {
+            return None;
+        }
+        // SAFETY: a matched receive's buffers are writable until it
+        // completes, and it completes only in this engine's handling of
+        // packets, which starts after the device's `recv` (the placement's
+        // borrow of the receive table) ends.
+        Some(unsafe { Placement::new(&iov[..niov], off, len) })
+    }
+
+    /// A data packet of a long message; `placed`: its payload's length when
+    /// the device already wrote it in place (`payload` is then empty).
+    fn on_data(&mut self, p: PeerId, h: &ProtoHdr, payload: &[u8], placed: usize) {
+        let slot = h.aux;
+        let len = if placed > 0 { placed } else { payload.len() };
+        if Self::data_target(&self.rx, p, h, len).is_none() {
             self.bad_packets += 1;
             return;
         }
-        m.got += payload.len();
-        if let RxState::Matched { iov, niov, cap, .. } = &m.state {
+        let m = self.rx.get_mut(slot).expect("data_target");
+        m.got += len;
+        if let (RxState::Matched { iov, niov, cap, .. }, 0) = (&m.state, placed) {
             // SAFETY: the receive's buffers are writable until it completes.
-            unsafe { scatter(&iov[..*niov], *cap, off, payload) };
+            unsafe { scatter(&iov[..*niov], *cap, h.offset as usize, payload) };
         }
         self.rx_maybe_done(slot);
     }

@@ -494,7 +494,7 @@ impl ShmDevice {
                 batch.data.resize(w + b.len(), 0);
             }
             batch.data[w..w + b.len()].copy_from_slice(&b);
-            batch.items.push(RxItem { peer, seq: self.taken.len() as u32, start: w, len: b.len() });
+            batch.items.push(RxItem { peer, seq: self.taken.len() as u32, start: w, len: b.len(), placed: 0 });
             w += b.len();
             self.taken.push((Taken::Held(b), peer, false));
             n += 1;
@@ -524,7 +524,7 @@ impl ShmDevice {
             // SAFETY: CELL_HDR + len <= cell_size (checked above); the
             // destination range was sized just above.
             unsafe { std::ptr::copy_nonoverlapping(cell.add(CELL_HDR), batch.data[w..w + len].as_mut_ptr(), len) };
-            batch.items.push(RxItem { peer, seq: self.taken.len() as u32, start: w, len });
+            batch.items.push(RxItem { peer, seq: self.taken.len() as u32, start: w, len, placed: 0 });
             w += len;
             self.taken.push((Taken::Cell(pos), peer, false));
         }

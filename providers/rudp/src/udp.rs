@@ -387,7 +387,7 @@ impl UdpDevice {
             return;
         }
         p.set_pending(h.seq, true);
-        batch.items.push(RxItem { peer: id, seq: h.seq, start: off + DEV_HDR, len: len - DEV_HDR });
+        batch.items.push(RxItem { peer: id, seq: h.seq, start: off + DEV_HDR, len: len - DEV_HDR, placed: 0 });
     }
 
     /// Whether the kernel may coalesce received datagrams (`UDP_GRO`).

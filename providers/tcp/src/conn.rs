@@ -25,6 +25,7 @@
 #![forbid(unsafe_code)]
 
 use rfabric_core::error::Result;
+use rfabric_rudp::device::Placement;
 use std::os::fd::RawFd;
 
 /// A listening endpoint of a connected transport.
@@ -53,6 +54,10 @@ pub enum Msg<'a> {
     Slice(&'a [u8]),
     /// The message is `buf[off..off + len]`.
     Owned { buf: Vec<u8>, off: usize, len: usize },
+    /// The message's first bytes (valid until the next call); the `len`
+    /// bytes after them were read into the place `recv_placed`'s callback
+    /// named for them.
+    Placed { head: &'a [u8], len: usize },
 }
 
 pub trait Conn: Send {
@@ -78,6 +83,17 @@ pub trait Conn: Send {
     fn recv_msg(&mut self, min: usize, spare: &mut Vec<Vec<u8>>) -> Result<Option<Msg<'_>>> {
         let _ = (min, spare);
         Ok(self.recv()?.map(Msg::Slice))
+    }
+    /// As `recv_msg`, and the rest of a message of at least `min` bytes
+    /// may be read straight into a place of the caller's: once its first
+    /// `head` bytes are in, `place(first bytes, length of the rest)` names
+    /// one or declines. A message read in place over several calls asks
+    /// again at each (so a place that went away is not written); one whose
+    /// place went away midway has its rest read and dropped. Default:
+    /// `recv_msg`, nothing placed.
+    fn recv_placed<'p>(&mut self, min: usize, spare: &mut Vec<Vec<u8>>, head: usize, place: &mut dyn FnMut(&[u8], usize) -> Option<Placement<'p>>) -> Result<Option<Msg<'_>>> {
+        let _ = (head, place);
+        self.recv_msg(min, spare)
     }
     /// The next `recv` asks the transport even if the last one found
     /// nothing more to read (for a caller that polls this connection

@@ -49,7 +49,8 @@ use crate::conn::{Conn, Msg, Transport};
 use crate::sys::Epoll;
 use rfabric_core::abi::*;
 use rfabric_core::error::{Error, Result, EAGAIN, EINVAL};
-use rfabric_rudp::device::{Device, PeerId, RxBatch, RxItem, Stats, TOKEN_ON_ACK};
+use rfabric_rudp::device::{Device, PeerId, Placer, RxBatch, RxItem, Stats, TOKEN_ON_ACK};
+use rfabric_rudp::wire::PROTO_HDR;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
@@ -250,8 +251,9 @@ enum Got {
     None,
     Ack(u32),
     /// A packet: its kind and length with the kind byte; `start` in the
-    /// batch's data when copied there, or the buffer it came in.
-    Data { kind: u8, len: usize, start: usize, owned: Option<(Vec<u8>, usize)> },
+    /// batch's data when copied there, or the buffer it came in; `placed`:
+    /// bytes of payload after those `len`, read in place.
+    Data { kind: u8, len: usize, start: usize, owned: Option<(Vec<u8>, usize)>, placed: usize },
     /// A message that has no place on this connection, of this length.
     Bad(usize),
     Failed(Error),
@@ -481,7 +483,7 @@ impl<T: Transport> ConnDevice<T> {
         // An old connection of this peer that failed already (its close
         // comes before the new one): learn it first.
         if self.peers[id as usize].conn(Side::Out).is_some() {
-            self.read(id, Side::Out, now, batch);
+            self.read(id, Side::Out, now, batch, &mut |_, _, _| None);
         }
         let p = &self.peers[id as usize];
         if p.inn.is_some() {
@@ -497,12 +499,13 @@ impl<T: Transport> ConnDevice<T> {
         p.instance = inst;
         p.last_heard = now;
         p.inn = Some(In::new(Some(c), hello[0] == HELLO_BIDI, now));
-        self.read(id, Side::In, now, batch);
+        self.read(id, Side::In, now, batch, &mut |_, _, _| None);
     }
 
     /// Messages on one of `id`'s connections: acknowledgements of what we
-    /// sent on it, and packets the peer sent on it (into `batch`).
-    fn read(&mut self, id: PeerId, side: Side, now: Instant, batch: &mut RxBatch) {
+    /// sent on it, and packets the peer sent on it (into `batch`; the
+    /// payload of a large data packet where `place` says, if it does).
+    fn read(&mut self, id: PeerId, side: Side, now: Instant, batch: &mut RxBatch, place: Placer<'_, '_>) {
         let k = key(id as usize, side.kind());
         loop {
             if batch.items.len() >= RECV_ITEMS || batch.data.len() + batch.owned_bytes >= RECV_BYTES {
@@ -538,17 +541,24 @@ impl<T: Transport> ConnDevice<T> {
             // come back as spares and none is allocated in steady state.
             let own_min = if batch.owned.len() < SPARE_MAX { OWN_MIN } else { usize::MAX };
             let Some(c) = p.conn_mut(side) else { return };
-            let got = match c.recv_msg(own_min, &mut self.spare) {
+            let mut place_here = |head: &[u8], len: usize| if rx_here && is_data(head[0]) { place(id, &head[1..], len) } else { None };
+            let got = match c.recv_placed(own_min, &mut self.spare, 1 + PROTO_HDR, &mut place_here) {
                 Ok(None) => Got::None,
                 Ok(Some(Msg::Slice(m))) if m.len() == 5 && m[0] == ACK && tx_here => Got::Ack(u32::from_le_bytes(m[1..5].try_into().unwrap_or_default())),
                 Ok(Some(Msg::Slice(m))) if m.len() > 1 && is_data(m[0]) && rx_here => {
                     let start = batch.data.len();
                     batch.data.extend_from_slice(&m[1..]);
-                    Got::Data { kind: m[0], len: m.len(), start, owned: None }
+                    Got::Data { kind: m[0], len: m.len(), start, owned: None, placed: 0 }
                 }
-                Ok(Some(Msg::Owned { buf, off, len })) if len > 1 && is_data(buf[off]) && rx_here => Got::Data { kind: buf[off], len, start: 0, owned: Some((buf, off)) },
+                Ok(Some(Msg::Placed { head, len })) if head.len() > 1 && is_data(head[0]) && rx_here => {
+                    let start = batch.data.len();
+                    batch.data.extend_from_slice(&head[1..]);
+                    Got::Data { kind: head[0], len: head.len(), start, owned: None, placed: len }
+                }
+                Ok(Some(Msg::Owned { buf, off, len })) if len > 1 && is_data(buf[off]) && rx_here => Got::Data { kind: buf[off], len, start: 0, owned: Some((buf, off)), placed: 0 },
                 Ok(Some(Msg::Slice(m))) => Got::Bad(m.len()),
                 Ok(Some(Msg::Owned { len, .. })) => Got::Bad(len),
+                Ok(Some(Msg::Placed { head, len })) => Got::Bad(head.len() + len),
                 Err(e) => Got::Failed(e),
             };
             let whose = if side == Side::Out { "our" } else { "its" };
@@ -582,7 +592,7 @@ impl<T: Transport> ConnDevice<T> {
                         }
                     }
                 }
-                Got::Data { kind, len, start, owned } => {
+                Got::Data { kind, len, start, owned, placed } => {
                     let p = &mut self.peers[id as usize];
                     if let Some(o) = p.out.as_mut().filter(|_| side == Side::Out) {
                         o.up = true;
@@ -590,12 +600,12 @@ impl<T: Transport> ConnDevice<T> {
                     // The first packet it answers on our connection.
                     let i = p.inn.get_or_insert_with(|| In::new(None, false, now));
                     match owned {
-                        None => batch.items.push(RxItem { peer: id, seq: i.rx_seq, start, len: len - 1 }),
+                        None => batch.items.push(RxItem { peer: id, seq: i.rx_seq, start, len: len - 1, placed }),
                         Some((buf, off)) => batch.push_owned(id, i.rx_seq, buf, off + 1, len - 1),
                     }
                     i.ack_now |= kind == DATA_ACK;
                     i.rx_seq = i.rx_seq.wrapping_add(1);
-                    i.owed_bytes += len;
+                    i.owed_bytes += len + placed;
                     self.stats.received += 1;
                     if !self.owed.contains(&id) {
                         self.owed.push(id);
@@ -850,6 +860,10 @@ impl<T: Transport> Device for ConnDevice<T> {
     }
 
     fn recv(&mut self, batch: &mut RxBatch, now: Instant) -> usize {
+        self.recv_placing(batch, now, &mut |_, _, _| None)
+    }
+
+    fn recv_placing(&mut self, batch: &mut RxBatch, now: Instant, place: Placer<'_, '_>) -> usize {
         self.clock = now;
         // Packets the engine refused in the last batch are kept.
         for (id, seq) in std::mem::take(&mut self.rejected) {
@@ -896,7 +910,7 @@ impl<T: Transport> Device for ConnDevice<T> {
             for (seq, pkt) in std::mem::take(&mut i.held) {
                 let start = batch.data.len();
                 batch.data.extend_from_slice(&pkt);
-                batch.items.push(RxItem { peer: id as PeerId, seq, start, len: pkt.len() });
+                batch.items.push(RxItem { peer: id as PeerId, seq, start, len: pkt.len(), placed: 0 });
                 retried += 1;
             }
             i.held_bytes = 0;
@@ -941,12 +955,12 @@ impl<T: Transport> Device for ConnDevice<T> {
                 K_UNBOUND => self.read_unbound(idx, now, batch),
                 K_OUT => {
                     if idx < self.peers.len() {
-                        self.read(idx as PeerId, Side::Out, now, batch);
+                        self.read(idx as PeerId, Side::Out, now, batch, place);
                     }
                 }
                 _ => {
                     if idx < self.peers.len() {
-                        self.read(idx as PeerId, Side::In, now, batch);
+                        self.read(idx as PeerId, Side::In, now, batch, place);
                     }
                 }
             }

@@ -10,6 +10,7 @@ use crate::conn::{Conn, Msg, Transport};
 use crate::sys;
 use rfabric_core::abi::*;
 use rfabric_core::error::{Error, Result, EINVAL};
+use rfabric_rudp::device::Placement;
 use rfabric_rudp::sockaddr;
 use std::io::{ErrorKind, IoSlice, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -19,6 +20,10 @@ use std::os::fd::{AsRawFd, RawFd};
 pub const FRAME_HDR: usize = 4;
 /// Bytes asked of the socket per read, at least.
 const READ_CHUNK: usize = 256 << 10;
+/// Bytes asked of the socket by the read after a message read in place:
+/// the next message's start, so that the rest of a large one can go in
+/// place as well rather than through this connection's buffer.
+const PEEK_READ: usize = 16 << 10;
 /// Frames up to this size are copied together and written in one piece
 /// rather than written from their parts.
 const SMALL_FRAME: usize = 8192;
@@ -50,7 +55,7 @@ impl TcpTransport {
     fn wrap(&self, s: TcpStream, connecting: bool) -> Result<TcpConn> {
         s.set_nonblocking(true).map_err(|_| Error(FI_EIO))?;
         let _ = s.set_nodelay(true);
-        Ok(TcpConn { s, connecting, tx: Vec::new(), tx_head: 0, rx: Vec::new(), rx_start: 0, rx_end: 0, consume: 0, max_msg: self.max_msg, drained: false })
+        Ok(TcpConn::new(s, connecting, self.max_msg))
     }
 }
 
@@ -116,6 +121,31 @@ pub struct TcpConn {
     /// whole message answers `None` without another read, which would only
     /// say `EAGAIN`. Bytes that arrive later turn the descriptor readable.
     drained: bool,
+    /// A message being read in place (`recv_placed`).
+    placing: Option<Placing>,
+    /// The last message was read in place: the next read asks for
+    /// `PEEK_READ` bytes only.
+    peek_next: bool,
+}
+
+/// A message whose rest is read in place: `len` bytes, of which the first
+/// `head` wait in the buffer at `rx_start + FRAME_HDR` and `done` of the
+/// rest are in place.
+#[derive(Clone, Copy)]
+struct Placing {
+    len: usize,
+    head: usize,
+    done: usize,
+}
+
+/// How far `TcpConn::place_rest` got.
+enum Rest {
+    /// The socket has no more now.
+    Waiting,
+    /// All in place.
+    Placed,
+    /// Its place went away midway: the rest was read and dropped.
+    Dropped,
 }
 
 fn io_err(e: &std::io::Error) -> Error {
@@ -171,9 +201,12 @@ impl TcpConn {
                 self.rx.resize(want, 0);
             }
         }
-        let room = self.rx.len() - self.rx_end;
+        let mut room = self.rx.len() - self.rx_end;
+        if std::mem::take(&mut self.peek_next) {
+            room = room.min(PEEK_READ);
+        }
         loop {
-            match self.s.read(&mut self.rx[self.rx_end..]) {
+            match self.s.read(&mut self.rx[self.rx_end..self.rx_end + room]) {
                 Ok(0) => return Err(Error(FI_ESHUTDOWN)),
                 Ok(n) => {
                     self.rx_end += n;
@@ -233,6 +266,50 @@ impl TcpConn {
         Ok(Some(len))
     }
 
+    /// Reads the rest of the message being placed into its place (asked of
+    /// `place` again first), or, when the place went away, reads and drops it.
+    fn place_rest<'p>(&mut self, place: &mut dyn FnMut(&[u8], usize) -> Option<Placement<'p>>) -> Result<Rest> {
+        let Some(Placing { len, head, mut done }) = self.placing else { return Ok(Rest::Placed) };
+        let at = self.rx_start + FRAME_HDR;
+        let rest = len - head;
+        let pl = place(&self.rx[at..at + head], rest).filter(|p| p.len() == rest);
+        if pl.is_none() && self.rx.len() < at + head + READ_CHUNK {
+            self.rx.resize(at + head + READ_CHUNK, 0);
+        }
+        while done < rest {
+            let r = match &pl {
+                Some(pl) => pl.read_from(self.s.as_raw_fd(), done),
+                None => {
+                    let n = (rest - done).min(self.rx.len() - at - head);
+                    self.s.read(&mut self.rx[at + head..at + head + n])
+                }
+            };
+            match r {
+                Ok(0) => return Err(Error(FI_ESHUTDOWN)),
+                Ok(n) => done += n,
+                Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                    self.placing = Some(Placing { len, head, done });
+                    return Ok(Rest::Waiting);
+                }
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) => return Err(io_err(&e)),
+            }
+        }
+        self.placing = None;
+        self.drained = false;
+        self.peek_next = true;
+        self.consume = FRAME_HDR + head;
+        Ok(if pl.is_some() { Rest::Placed } else { Rest::Dropped })
+    }
+
+    /// The message `place_rest` just finished placing.
+    fn placed(&self) -> Msg<'_> {
+        let at = self.rx_start + FRAME_HDR;
+        let head = self.consume - FRAME_HDR;
+        let len = u32::from_le_bytes(self.rx[self.rx_start..at].try_into().unwrap_or_default()) as usize;
+        Msg::Placed { head: &self.rx[at..at + head], len: len - head }
+    }
+
     /// Hands the buffer holding the whole `len`-byte message at `rx_start`
     /// (the last bytes buffered) over, and goes on with one of `spare`.
     fn hand_over(&mut self, len: usize, spare: &mut Vec<Vec<u8>>) -> Msg<'_> {
@@ -246,13 +323,17 @@ impl TcpConn {
 }
 
 impl TcpConn {
+    fn new(s: TcpStream, connecting: bool, max_msg: usize) -> TcpConn {
+        TcpConn { s, connecting, tx: Vec::new(), tx_head: 0, rx: Vec::new(), rx_start: 0, rx_end: 0, consume: 0, max_msg, drained: false, placing: None, peek_next: false }
+    }
+
     /// A connection from `local`'s address (any port) to `to`, made without
     /// a listener (an `FI_EP_MSG` endpoint's `fi_connect`); `to` is a
     /// sockaddr of `local`'s family.
     pub fn connect_from(local: &SocketAddr, to: &[u8], max_msg: usize) -> Result<TcpConn> {
         let s = sys::connect_from(local, to)?;
         let _ = s.set_nodelay(true);
-        Ok(TcpConn { s, connecting: true, tx: Vec::new(), tx_head: 0, rx: Vec::new(), rx_start: 0, rx_end: 0, consume: 0, max_msg, drained: false })
+        Ok(TcpConn::new(s, true, max_msg))
     }
     pub fn local_addr(&self) -> Option<SocketAddr> {
         self.s.local_addr().ok()
@@ -358,8 +439,22 @@ impl Conn for TcpConn {
     }
 
     fn recv_msg(&mut self, min: usize, spare: &mut Vec<Vec<u8>>) -> Result<Option<Msg<'_>>> {
+        self.recv_placed(min, spare, 0, &mut |_, _| None)
+    }
+
+    fn recv_placed<'p>(&mut self, min: usize, spare: &mut Vec<Vec<u8>>, head: usize, place: &mut dyn FnMut(&[u8], usize) -> Option<Placement<'p>>) -> Result<Option<Msg<'_>>> {
         self.rx_start += self.consume;
         self.consume = 0;
+        if self.placing.is_some() {
+            match self.place_rest(place)? {
+                Rest::Waiting => return Ok(None),
+                Rest::Placed => return Ok(Some(self.placed())),
+                Rest::Dropped => {
+                    self.rx_start += self.consume;
+                    self.consume = 0;
+                }
+            }
+        }
         if self.connecting && !self.established()? {
             return Ok(None);
         }
@@ -372,12 +467,26 @@ impl Conn for TcpConn {
             len = self.complete()?;
         }
         if len.is_none() {
-            // A large message whose start is buffered: its rest goes
-            // straight into place, and the buffer is handed over whole.
             let Some(l) = self.large_at_start(min) else {
                 self.drained = false;
                 return Ok(None);
             };
+            // A large message whose first `head` bytes are buffered: the
+            // rest goes where `place` says, if it names a place.
+            let at = self.rx_start + FRAME_HDR;
+            if head > 0 && head < l && self.rx_end >= at + head {
+                if let Some(pl) = place(&self.rx[at..at + head], l - head).filter(|p| p.len() == l - head) {
+                    let done = pl.put(0, &self.rx[at + head..self.rx_end]);
+                    self.rx_end = at + head;
+                    self.placing = Some(Placing { len: l, head, done });
+                    return match self.place_rest(place)? {
+                        Rest::Placed => Ok(Some(self.placed())),
+                        Rest::Waiting | Rest::Dropped => Ok(None),
+                    };
+                }
+            }
+            // Otherwise its rest goes straight into this buffer, and the
+            // buffer is handed over whole.
             let Some(l) = self.fill_message(l)? else { return Ok(None) };
             return Ok(Some(self.hand_over(l, spare)));
         }
@@ -424,6 +533,7 @@ impl Conn for TcpConn {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::cell::Cell;
     use std::time::{Duration, Instant};
 
     fn pump_until<F: FnMut() -> bool>(mut f: F) {
@@ -520,6 +630,7 @@ mod tests {
                         got.push((buf[off..off + len].to_vec(), true));
                         spare.push(buf);
                     }
+                    Msg::Placed { .. } => unreachable!("recv_msg places nothing"),
                 }
             }
             got.len() == want
@@ -567,6 +678,99 @@ mod tests {
         c.send(&[&msg(100_000, 3)]).unwrap();
         let got = recv_all(&mut s, &mut c, 1, usize::MAX, &mut spare);
         assert_eq!(got[0], (msg(100_000, 3), false));
+    }
+
+    /// What `recv_placed` returned: a message's bytes (the head only when
+    /// placed) and the length placed.
+    fn recv_all_placing<'p>(s: &mut TcpConn, c: &mut TcpConn, want: usize, spare: &mut Vec<Vec<u8>>, place: &mut dyn FnMut(&[u8], usize) -> Option<Placement<'p>>) -> Vec<(Vec<u8>, Option<usize>)> {
+        let mut got = Vec::new();
+        pump_until(|| {
+            c.flush().unwrap();
+            while let Some(m) = s.recv_placed(32 << 10, spare, 8, place).unwrap() {
+                match m {
+                    Msg::Slice(b) => got.push((b.to_vec(), None)),
+                    Msg::Owned { buf, off, len } => {
+                        got.push((buf[off..off + len].to_vec(), None));
+                        spare.push(buf);
+                    }
+                    Msg::Placed { head, len } => got.push((head.to_vec(), Some(len))),
+                }
+            }
+            got.len() >= want
+        });
+        got
+    }
+
+    #[test]
+    fn large_messages_go_where_their_place_is_named() {
+        let (_a, _b, mut c, mut s) = pair(2 << 20);
+        let body = |n: usize, k: usize| -> Vec<u8> { (0..n).map(|i| (i * 13 + k) as u8).collect() };
+        // A message's 8-byte head asks for a place ('P') at an offset of
+        // the destination, or not ('N').
+        let head = |p: u8, off: u32| -> Vec<u8> { [&[p, 0, 0, 0][..], &off.to_le_bytes()].concat() };
+        let mut dest = vec![0u8; 4 << 20];
+        let cells = Cell::from_mut(&mut dest[..]).as_slice_of_cells();
+        let allow = Cell::new(true);
+        let asked = Cell::new(0);
+        let mut place = |h: &[u8], len: usize| {
+            asked.set(asked.get() + 1);
+            let off = u32::from_le_bytes(h[4..8].try_into().unwrap()) as usize;
+            (h[0] == b'P' && allow.get()).then(|| Placement::in_cells(cells, off, len))
+        };
+        let mut spare = Vec::new();
+        let sends = [(b'P', 0u32, 300_000usize), (b'N', 0, 12), (b'N', 0, 100_000), (b'P', 1 << 20, 1 << 20), (b'P', 0, 40)];
+        for (k, &(p, off, n)) in sends.iter().enumerate() {
+            c.send(&[&head(p, off), &body(n, k)]).unwrap();
+        }
+        let got = recv_all_placing(&mut s, &mut c, sends.len(), &mut spare, &mut place);
+        assert_eq!(got.len(), sends.len());
+        for (k, (&(p, off, n), (m, placed))) in sends.iter().zip(&got).enumerate() {
+            if p == b'P' && n + 8 >= 32 << 10 {
+                assert_eq!((&m[..], *placed), (&head(p, off)[..], Some(n)), "message {k} placed");
+                assert!(cells[off as usize..off as usize + n].iter().map(Cell::get).eq(body(n, k)), "message {k}'s bytes in place");
+            } else {
+                assert_eq!((&m[..], *placed), (&[head(p, off), body(n, k)].concat()[..], None), "message {k} delivered whole");
+            }
+        }
+        // A message whose bytes arrive in two writes with a pause: the
+        // place is asked for again at each read, and the rest goes there.
+        let big = [head(b'P', 3 << 20), body(200_000, 9)].concat();
+        let mut raw = (big.len() as u32).to_le_bytes().to_vec();
+        raw.extend_from_slice(&big);
+        c.s.write_all(&raw[..70_000]).unwrap();
+        let mut none = 0;
+        pump_until(|| {
+            assert!(s.recv_placed(32 << 10, &mut spare, 8, &mut place).unwrap().is_none());
+            none += 1;
+            none == 20
+        });
+        let asked_before = asked.get();
+        c.s.write_all(&raw[70_000..]).unwrap();
+        c.send(&[b"after"]).unwrap();
+        let got = recv_all_placing(&mut s, &mut c, 2, &mut spare, &mut place);
+        assert!(asked.get() > asked_before, "asked again for the rest");
+        assert_eq!(got[0], (head(b'P', 3 << 20), Some(200_000)));
+        assert!(cells[3 << 20..(3 << 20) + 200_000].iter().map(Cell::get).eq(body(200_000, 9)));
+        assert_eq!(got[1], (b"after".to_vec(), None));
+        // A place that goes away midway: the rest is dropped, not written,
+        // and the next message arrives whole.
+        let gone = [head(b'P', 0), body(200_000, 3)].concat();
+        let mut raw = (gone.len() as u32).to_le_bytes().to_vec();
+        raw.extend_from_slice(&gone);
+        c.s.write_all(&raw[..70_000]).unwrap();
+        let mut none = 0;
+        pump_until(|| {
+            assert!(s.recv_placed(32 << 10, &mut spare, 8, &mut place).unwrap().is_none());
+            none += 1;
+            none == 20
+        });
+        allow.set(false);
+        let before: Vec<u8> = cells.iter().map(Cell::get).collect();
+        c.s.write_all(&raw[70_000..]).unwrap();
+        c.send(&[b"after the dropped one"]).unwrap();
+        let got = recv_all_placing(&mut s, &mut c, 1, &mut spare, &mut place);
+        assert_eq!(got, vec![(b"after the dropped one".to_vec(), None)]);
+        assert!(cells.iter().map(Cell::get).eq(before), "nothing written after the place went away");
     }
 
     #[test]
