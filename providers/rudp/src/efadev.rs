@@ -641,66 +641,15 @@ mod tests {
 
     // ---------- the engine on two EFA devices ----------
 
-    use crate::engine::{Engine, EngineConfig};
+    use crate::engine::EngineConfig;
+    use crate::testing::{next, post_recv, send, Side};
     use rfabric_core::abi::*;
-    use rfabric_core::objects::cq::CqAttr;
-    use rfabric_core::objects::mr::{MrRegion, MrRegistry};
-    use rfabric_core::objects::progress::ProgressCq;
-    use rfabric_core::objects::wait::Locked;
-    use rfabric_core::provider::{CompletionQueue, Descs, Iov, RmaIov, RmaOp, RxOp, TxOp};
-    use std::sync::Arc;
+    use rfabric_core::objects::mr::MrRegion;
+    use rfabric_core::provider::{Iov, RmaIov, RmaOp};
 
-    struct Side {
-        eng: Engine<EfaDevice>,
-        tx: Arc<ProgressCq>,
-        rx: Arc<ProgressCq>,
-        mr: Arc<Locked<MrRegistry>>,
-    }
-
-    fn side(v: &Verbs, dev: &str) -> Side {
+    fn side(v: &Verbs, dev: &str) -> Side<EfaDevice> {
         let d = EfaDevice::open(v, dev, EfaConfig { max_packet: 1024, tx_slots: 64, rx_slots: 64 }).unwrap();
-        let mr = Arc::new(Locked::new(MrRegistry::new(0, 8).unwrap()));
-        let cfg = EngineConfig { medium_max: 8192, tx_size: 64, rx_size: 64, unexp_max: 64, directed: false };
-        let mut eng = Engine::new(d, cfg, mr.clone()).unwrap();
-        let cq = || Arc::new(ProgressCq::new(&CqAttr { size: 64, format: FI_CQ_FORMAT_TAGGED, wait_obj: FI_WAIT_NONE }).unwrap());
-        let (tx, rx) = (cq(), cq());
-        eng.out.tx_cq = Some(tx.clone());
-        eng.out.rx_cq = Some(rx.clone());
-        Side { eng, tx, rx, mr }
-    }
-
-    /// (context, len, tag) of the next completion, progressing both sides
-    /// until there is one (a bounded number of rounds).
-    fn next(a: &mut Side, b: &mut Side, rx_of_b: bool) -> std::result::Result<(usize, usize, u64), i32> {
-        for _ in 0..10_000 {
-            a.eng.progress();
-            b.eng.progress();
-            let cq = if rx_of_b { &b.rx } else { &a.tx };
-            let mut e = [0u8; 48];
-            match cq.read(&mut e, 1, None) {
-                Ok(1) => {
-                    let w = |i: usize| u64::from_ne_bytes(e[i * 8..i * 8 + 8].try_into().unwrap());
-                    return Ok((w(0) as usize, w(2) as usize, w(5)));
-                }
-                Err(err) if err.0 == FI_EAVAIL => return Err(cq.readerr(None, 0).unwrap().0.err),
-                _ => {}
-            }
-        }
-        panic!("no completion after 10000 rounds");
-    }
-
-    fn send(s: &mut Side, peer: PeerId, data: &[u8], ctx: usize, tagged: Option<u64>) -> Result<()> {
-        let iov = [Iov { base: data.as_ptr() as usize, len: data.len() }];
-        let op = TxOp { iov: &iov, desc: Descs::NONE, dest: 0, context: ctx, tag: tagged.unwrap_or(0), data: 0, flags: 0, tagged: tagged.is_some(), no_completion: false };
-        // SAFETY: the callers keep `data` until the send's completion.
-        unsafe { s.eng.send(peer, &op) }
-    }
-
-    fn post_recv(s: &mut Side, buf: &mut [u8], ctx: usize, tagged: Option<u64>) {
-        let iov = [Iov { base: buf.as_mut_ptr() as usize, len: buf.len() }];
-        let op = RxOp { iov: &iov, desc: Descs::NONE, src: FI_ADDR_UNSPEC, context: ctx, tag: tagged.unwrap_or(0), ignore: 0, flags: 0, tagged: tagged.is_some() };
-        // SAFETY: the callers keep `buf` until the receive's completion.
-        unsafe { s.eng.recv(&op) }.unwrap();
+        Side::new(d, EngineConfig { medium_max: 8192, tx_size: 64, rx_size: 64, unexp_max: 64, directed: false })
     }
 
     #[test]
