@@ -9,7 +9,9 @@
 #      application keys (RUDP_MR=offset).
 # rudp: both with the peers on shared memory (the default for local peers): the
 # endpoints' close lines (FI_LOG_LEVEL=info) must show every packet went
-# through shared memory and no datagram through UDP; then run 1 again with
+# through shared memory and no datagram through UDP, and run 1 that long
+# messages were read from the senders' memory (none with FI_RUDP_SHM_READ=0,
+# run once more); then run 1 again with
 # FI_RUDP_ENABLE_SHM=0: datagrams through UDP, no shared-memory path; and
 # with FI_RUDP_UNEXPECTED_MAX=2 over shared memory: receivers refuse
 # packets for lack of room (counted in the close lines), which come again.
@@ -51,6 +53,14 @@ echo "--- loopback datagrams, FI_MR_VIRT_ADDR"
 run virt shm RUDP_MR=virt
 echo "--- FI_RUDP_MTU=1472 FI_RUDP_MEDIUM_MAX=16384, offsets"
 run offset shm FI_RUDP_MTU=1472 FI_RUDP_MEDIUM_MAX=16384 RUDP_MR=offset
+n=$(rudp_reads "$tmp/virt.log")
+echo "virt: $n long messages read from their senders' memory"
+[ "$n" -gt 0 ] || { echo "FAIL: no long message was read from its sender's memory"; exit 1; }
+echo "--- FI_RUDP_SHM_READ=0, shared memory, FI_MR_VIRT_ADDR"
+run noread shm FI_RUDP_SHM_READ=0 RUDP_MR=virt
+n=$(rudp_reads "$tmp/noread.log")
+echo "noread: $n long messages read from their senders' memory"
+[ "$n" -eq 0 ] || { echo "FAIL: FI_RUDP_SHM_READ=0, yet $n long messages were read"; exit 1; }
 echo "--- FI_RUDP_ENABLE_SHM=0, loopback datagrams, FI_MR_VIRT_ADDR"
 run udp udp FI_RUDP_ENABLE_SHM=0 RUDP_MR=virt
 echo "--- FI_RUDP_UNEXPECTED_MAX=2, shared memory, FI_MR_VIRT_ADDR"

@@ -24,3 +24,9 @@ rudp_both() {
 rudp_shm_refused() {
 	awk '/ closed: shared memory: / { for (i = 2; i <= NF; i++) if ($i == "refused" && $(i + 1) == "for") r += $(i - 1) } END { print r + 0 }' "$1"
 }
+
+# rudp_reads LOG: long messages the endpoints read from their senders'
+# memory (FI_RUDP_SHM_READ), summed over LOG's close lines.
+rudp_reads() {
+	awk '/ closed: [0-9]+ datagrams sent/ { for (i = 2; i < NF; i++) if ($i == "long" && $(i + 1) == "messages" && $(i + 2) == "read") r += $(i - 1) } END { print r + 0 }' "$1"
+}

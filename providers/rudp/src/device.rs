@@ -169,6 +169,51 @@ impl<'a> Placement<'a> {
         done
     }
 
+    /// Copies the `len` bytes at `remote` (addresses in process `pid`,
+    /// which may hold more) into place with `process_vm_readv`; an OS error
+    /// number when the kernel refuses or the transfer stops short.
+    pub fn read_process(&self, pid: u32, remote: &[Iov]) -> std::result::Result<(), i32> {
+        let mut at = 0;
+        while at < self.len {
+            let mut local = [libc::iovec { iov_base: std::ptr::null_mut(), iov_len: 0 }; PLACE_IOV_MAX];
+            let nl = self.pieces(at, &mut local);
+            let mut far = [libc::iovec { iov_base: std::ptr::null_mut(), iov_len: 0 }; PLACE_IOV_MAX];
+            let (mut skip, mut left, mut nf) = (at, self.len - at, 0);
+            for v in remote.iter().take(PLACE_IOV_MAX) {
+                if left == 0 {
+                    break;
+                }
+                if skip >= v.len {
+                    skip -= v.len;
+                    continue;
+                }
+                let take = (v.len - skip).min(left);
+                far[nf] = libc::iovec { iov_base: v.base.wrapping_add(skip) as *mut libc::c_void, iov_len: take };
+                nf += 1;
+                left -= take;
+                skip = 0;
+            }
+            if left > 0 {
+                return Err(libc::EFAULT);
+            }
+            // SAFETY: the local iovecs lie inside memory writable for `'a`
+            // (`new`'s contract); the remote ones are the other process's,
+            // checked by the kernel.
+            let n = unsafe { libc::process_vm_readv(pid as libc::pid_t, local.as_ptr(), nl as libc::c_ulong, far.as_ptr(), nf as libc::c_ulong, 0) };
+            match n {
+                n if n > 0 => at += n as usize,
+                0 => return Err(libc::EFAULT),
+                _ => {
+                    let e = std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO);
+                    if e != libc::EINTR {
+                        return Err(e);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Reads from the stream socket `fd` into payload bytes `at..len`
     /// (one `readv`); as `read(2)`: the bytes read, 0 at the end of the
     /// stream.
@@ -215,6 +260,19 @@ pub trait Device: Send {
     fn recv_placing(&mut self, batch: &mut RxBatch, now: Instant, place: Placer<'_, '_>) -> usize {
         let _ = place;
         self.recv(batch, now)
+    }
+    /// Whether `read_peer` may work for `p`: a peer in another process on
+    /// this host. Default: no.
+    fn reads_peer(&self, p: PeerId) -> bool {
+        let _ = p;
+        false
+    }
+    /// Copies `place.len()` bytes at `remote` (addresses in `p`'s process)
+    /// into `place`. An error means nothing in place can be relied on: the
+    /// data must be sent instead.
+    fn read_peer(&mut self, p: PeerId, remote: &[Iov], place: &Placement<'_>) -> Result<()> {
+        let _ = (p, remote, place);
+        Err(rfabric_core::error::Error(rfabric_core::abi::FI_ENOSYS))
     }
     /// The engine could not take this packet now: it is not acknowledged and
     /// the sender will send it again (receiver-not-ready).

@@ -177,6 +177,10 @@ struct RxMsg {
     /// In its peer's `active` map: a message of several packets (one that
     /// fits its first packet is complete at once and never looked up).
     tracked: bool,
+    /// A long message's buffers in its sender's process, when the sender
+    /// offered them to be read (`Device::read_peer`); `nremote` 0: not.
+    remote: [Iov; IOV_MAX],
+    nremote: usize,
 }
 
 #[derive(Default)]
@@ -302,6 +306,31 @@ unsafe fn scatter(iov: &[Iov], cap: usize, off: usize, src: &[u8]) -> usize {
     done
 }
 
+/// Bytes per buffer a request to send names for reading: address, length.
+const REMOTE_IOV: usize = 16;
+
+/// The sender's buffers a request to send names (`total` bytes in all), or
+/// none when the payload is not such a list.
+fn decode_remote(payload: &[u8], total: usize) -> ([Iov; IOV_MAX], usize) {
+    let mut v = [Iov::default(); IOV_MAX];
+    let n = payload.len() / REMOTE_IOV;
+    if payload.is_empty() || payload.len() % REMOTE_IOV != 0 || n > IOV_MAX {
+        return (v, 0);
+    }
+    let mut sum = 0usize;
+    for (k, c) in payload.chunks_exact(REMOTE_IOV).enumerate() {
+        let base = u64::from_le_bytes(c[..8].try_into().unwrap_or_default());
+        let len = u64::from_le_bytes(c[8..].try_into().unwrap_or_default());
+        let (Ok(base), Ok(len)) = (usize::try_from(base), usize::try_from(len)) else { return (v, 0) };
+        v[k] = Iov { base, len };
+        sum = sum.saturating_add(len);
+    }
+    if sum != total {
+        return (v, 0);
+    }
+    (v, n)
+}
+
 fn iov_len(iov: &[Iov]) -> usize {
     iov.iter().map(|v| v.len).sum()
 }
@@ -342,6 +371,8 @@ pub struct Engine<D: Device> {
     pub refused: u64,
     /// Packets that failed protocol checks, dropped.
     pub bad_packets: u64,
+    /// Long messages whose data was read from the sender's memory.
+    pub peer_reads: u64,
     /// When peers are next probed (a deadline, so that a round compares
     /// two instants instead of subtracting them).
     next_probe: Instant,
@@ -379,6 +410,7 @@ impl<D: Device> Engine<D> {
             sources_gen: 0,
             refused: 0,
             bad_packets: 0,
+            peer_reads: 0,
             next_probe: Instant::now() + PROBE_EVERY,
             last_round: RoundTimes::default(),
             round_timing: false,
@@ -522,6 +554,16 @@ impl<D: Device> Engine<D> {
         } else {
             o.iov = iov;
             o.niov = niov;
+        }
+        if long && self.dev.reads_peer(peer) {
+            // The receiver may read the data from here: the request names
+            // the buffers.
+            let mut buf = self.buffer(niov * REMOTE_IOV);
+            for v in &iov[..niov] {
+                buf.extend_from_slice(&(v.base as u64).to_le_bytes());
+                buf.extend_from_slice(&(v.len as u64).to_le_bytes());
+            }
+            o.owned = buf;
         }
         let msg_id = {
             let st = self.peer_st(peer);
@@ -905,13 +947,44 @@ impl<D: Device> Engine<D> {
                 };
                 msg.want = msg.total.min(cap);
                 let (peer, send_op, want) = (msg.peer, msg.send_op, msg.want);
-                self.send_cts(peer, send_op, slot, want);
+                self.grant(peer, send_op, slot, want);
             } else if let RxState::Matched { iov, niov, cap, .. } = msg.state {
                 // SAFETY: the receive's buffers are writable until it completes.
                 unsafe { scatter(&iov[..niov], cap, 0, &buf[..msg.total.min(buf.len())]) };
             }
         }
         self.rx_maybe_done(slot);
+    }
+
+    /// Lets a long message's sender know that `want` bytes are awaited:
+    /// read from its memory when it offered that and the device can
+    /// (a clear-to-send for nothing more then tells it the data is here),
+    /// else a clear-to-send for them.
+    fn grant(&mut self, peer: PeerId, send_op: u32, slot: u32, want: usize) {
+        if want > 0 && self.read_long(peer, slot, want) {
+            self.send_cts(peer, send_op, slot, 0);
+        } else {
+            self.send_cts(peer, send_op, slot, want);
+        }
+    }
+
+    /// Copies the first `want` bytes of a long message from its sender's
+    /// memory into the matched receive; true when all of them are there.
+    fn read_long(&mut self, peer: PeerId, slot: u32, want: usize) -> bool {
+        let Some(m) = self.rx.get_mut(slot) else { return false };
+        let RxState::Matched { iov, niov, cap, .. } = m.state else { return false };
+        if m.nremote == 0 || want > cap {
+            return false;
+        }
+        // SAFETY: a matched receive's buffers are writable until it
+        // completes, which is after this call.
+        let place = unsafe { Placement::new(&iov[..niov], 0, want) };
+        if self.dev.read_peer(peer, &m.remote[..m.nremote], &place).is_err() {
+            return false;
+        }
+        m.got = want;
+        self.peer_reads += 1;
+        true
     }
 
     fn send_cts(&mut self, peer: PeerId, send_op: u32, rx_slot: u32, granted: usize) {
@@ -1313,7 +1386,7 @@ impl<D: Device> Engine<D> {
         }
         let tagged = h.flags & F_TAGGED != 0;
         let src = self.src_of(p);
-        let msg = RxMsg {
+        let mut msg = RxMsg {
             peer: p,
             msg_id: h.msg_id,
             src,
@@ -1329,7 +1402,12 @@ impl<D: Device> Engine<D> {
             state: RxState::Discarding,
             orphan: false,
             tracked: !long && payload.len() < total,
+            remote: [Iov::default(); IOV_MAX],
+            nremote: 0,
         };
+        if long {
+            (msg.remote, msg.nremote) = decode_remote(payload, total);
+        }
         let msg_tracked = msg.tracked;
         match self.matcher.match_arrival(tagged, src, msg.tag, total) {
             Some(m) => {
@@ -1340,7 +1418,7 @@ impl<D: Device> Engine<D> {
                     let want = total.min(cap);
                     let mm = self.rx.get_mut(slot).expect("slot");
                     mm.want = want;
-                    self.send_cts(p, h.op_id, slot, want);
+                    self.grant(p, h.op_id, slot, want);
                 } else {
                     if msg_tracked {
                         self.peers[p as usize].active.insert(h.msg_id, slot);

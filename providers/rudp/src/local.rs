@@ -25,11 +25,12 @@
 
 #![forbid(unsafe_code)]
 
-use crate::device::{Device, PeerId, RxBatch, Stats};
+use crate::device::{Device, PeerId, Placement, Placer, RxBatch, Stats};
 use crate::shmdev::{ShmDevice, ShmNames};
 use crate::udp::{UdpConfig, UdpDevice};
 use rfabric_core::abi::*;
-use rfabric_core::error::{Result, EINVAL};
+use rfabric_core::error::{Error, Result, EINVAL};
+use rfabric_core::provider::Iov;
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
@@ -321,6 +322,16 @@ fn set(map: &mut Vec<PeerId>, k: PeerId, v: PeerId) {
     map[k as usize] = v;
 }
 
+impl<R: RemoteDevice> LocalOr<R> {
+    /// Whether long messages from peers in shared memory are read from
+    /// their senders' memory (`FI_RUDP_SHM_READ`).
+    pub fn set_shm_reads(&mut self, on: bool) {
+        if let Some(s) = self.shm.as_mut() {
+            s.set_reads(on);
+        }
+    }
+}
+
 impl<R: RemoteDevice> Device for LocalOr<R> {
     fn max_packet(&self) -> usize {
         self.remote.max_packet()
@@ -368,17 +379,45 @@ impl<R: RemoteDevice> Device for LocalOr<R> {
     }
 
     fn recv(&mut self, batch: &mut RxBatch, now: Instant) -> usize {
+        self.recv_placing(batch, now, &mut |_, _, _| None)
+    }
+
+    fn recv_placing(&mut self, batch: &mut RxBatch, now: Instant, place: Placer<'_, '_>) -> usize {
         self.origin.clear();
         let mut n = self.remote.recv(batch, now);
         self.adopt(batch, Path::Remote, 0, 0);
         if self.shm.is_some() {
             let (from, lost_from, off) = (batch.items.len(), batch.lost.len(), self.remote.rx_used(batch));
+            // Placed only for peers the engine knows by this device already.
+            let of_shm = &self.of_shm;
+            let mut place_known = |dp: PeerId, head: &[u8], len: usize| match of_shm.get(dp as usize) {
+                Some(&id) if id != NONE => place(id, head, len),
+                _ => None,
+            };
             if let Some(s) = self.shm.as_mut() {
-                n += s.recv_at(batch, off, now);
+                n += s.recv_at(batch, off, now, &mut place_known);
             }
             self.adopt(batch, Path::Shm, from, lost_from);
         }
         n
+    }
+
+    fn reads_peer(&self, id: PeerId) -> bool {
+        let p = &self.peers[id as usize];
+        match (p.path, &self.shm) {
+            (Path::Shm, Some(s)) => s.reads_peer(p.shm),
+            _ => false,
+        }
+    }
+
+    fn read_peer(&mut self, id: PeerId, remote: &[Iov], place: &Placement<'_>) -> Result<()> {
+        // Its packets may come through shared memory while ours go by the
+        // remote device: the shared-memory side knows its process.
+        let p = &self.peers[id as usize];
+        match &mut self.shm {
+            Some(s) if p.shm != NONE => s.read_peer(p.shm, remote, place),
+            _ => Err(Error(FI_ENOSYS)),
+        }
     }
 
     fn reject(&mut self, p: PeerId, seq: u32) {
@@ -586,5 +625,75 @@ mod tests {
         assert_eq!(data, pkt(b"three"));
         assert_eq!(a.shm_stats().sent, 1, "the packet to the closed peer was dropped");
         assert_eq!(a.shm_peers(), 0);
+    }
+
+    // ---------- long messages between engines on this host ----------
+
+    use crate::engine::EngineConfig;
+    use crate::testing::{next, post_recv, post_recvv, send, Side};
+
+    fn engine(shm_reads: bool) -> Side<LocalOrUdp> {
+        let mut d = open(free_port(), true);
+        d.set_shm_reads(shm_reads);
+        Side::new(d, EngineConfig { medium_max: 8192, tx_size: 64, rx_size: 64, unexp_max: 64, directed: false })
+    }
+
+    fn bytes(n: usize, k: usize) -> Vec<u8> {
+        (0..n).map(|i| (i * 31 + k) as u8).collect()
+    }
+
+    #[test]
+    fn long_messages_of_local_peers_are_read_from_the_senders_memory() {
+        for reads in [true, false] {
+            let (mut a, mut b) = (engine(reads), engine(reads));
+            let pb = a.eng.dev.peer(&b.eng.dev.name()).unwrap();
+            let pa = b.eng.dev.peer(&a.eng.dev.name()).unwrap();
+            // `b` learns `a`'s process once it sent to it.
+            let mut small = [0u8; 8];
+            post_recv(&mut a, &mut small, 1, None);
+            send(&mut b, pa, b"hello", 2, None).unwrap();
+            assert_eq!(next(&mut b, &mut a, true).map(|c| c.0), Ok(1));
+            assert_eq!(next(&mut b, &mut a, false).map(|c| c.0), Ok(2));
+
+            // Into one buffer, and into three.
+            let one = bytes(200_000, 1);
+            let mut got = vec![0u8; 200_000];
+            post_recv(&mut b, &mut got, 10, None);
+            send(&mut a, pb, &one, 11, None).unwrap();
+            assert_eq!(next(&mut a, &mut b, true), Ok((10, 200_000, 0)));
+            assert_eq!(next(&mut a, &mut b, false).map(|c| c.0), Ok(11));
+            assert!(got == one, "one buffer");
+            let three = bytes(300_000, 2);
+            let (mut x, mut y, mut z) = (vec![0u8; 100_000], vec![0u8; 7], vec![0u8; 199_993]);
+            post_recvv(&mut b, &mut [&mut x, &mut y, &mut z], 20, Some(5));
+            send(&mut a, pb, &three, 21, Some(5)).unwrap();
+            assert_eq!(next(&mut a, &mut b, true), Ok((20, 300_000, 5)));
+            assert_eq!(next(&mut a, &mut b, false).map(|c| c.0), Ok(21));
+            assert!([x, y, z].concat() == three, "three buffers");
+
+            // Unexpected: the receive comes after the request to send.
+            let late = bytes(150_000, 3);
+            send(&mut a, pb, &late, 31, None).unwrap();
+            for _ in 0..200 {
+                a.eng.progress();
+                b.eng.progress();
+            }
+            let mut got = vec![0u8; 150_000];
+            post_recv(&mut b, &mut got, 30, None);
+            assert_eq!(next(&mut a, &mut b, true), Ok((30, 150_000, 0)));
+            assert_eq!(next(&mut a, &mut b, false).map(|c| c.0), Ok(31));
+            assert!(got == late, "unexpected");
+
+            // Truncated: what fits, and the error.
+            let long = bytes(100_000, 4);
+            let mut got = vec![0u8; 50_001];
+            post_recv(&mut b, &mut got[..50_000], 40, None);
+            send(&mut a, pb, &long, 41, None).unwrap();
+            assert_eq!(next(&mut a, &mut b, true), Err(FI_ETRUNC));
+            assert_eq!(next(&mut a, &mut b, false).map(|c| c.0), Ok(41));
+            assert!(got[..50_000] == long[..50_000] && got[50_000] == 0, "truncated");
+
+            assert_eq!(b.eng.peer_reads, if reads { 4 } else { 0 }, "messages read from the sender (reads {reads})");
+        }
     }
 }

@@ -132,7 +132,8 @@ impl RdmDevices for UdpDevices {
             gso: s.gso,
             gro: s.gro,
         };
-        let dev = LocalOrUdp::open(bind, cfg, s.enable_shm)?;
+        let mut dev = LocalOrUdp::open(bind, cfg, s.enable_shm)?;
+        dev.set_shm_reads(s.shm_read);
         rfabric_core::fi_info!(crate::provider::NAME, FI_LOG_EP_CTRL, "endpoint bound to {} (datagrams up to {} bytes, UDP GSO {}, GRO {})", dev.local_addr(), dev.max_packet() + crate::wire::DEV_HDR, if dev.gso() { "on" } else { "off" }, if dev.gro() { "on" } else { "off" });
         Ok(dev)
     }
@@ -728,7 +729,7 @@ impl<D: Device + 'static> Endpoint for RdmEp<D> {
             rfabric_core::fi_info!(
                 self.shared.prov,
                 FI_LOG_EP_CTRL,
-                "endpoint {} closed: {} datagrams sent ({} GSO sends), {} received ({} GRO receives), {} sent again; dropped: {} malformed, {} from unknown peers, {} with a wrong connection id, {} out of window, {} duplicates; {} refused for lack of room, {} failed protocol checks",
+                "endpoint {} closed: {} datagrams sent ({} GSO sends), {} received ({} GRO receives), {} sent again; dropped: {} malformed, {} from unknown peers, {} with a wrong connection id, {} out of window, {} duplicates; {} refused for lack of room, {} failed protocol checks; {} long messages read from their senders' memory",
                 addr_text(&st.engine.dev.name()),
                 d.sent,
                 d.gso_sends,
@@ -741,7 +742,8 @@ impl<D: Device + 'static> Endpoint for RdmEp<D> {
                 d.bad_seq,
                 d.duplicate,
                 st.engine.refused,
-                st.engine.bad_packets
+                st.engine.bad_packets,
+                st.engine.peer_reads
             );
             if let Some(more) = st.engine.dev.close_note() {
                 rfabric_core::fi_info!(self.shared.prov, FI_LOG_EP_CTRL, "endpoint {} closed: {}", addr_text(&st.engine.dev.name()), more);

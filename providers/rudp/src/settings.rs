@@ -12,6 +12,7 @@
 //! | `FI_RUDP_UNEXPECTED_MAX` | size_t | 4096 |
 //! | `FI_RUDP_LINGER_MS` | int | 2000 |
 //! | `FI_RUDP_ENABLE_SHM` | bool | 1 |
+//! | `FI_RUDP_SHM_READ` | bool | 1 |
 //!
 //! As the DL provider `rfrudp` the variables are `FI_RFRUDP_*`.
 //!
@@ -27,7 +28,7 @@ use crate::provider::NAME;
 use rfabric_core::abi::FI_LOG_CORE;
 use rfabric_core::params::{self, fi_param_type, FI_PARAM_BOOL, FI_PARAM_INT, FI_PARAM_SIZE_T, FI_PARAM_STRING};
 
-const DEFS: [(&str, fi_param_type, &str); 11] = [
+const DEFS: [(&str, fi_param_type, &str); 12] = [
     ("iface", FI_PARAM_STRING, "Network interface (name, or address) endpoints bind to; sockets bind only to its address (default: every interface that is up, one domain each, non-loopback first)"),
     ("mtu", FI_PARAM_SIZE_T, "Largest UDP datagram sent, in bytes (default: the interface's MTU less the IP and UDP headers, at most 65507)"),
     ("gso", FI_PARAM_BOOL, "Runs of full-size datagrams to one peer go to the kernel as one UDP GSO send (UDP_SEGMENT) where it has it; 0: one send per datagram (default: 1)"),
@@ -39,6 +40,7 @@ const DEFS: [(&str, fi_param_type, &str); 11] = [
     ("unexpected_max", FI_PARAM_SIZE_T, "Unexpected messages one endpoint holds before it refuses more (they are sent again) (default: 4096)"),
     ("linger_ms", FI_PARAM_INT, "Milliseconds fi_close of an endpoint waits for its last packets to be acknowledged (default: 2000)"),
     ("enable_shm", FI_PARAM_BOOL, "Peers on the same host (same network namespace) go through shared memory; 0: through UDP like the others (default: 1)"),
+    ("shm_read", FI_PARAM_BOOL, "A long message between peers in shared memory is copied by the receiver straight from the sender's buffer (process_vm_readv) where the kernel allows it; 0: its data goes through shared memory in packets (default: 1)"),
 ];
 
 pub fn define() {
@@ -66,6 +68,7 @@ pub struct Settings {
     pub unexpected_max: usize,
     pub linger_ms: u64,
     pub enable_shm: bool,
+    pub shm_read: bool,
 }
 
 fn size(name: &str) -> Option<usize> {
@@ -90,6 +93,7 @@ impl Settings {
             unexpected_max: size("unexpected_max").filter(|&v| v > 0).unwrap_or(4096),
             linger_ms: int("linger_ms").filter(|&v| v >= 0).map_or(2000, |v| v as u64),
             enable_shm: params::get_bool(NAME, "enable_shm").unwrap_or(true),
+            shm_read: params::get_bool(NAME, "shm_read").unwrap_or(true),
         }
     }
 

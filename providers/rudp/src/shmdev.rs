@@ -53,9 +53,12 @@
 //! progress after each wait, so an arrival in the ring is found within
 //! about 1 ms by an idle thread, at once by a busy one (see `LocalOr::fd`).
 
-use crate::device::{Device, PeerId, RxBatch, RxItem, Stats};
+use crate::device::{Device, PeerId, Placement, Placer, RxBatch, RxItem, Stats};
+use crate::wire::{Pkt, PROTO_HDR};
 use rfabric_core::abi::*;
-use rfabric_core::error::{Result, EAGAIN, EINVAL};
+use rfabric_core::error::{Error, Result, EAGAIN, EINVAL};
+use rfabric_core::provider::Iov;
+use rfabric_shm::cma;
 use rfabric_shm::ring::{DeadClaim, Ring, CELL_HDR};
 use rfabric_shm::segment::{self, Geometry, NameLink, Segment};
 use std::collections::{HashMap, VecDeque};
@@ -150,6 +153,10 @@ struct Peer {
     /// When the oldest unconsumed packet was sent or the last one consumed.
     progress_at: Instant,
     busy: bool,
+    /// Whether its memory can be read with `process_vm_readv` (probed
+    /// once per process: the pid it gives names the process that maps its
+    /// segment where it says).
+    readable: Option<bool>,
 }
 
 /// Where a packet of the current batch came from.
@@ -208,6 +215,9 @@ pub struct ShmDevice {
     lost_next: Vec<PeerId>,
     stats: Stats,
     last_check: Instant,
+    /// Long messages are read from their senders' memory (`read_peer`)
+    /// until the kernel refuses once.
+    reads: bool,
 }
 
 impl ShmDevice {
@@ -254,6 +264,7 @@ impl ShmDevice {
             lost_next: Vec::new(),
             stats: Stats::default(),
             last_check: now,
+            reads: true,
         })
     }
 
@@ -305,6 +316,7 @@ impl ShmDevice {
             out: VecDeque::new(),
             progress_at: Instant::now(),
             busy: false,
+            readable: None,
         });
         self.by_addr.insert(addr.to_vec(), id);
         id
@@ -316,6 +328,7 @@ impl ShmDevice {
         p.ident = Some((h.pid, h.nonce));
         p.start_time = h.start_time;
         p.seg = Some((seg, ring));
+        p.readable = None;
         p.lost = false;
     }
 
@@ -478,8 +491,10 @@ impl ShmDevice {
     }
 
     /// `recv` into `batch` after what is there: packets go to
-    /// `batch.data[off..]` (grown as needed), items after the present ones.
-    pub fn recv_at(&mut self, batch: &mut RxBatch, off: usize, now: Instant) -> usize {
+    /// `batch.data[off..]` (grown as needed), items after the present ones;
+    /// the payload of a data packet goes straight from its cell to where
+    /// `place` says, if it names a place.
+    pub fn recv_at(&mut self, batch: &mut RxBatch, off: usize, now: Instant, place: Placer<'_, '_>) -> usize {
         if !self.taken.is_empty() {
             self.finish();
         }
@@ -518,14 +533,21 @@ impl ShmDevice {
                 self.ring.release(pos);
                 continue;
             };
-            if batch.data.len() < w + len {
-                batch.data.resize(w + len, 0);
+            // SAFETY: CELL_HDR + len <= cell_size (checked above), and the
+            // cell is ours (its writer published it) until released.
+            let packet = unsafe { std::slice::from_raw_parts(cell.add(CELL_HDR), len) };
+            let pl = match packet.split_at_checked(PROTO_HDR) {
+                Some((head, payload)) if head[0] == Pkt::Data as u8 && !payload.is_empty() => place(peer, head, payload.len()).filter(|p| p.len() == payload.len()),
+                _ => None,
+            };
+            let keep = if pl.is_some() { PROTO_HDR } else { len };
+            if batch.data.len() < w + keep {
+                batch.data.resize(w + keep, 0);
             }
-            // SAFETY: CELL_HDR + len <= cell_size (checked above); the
-            // destination range was sized just above.
-            unsafe { std::ptr::copy_nonoverlapping(cell.add(CELL_HDR), batch.data[w..w + len].as_mut_ptr(), len) };
-            batch.items.push(RxItem { peer, seq: self.taken.len() as u32, start: w, len, placed: 0 });
-            w += len;
+            batch.data[w..w + keep].copy_from_slice(&packet[..keep]);
+            let placed = pl.map_or(0, |pl| pl.put(0, &packet[PROTO_HDR..]));
+            batch.items.push(RxItem { peer, seq: self.taken.len() as u32, start: w, len: keep, placed });
+            w += keep;
             self.taken.push((Taken::Cell(pos), peer, false));
         }
         if empty && now.saturating_duration_since(self.last_check) >= CHECK_EVERY {
@@ -592,6 +614,14 @@ impl ShmDevice {
 /// or one of `own` (the interfaces' addresses).
 pub fn is_local(ip: &IpAddr, own: &[IpAddr]) -> bool {
     ip.is_loopback() || own.contains(ip)
+}
+
+impl ShmDevice {
+    /// Whether long messages from local peers are read from their memory
+    /// (`FI_RUDP_SHM_READ`).
+    pub fn set_reads(&mut self, on: bool) {
+        self.reads = on;
+    }
 }
 
 impl Device for ShmDevice {
@@ -670,8 +700,49 @@ impl Device for ShmDevice {
     }
 
     fn recv(&mut self, batch: &mut RxBatch, now: Instant) -> usize {
+        self.recv_placing(batch, now, &mut |_, _, _| None)
+    }
+
+    fn reads_peer(&self, id: PeerId) -> bool {
+        self.reads && self.peers.get(id as usize).is_some_and(|p| !p.lost && p.readable != Some(false))
+    }
+
+    fn read_peer(&mut self, id: PeerId, remote: &[Iov], place: &Placement<'_>) -> Result<()> {
+        let Some(p) = self.peers.get_mut(id as usize).filter(|p| !p.lost && self.reads) else { return Err(Error(FI_ENOENT)) };
+        // Its segment, mapped once we sent to it, says which process it is.
+        let Some((seg, _)) = p.seg.as_ref().filter(|(seg, _)| p.ident == Some((seg.header().pid, seg.header().nonce))) else {
+            return Err(Error(FI_EAGAIN));
+        };
+        let h = *seg.header();
+        if p.readable.is_none() {
+            let mut expect = [0u8; 16];
+            // SAFETY: the segment's header page is mapped while `seg` lives;
+            // 16 plain bytes are copied.
+            unsafe { std::ptr::copy_nonoverlapping(seg.base(), expect.as_mut_ptr(), 16) };
+            let ok = cma::probe(h.pid, h.probe_addr, &expect).unwrap_or(false);
+            if !ok {
+                rfabric_core::fi_info!(PROV, FI_LOG_EP_DATA, "{}: its memory cannot be read (process {}): its long messages come through shared memory", (self.names.text)(&p.raw), h.pid);
+            }
+            p.readable = Some(ok);
+        }
+        if p.readable != Some(true) {
+            return Err(Error(FI_EPERM));
+        }
+        match place.read_process(h.pid, remote) {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                rfabric_core::fi_info!(PROV, FI_LOG_EP_DATA, "{}: reading {} bytes of its memory failed (errno {}): the message comes through shared memory", (self.names.text)(&p.raw), place.len(), e);
+                if matches!(e, libc::EPERM | libc::EACCES | libc::ENOSYS) {
+                    p.readable = Some(false);
+                }
+                Err(Error(FI_EIO))
+            }
+        }
+    }
+
+    fn recv_placing(&mut self, batch: &mut RxBatch, now: Instant, place: Placer<'_, '_>) -> usize {
         batch.clear();
-        self.recv_at(batch, 0, now)
+        self.recv_at(batch, 0, now, place)
     }
 
     fn reject(&mut self, _p: PeerId, seq: u32) {
