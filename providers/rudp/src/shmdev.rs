@@ -709,7 +709,8 @@ impl Device for ShmDevice {
 
     fn read_peer(&mut self, id: PeerId, remote: &[Iov], place: &Placement<'_>) -> Result<()> {
         let Some(p) = self.peers.get_mut(id as usize).filter(|p| !p.lost && self.reads) else { return Err(Error(FI_ENOENT)) };
-        // Its segment, mapped once we sent to it, says which process it is.
+        // Its segment (mapped when `LocalOr` first met it) says which
+        // process it is.
         let Some((seg, _)) = p.seg.as_ref().filter(|(seg, _)| p.ident == Some((seg.header().pid, seg.header().nonce))) else {
             return Err(Error(FI_EAGAIN));
         };
