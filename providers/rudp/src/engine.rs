@@ -537,24 +537,13 @@ impl<D: Device> Engine<D> {
         }
         o.on_ack = op.flags & (FI_TRANSMIT_COMPLETE | FI_DELIVERY_COMPLETE) != 0 && !inject;
         let pkts = if long { 1 } else { len.div_ceil(self.max_payload()).max(1) };
-        if inject {
-            if self.dev.room(peer) < pkts {
-                return Err(EAGAIN);
-            }
-            let mut buf = self.buffer(len);
-            let mut parts: [&[u8]; IOV_MAX] = [&[]; IOV_MAX];
-            // SAFETY: readable during this call (caller).
-            let n = unsafe { gather(&iov[..niov], 0, len, &mut parts) };
-            for p in &parts[..n] {
-                buf.extend_from_slice(p);
-            }
-            o.iov[0] = Iov { base: buf.as_ptr() as usize, len };
-            o.niov = 1;
-            o.owned = buf;
-        } else {
-            o.iov = iov;
-            o.niov = niov;
+        if inject && self.dev.room(peer) < pkts {
+            return Err(EAGAIN);
         }
+        // An inject's buffer is the caller's during this call only: what
+        // is not sent by its end is copied (`keep_inject`).
+        o.iov = iov;
+        o.niov = niov;
         if long && self.dev.reads_peer(peer) {
             // The receiver may read the data from here: the request names
             // the buffers.
@@ -596,7 +585,32 @@ impl<D: Device> Engine<D> {
             }
         };
         self.start(slot);
+        if inject {
+            self.keep_inject(slot);
+        }
         Ok(())
+    }
+
+    /// An inject that is not all sent yet keeps a copy of its data (the
+    /// devices copy what they are given, so a sent packet needs none).
+    fn keep_inject(&mut self, slot: u32) {
+        let Some(o) = self.tx.get_mut(slot) else { return };
+        if o.started && o.next >= o.end {
+            return;
+        }
+        let (iov, niov, len) = (o.iov, o.niov, o.len);
+        let mut buf = self.buffer(len);
+        let mut parts: [&[u8]; IOV_MAX] = [&[]; IOV_MAX];
+        // SAFETY: the caller's buffers are readable during its call, which
+        // this is part of.
+        let n = unsafe { gather(&iov[..niov], 0, len, &mut parts) };
+        for p in &parts[..n] {
+            buf.extend_from_slice(p);
+        }
+        let o = self.tx.get_mut(slot).expect("op present");
+        o.iov[0] = Iov { base: buf.as_ptr() as usize, len };
+        o.niov = 1;
+        o.owned = buf;
     }
 
     /// Sends the first packets of a new operation, or queues it.

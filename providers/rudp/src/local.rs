@@ -630,7 +630,7 @@ mod tests {
     // ---------- long messages between engines on this host ----------
 
     use crate::engine::EngineConfig;
-    use crate::testing::{next, post_recv, post_recvv, send, Side};
+    use crate::testing::{inject, next, post_recv, post_recvv, send, Side};
 
     fn engine(shm_reads: bool) -> Side<LocalOrUdp> {
         let mut d = open(free_port(), true);
@@ -689,5 +689,76 @@ mod tests {
 
             assert_eq!(b.eng.peer_reads, if reads { 4 } else { 0 }, "messages read from the sender (reads {reads})");
         }
+    }
+
+    /// A device that refuses the next `refuse` sends (as a full queue
+    /// would), and is `LocalOrUdp` otherwise.
+    struct Refusing {
+        d: LocalOrUdp,
+        refuse: usize,
+    }
+
+    impl Device for Refusing {
+        fn max_packet(&self) -> usize {
+            self.d.max_packet()
+        }
+        fn peer(&mut self, addr: &[u8]) -> Result<PeerId> {
+            self.d.peer(addr)
+        }
+        fn peer_addr(&self, p: PeerId) -> &[u8] {
+            self.d.peer_addr(p)
+        }
+        fn room(&self, p: PeerId) -> usize {
+            self.d.room(p)
+        }
+        fn send(&mut self, p: PeerId, proto: &[u8], payload: &[&[u8]], token: u64) -> Result<()> {
+            if self.refuse > 0 {
+                self.refuse -= 1;
+                return Err(rfabric_core::error::EAGAIN);
+            }
+            self.d.send(p, proto, payload, token)
+        }
+        fn recv(&mut self, batch: &mut RxBatch, now: Instant) -> usize {
+            self.d.recv(batch, now)
+        }
+        fn reject(&mut self, p: PeerId, seq: u32) {
+            self.d.reject(p, seq)
+        }
+        fn flush(&mut self, now: Instant, all: bool) {
+            self.d.flush(now, all)
+        }
+        fn push_out(&mut self) {
+            self.d.push_out()
+        }
+        fn unacked(&self) -> bool {
+            self.d.unacked()
+        }
+        fn stats(&self) -> Stats {
+            self.d.stats()
+        }
+        fn fd(&self) -> i32 {
+            self.d.fd()
+        }
+        fn name(&self) -> Vec<u8> {
+            self.d.name()
+        }
+    }
+
+    #[test]
+    fn an_inject_that_could_not_go_at_once_keeps_its_own_copy() {
+        let cfg = EngineConfig { medium_max: 8192, tx_size: 64, rx_size: 64, unexp_max: 64, directed: false };
+        let mut a = Side::new(Refusing { d: open(free_port(), true), refuse: 1 }, cfg);
+        let mut b = engine(true);
+        let pb = a.eng.dev.peer(&b.eng.dev.name()).unwrap();
+        let mut got = vec![0u8; 600];
+        post_recv(&mut b, &mut got, 1, None);
+        // The first packet is refused: the inject waits, and its caller
+        // reuses the buffer at once (fi_inject's contract).
+        let mut data = bytes(600, 7);
+        inject(&mut a, pb, &data).unwrap();
+        assert_eq!(a.eng.dev.refuse, 0, "the send was refused once");
+        data.fill(0xee);
+        assert_eq!(next(&mut a, &mut b, true), Ok((1, 600, 0)));
+        assert!(got == bytes(600, 7), "the inject's bytes as they were at the call");
     }
 }

@@ -61,6 +61,14 @@ pub fn send<D: Device>(s: &mut Side<D>, peer: PeerId, data: &[u8], ctx: usize, t
     unsafe { s.eng.send(peer, &op) }
 }
 
+/// `fi_inject`: the engine may read `data` during this call only.
+pub fn inject<D: Device>(s: &mut Side<D>, peer: PeerId, data: &[u8]) -> Result<()> {
+    let iov = [Iov { base: data.as_ptr() as usize, len: data.len() }];
+    let op = TxOp { iov: &iov, desc: Descs::NONE, dest: 0, context: 0, tag: 0, data: 0, flags: FI_INJECT, tagged: false, no_completion: true };
+    // SAFETY: `data` is readable during the call, all an inject needs.
+    unsafe { s.eng.send(peer, &op) }
+}
+
 /// Posts a receive into the buffers `bufs` (one iov each).
 pub fn post_recvv<D: Device>(s: &mut Side<D>, bufs: &mut [&mut [u8]], ctx: usize, tagged: Option<u64>) {
     let iov: Vec<Iov> = bufs.iter_mut().map(|b| Iov { base: b.as_mut_ptr() as usize, len: b.len() }).collect();
