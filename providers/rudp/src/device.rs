@@ -132,28 +132,13 @@ impl<'a> Placement<'a> {
     /// The buffers' pieces that payload bytes `at..len` land in, as iovecs;
     /// how many.
     fn pieces(&self, at: usize, out: &mut [libc::iovec; PLACE_IOV_MAX]) -> usize {
-        let (mut skip, mut left, mut n) = (self.off + at, self.len.saturating_sub(at), 0);
-        for v in &self.iov[..self.niov] {
-            if left == 0 {
-                break;
-            }
-            if skip >= v.len {
-                skip -= v.len;
-                continue;
-            }
-            let take = (v.len - skip).min(left);
-            out[n] = libc::iovec { iov_base: (v.base + skip) as *mut libc::c_void, iov_len: take };
-            n += 1;
-            left -= take;
-            skip = 0;
-        }
-        n
+        iovecs(&self.iov[..self.niov], self.off + at, self.len.saturating_sub(at), out).0
     }
 
     /// Copies `src` to payload bytes `at..` (as far as the packet goes);
     /// returns the bytes copied.
     pub fn put(&self, at: usize, src: &[u8]) -> usize {
-        let mut io = [libc::iovec { iov_base: std::ptr::null_mut(), iov_len: 0 }; PLACE_IOV_MAX];
+        let mut io = [NO_IOVEC; PLACE_IOV_MAX];
         let n = self.pieces(at, &mut io);
         let mut done = 0;
         for v in &io[..n] {
@@ -175,24 +160,10 @@ impl<'a> Placement<'a> {
     pub fn read_process(&self, pid: u32, remote: &[Iov]) -> std::result::Result<(), i32> {
         let mut at = 0;
         while at < self.len {
-            let mut local = [libc::iovec { iov_base: std::ptr::null_mut(), iov_len: 0 }; PLACE_IOV_MAX];
+            let mut local = [NO_IOVEC; PLACE_IOV_MAX];
             let nl = self.pieces(at, &mut local);
-            let mut far = [libc::iovec { iov_base: std::ptr::null_mut(), iov_len: 0 }; PLACE_IOV_MAX];
-            let (mut skip, mut left, mut nf) = (at, self.len - at, 0);
-            for v in remote.iter().take(PLACE_IOV_MAX) {
-                if left == 0 {
-                    break;
-                }
-                if skip >= v.len {
-                    skip -= v.len;
-                    continue;
-                }
-                let take = (v.len - skip).min(left);
-                far[nf] = libc::iovec { iov_base: v.base.wrapping_add(skip) as *mut libc::c_void, iov_len: take };
-                nf += 1;
-                left -= take;
-                skip = 0;
-            }
+            let mut far = [NO_IOVEC; PLACE_IOV_MAX];
+            let (nf, left) = iovecs(&remote[..remote.len().min(PLACE_IOV_MAX)], at, self.len - at, &mut far);
             if left > 0 {
                 return Err(libc::EFAULT);
             }
@@ -218,7 +189,7 @@ impl<'a> Placement<'a> {
     /// (one `readv`); as `read(2)`: the bytes read, 0 at the end of the
     /// stream.
     pub fn read_from(&self, fd: RawFd, at: usize) -> std::io::Result<usize> {
-        let mut io = [libc::iovec { iov_base: std::ptr::null_mut(), iov_len: 0 }; PLACE_IOV_MAX];
+        let mut io = [NO_IOVEC; PLACE_IOV_MAX];
         let n = self.pieces(at, &mut io);
         if n == 0 {
             return Ok(0);
@@ -231,6 +202,29 @@ impl<'a> Placement<'a> {
         }
         Ok(r as usize)
     }
+}
+
+const NO_IOVEC: libc::iovec = libc::iovec { iov_base: std::ptr::null_mut(), iov_len: 0 };
+
+/// Bytes `skip..skip + len` of the buffers `iov` as iovecs in `out`: how
+/// many, and the bytes that did not fit in `iov`.
+fn iovecs(iov: &[Iov], mut skip: usize, mut left: usize, out: &mut [libc::iovec; PLACE_IOV_MAX]) -> (usize, usize) {
+    let mut n = 0;
+    for v in iov {
+        if left == 0 {
+            break;
+        }
+        if skip >= v.len {
+            skip -= v.len;
+            continue;
+        }
+        let take = (v.len - skip).min(left);
+        out[n] = libc::iovec { iov_base: v.base.wrapping_add(skip) as *mut libc::c_void, iov_len: take };
+        n += 1;
+        left -= take;
+        skip = 0;
+    }
+    (n, left)
 }
 
 /// The engine's answer to "where does this packet's payload go?": given

@@ -283,27 +283,10 @@ unsafe fn gather(iov: &[Iov], mut off: usize, mut max: usize, out: &mut [&[u8]; 
 /// # Safety
 /// The iovs name writable memory (the operation's contract).
 unsafe fn scatter(iov: &[Iov], cap: usize, off: usize, src: &[u8]) -> usize {
-    if off >= cap {
-        return 0;
-    }
-    let src = &src[..src.len().min(cap - off)];
-    let (mut skip, mut done) = (off, 0);
-    for v in iov {
-        if done == src.len() {
-            break;
-        }
-        if skip >= v.len {
-            skip -= v.len;
-            continue;
-        }
-        let take = (v.len - skip).min(src.len() - done);
-        // SAFETY: inside a buffer the application keeps writable (caller);
-        // `src` is packet or buffered data, never that buffer.
-        unsafe { std::ptr::copy_nonoverlapping(src[done..].as_ptr(), (v.base + skip) as *mut u8, take) };
-        done += take;
-        skip = 0;
-    }
-    done
+    let len = src.len().min(cap.saturating_sub(off));
+    // SAFETY: the caller's contract; `src` is packet or buffered data,
+    // never that memory.
+    unsafe { Placement::new(iov, off, len) }.put(0, src)
 }
 
 /// Bytes per buffer a request to send names for reading: address, length.

@@ -142,8 +142,9 @@ struct Placing {
 enum Rest {
     /// The socket has no more now.
     Waiting,
-    /// All in place.
-    Placed,
+    /// All in place: the message's first `head` bytes wait in the
+    /// buffer, the `len` after them are in place.
+    Placed { head: usize, len: usize },
     /// Its place went away midway: the rest was read and dropped.
     Dropped,
 }
@@ -269,7 +270,7 @@ impl TcpConn {
     /// Reads the rest of the message being placed into its place (asked of
     /// `place` again first), or, when the place went away, reads and drops it.
     fn place_rest<'p>(&mut self, place: &mut dyn FnMut(&[u8], usize) -> Option<Placement<'p>>) -> Result<Rest> {
-        let Some(Placing { len, head, mut done }) = self.placing else { return Ok(Rest::Placed) };
+        let Some(Placing { len, head, mut done }) = self.placing else { return Ok(Rest::Dropped) };
         let at = self.rx_start + FRAME_HDR;
         let rest = len - head;
         let pl = place(&self.rx[at..at + head], rest).filter(|p| p.len() == rest);
@@ -299,15 +300,13 @@ impl TcpConn {
         self.drained = false;
         self.peek_next = true;
         self.consume = FRAME_HDR + head;
-        Ok(if pl.is_some() { Rest::Placed } else { Rest::Dropped })
+        Ok(if pl.is_some() { Rest::Placed { head, len: rest } } else { Rest::Dropped })
     }
 
     /// The message `place_rest` just finished placing.
-    fn placed(&self) -> Msg<'_> {
+    fn placed(&self, head: usize, len: usize) -> Msg<'_> {
         let at = self.rx_start + FRAME_HDR;
-        let head = self.consume - FRAME_HDR;
-        let len = u32::from_le_bytes(self.rx[self.rx_start..at].try_into().unwrap_or_default()) as usize;
-        Msg::Placed { head: &self.rx[at..at + head], len: len - head }
+        Msg::Placed { head: &self.rx[at..at + head], len }
     }
 
     /// Hands the buffer holding the whole `len`-byte message at `rx_start`
@@ -448,7 +447,7 @@ impl Conn for TcpConn {
         if self.placing.is_some() {
             match self.place_rest(place)? {
                 Rest::Waiting => return Ok(None),
-                Rest::Placed => return Ok(Some(self.placed())),
+                Rest::Placed { head, len } => return Ok(Some(self.placed(head, len))),
                 Rest::Dropped => {
                     self.rx_start += self.consume;
                     self.consume = 0;
@@ -480,7 +479,7 @@ impl Conn for TcpConn {
                     self.rx_end = at + head;
                     self.placing = Some(Placing { len: l, head, done });
                     return match self.place_rest(place)? {
-                        Rest::Placed => Ok(Some(self.placed())),
+                        Rest::Placed { head, len } => Ok(Some(self.placed(head, len))),
                         Rest::Waiting | Rest::Dropped => Ok(None),
                     };
                 }
@@ -701,6 +700,21 @@ mod tests {
         got
     }
 
+    /// Writes the first 70,000 bytes of `msg`'s frame alone and lets `s`
+    /// read them (20 calls, none with a whole message); the frame's rest.
+    fn write_first_part<'p>(s: &mut TcpConn, c: &mut TcpConn, msg: &[u8], spare: &mut Vec<Vec<u8>>, place: &mut dyn FnMut(&[u8], usize) -> Option<Placement<'p>>) -> Vec<u8> {
+        let mut raw = (msg.len() as u32).to_le_bytes().to_vec();
+        raw.extend_from_slice(msg);
+        c.s.write_all(&raw[..70_000]).unwrap();
+        let mut none = 0;
+        pump_until(|| {
+            assert!(s.recv_placed(32 << 10, spare, 8, place).unwrap().is_none());
+            none += 1;
+            none == 20
+        });
+        raw.split_off(70_000)
+    }
+
     #[test]
     fn large_messages_go_where_their_place_is_named() {
         let (_a, _b, mut c, mut s) = pair(2 << 20);
@@ -734,18 +748,9 @@ mod tests {
         }
         // A message whose bytes arrive in two writes with a pause: the
         // place is asked for again at each read, and the rest goes there.
-        let big = [head(b'P', 3 << 20), body(200_000, 9)].concat();
-        let mut raw = (big.len() as u32).to_le_bytes().to_vec();
-        raw.extend_from_slice(&big);
-        c.s.write_all(&raw[..70_000]).unwrap();
-        let mut none = 0;
-        pump_until(|| {
-            assert!(s.recv_placed(32 << 10, &mut spare, 8, &mut place).unwrap().is_none());
-            none += 1;
-            none == 20
-        });
+        let rest = write_first_part(&mut s, &mut c, &[head(b'P', 3 << 20), body(200_000, 9)].concat(), &mut spare, &mut place);
         let asked_before = asked.get();
-        c.s.write_all(&raw[70_000..]).unwrap();
+        c.s.write_all(&rest).unwrap();
         c.send(&[b"after"]).unwrap();
         let got = recv_all_placing(&mut s, &mut c, 2, &mut spare, &mut place);
         assert!(asked.get() > asked_before, "asked again for the rest");
@@ -754,19 +759,10 @@ mod tests {
         assert_eq!(got[1], (b"after".to_vec(), None));
         // A place that goes away midway: the rest is dropped, not written,
         // and the next message arrives whole.
-        let gone = [head(b'P', 0), body(200_000, 3)].concat();
-        let mut raw = (gone.len() as u32).to_le_bytes().to_vec();
-        raw.extend_from_slice(&gone);
-        c.s.write_all(&raw[..70_000]).unwrap();
-        let mut none = 0;
-        pump_until(|| {
-            assert!(s.recv_placed(32 << 10, &mut spare, 8, &mut place).unwrap().is_none());
-            none += 1;
-            none == 20
-        });
+        let rest = write_first_part(&mut s, &mut c, &[head(b'P', 0), body(200_000, 3)].concat(), &mut spare, &mut place);
         allow.set(false);
         let before: Vec<u8> = cells.iter().map(Cell::get).collect();
-        c.s.write_all(&raw[70_000..]).unwrap();
+        c.s.write_all(&rest).unwrap();
         c.send(&[b"after the dropped one"]).unwrap();
         let got = recv_all_placing(&mut s, &mut c, 1, &mut spare, &mut place);
         assert_eq!(got, vec![(b"after the dropped one".to_vec(), None)]);
