@@ -73,17 +73,29 @@ const _: () = assert!(unsafe { libc::CMSG_SPACE(std::mem::size_of::<libc::c_int>
 // SAFETY: CMSG_LEN only computes a size from its argument.
 const GRO_CMSG_LEN: usize = unsafe { libc::CMSG_LEN(std::mem::size_of::<libc::c_int>() as u32) } as usize;
 
-/// What `recv_many` keeps between calls: the source address and the
-/// control-message buffer of each entry (no allocation per receive).
+/// What `recv_many` keeps between calls: the headers, iovecs, source
+/// addresses and control-message buffers of its entries, so that a call
+/// (most of them find nothing) neither allocates nor clears 12 KiB of
+/// stack. The pointers in `hdrs` and `iovs` are written afresh by every
+/// call and mean nothing between calls.
 pub struct RecvAddrs {
     addrs: [libc::sockaddr_storage; RECV_MANY],
     ctl: [RecvCtl; RECV_MANY],
+    iovs: [libc::iovec; RECV_MANY],
+    hdrs: [libc::mmsghdr; RECV_MANY],
 }
+
+// SAFETY: the raw pointers in `iovs` and `hdrs` are only read by the
+// kernel during a `recv_many` call, which sets them first from its own
+// borrows; between calls they are dead values, so moving the struct to
+// another thread moves no access.
+unsafe impl Send for RecvAddrs {}
 
 impl Default for RecvAddrs {
     fn default() -> Self {
-        // SAFETY: sockaddr_storage is plain data; all zeroes is a valid value.
-        RecvAddrs { addrs: unsafe { std::mem::zeroed() }, ctl: [[0; 8]; RECV_MANY] }
+        // SAFETY: sockaddr_storage, iovec and mmsghdr are plain data; all
+        // zeroes is a valid value (null pointers, lengths 0).
+        unsafe { RecvAddrs { addrs: std::mem::zeroed(), ctl: [[0; 8]; RECV_MANY], iovs: std::mem::zeroed(), hdrs: std::mem::zeroed() } }
     }
 }
 
@@ -100,25 +112,25 @@ pub fn recv_many(sock: &UdpSocket, data: &mut [u8], slot: usize, lens: &mut [usi
     if n == 0 {
         return 0;
     }
-    // SAFETY: plain C structs; zeroes are valid (null pointers, lengths 0).
-    let mut iovs: [libc::iovec; RECV_MANY] = unsafe { std::mem::zeroed() };
-    // SAFETY: as above.
-    let mut hdrs: [libc::mmsghdr; RECV_MANY] = unsafe { std::mem::zeroed() };
     let base = data.as_mut_ptr();
+    let RecvAddrs { addrs: names, ctl, iovs, hdrs } = addrs;
     for i in 0..n {
         // SAFETY: i * slot + slot <= data.len() (n bounded above), so the
         // pointer stays inside `data`.
         iovs[i] = libc::iovec { iov_base: unsafe { base.add(i * slot) }.cast(), iov_len: slot };
-        hdrs[i].msg_hdr.msg_iov = &mut iovs[i];
-        hdrs[i].msg_hdr.msg_iovlen = 1;
-        hdrs[i].msg_hdr.msg_name = (&mut addrs.addrs[i] as *mut libc::sockaddr_storage).cast();
-        hdrs[i].msg_hdr.msg_namelen = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
-        hdrs[i].msg_hdr.msg_control = addrs.ctl[i].as_mut_ptr().cast();
-        hdrs[i].msg_hdr.msg_controllen = std::mem::size_of::<RecvCtl>() as _;
+        let h = &mut hdrs[i].msg_hdr;
+        h.msg_iov = &mut iovs[i];
+        h.msg_iovlen = 1;
+        h.msg_name = (&mut names[i] as *mut libc::sockaddr_storage).cast();
+        h.msg_namelen = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+        h.msg_control = ctl[i].as_mut_ptr().cast();
+        h.msg_controllen = std::mem::size_of::<RecvCtl>() as _;
+        h.msg_flags = 0;
+        hdrs[i].msg_len = 0;
     }
-    // SAFETY: n headers, each naming one iovec into `data`, one address
-    // slot and one control buffer, all live and exclusively borrowed for
-    // the call.
+    // SAFETY: the first n headers were just set, each naming one iovec
+    // into `data`, one address slot and one control buffer, all live and
+    // exclusively borrowed for the call.
     let r = unsafe { libc::recvmmsg(sock.as_raw_fd(), hdrs.as_mut_ptr(), n as libc::c_uint, libc::MSG_DONTWAIT, std::ptr::null_mut()) };
     if r <= 0 {
         return 0;
@@ -138,7 +150,7 @@ pub fn recv_many(sock: &UdpSocket, data: &mut [u8], slot: usize, lens: &mut [usi
         }
         let len = (hdrs[i].msg_hdr.msg_namelen as usize).min(std::mem::size_of::<libc::sockaddr_storage>());
         // SAFETY: the kernel wrote `len` bytes of address into the slot.
-        let raw = unsafe { std::slice::from_raw_parts((&addrs.addrs[i] as *const libc::sockaddr_storage).cast::<u8>(), len) };
+        let raw = unsafe { std::slice::from_raw_parts((&names[i] as *const libc::sockaddr_storage).cast::<u8>(), len) };
         from[i] = crate::sockaddr::from_bytes(raw);
     }
     got

@@ -215,8 +215,10 @@ pub struct UdpDevice {
     /// Between `recv` and `flush`: the engine may still reject packets of
     /// the batch, so `rx_next` must not move over them yet.
     hold: bool,
-    /// Source addresses for `recvmmsg`.
-    addrs: crate::sys::RecvAddrs,
+    /// What `recvmmsg` fills besides the data: headers, source addresses
+    /// and control messages, and what `recv_many` makes of them.
+    addrs: Box<crate::sys::RecvAddrs>,
+    rx_out: Box<RecvOut>,
     /// The extended selective ack of the acknowledgement being read.
     ext_sack: Vec<u8>,
     /// When `recv` last ran.
@@ -228,6 +230,14 @@ pub struct UdpDevice {
     out: Box<crate::sys::SendBatch>,
     /// `UDP_GRO` is on: receive slots are `GRO_SLOT` bytes.
     gro: bool,
+}
+
+/// Per entry of the last `recv_many`: length, source, GRO segment size.
+/// Kept in the device so a receive round does not clear them on the stack.
+struct RecvOut {
+    lens: [usize; RECV_BATCH],
+    froms: [Option<SocketAddr>; RECV_BATCH],
+    segs: [usize; RECV_BATCH],
 }
 
 /// A connection id: random, never 0.
@@ -284,7 +294,8 @@ impl UdpDevice {
             stats: Stats::default(),
             ctl: vec![0u8; DEV_HDR],
             hold: false,
-            addrs: crate::sys::RecvAddrs::default(),
+            addrs: Box::default(),
+            rx_out: Box::new(RecvOut { lens: [0; RECV_BATCH], froms: [None; RECV_BATCH], segs: [0; RECV_BATCH] }),
             ext_sack: Vec::new(),
             backlogged: None,
             last_recv: None,
@@ -911,10 +922,8 @@ impl Device for UdpDevice {
         if batch.data.len() < slot * RECV_BATCH {
             batch.data.resize(slot * RECV_BATCH, 0);
         }
-        let mut lens = [0usize; RECV_BATCH];
-        let mut froms: [Option<SocketAddr>; RECV_BATCH] = [None; RECV_BATCH];
-        let mut segs = [0usize; RECV_BATCH];
-        let got = crate::sys::recv_many(&self.sock, &mut batch.data, slot, &mut lens, &mut froms, &mut segs, &mut self.addrs);
+        let out = &mut *self.rx_out;
+        let got = crate::sys::recv_many(&self.sock, &mut batch.data, slot, &mut out.lens, &mut out.froms, &mut out.segs, &mut self.addrs);
         // A full batch: more may be waiting behind it (an acknowledgement
         // of a peer among them). Peers are judged silent only once the
         // socket was read empty: under load a backlog of datagrams can take
@@ -928,16 +937,17 @@ impl Device for UdpDevice {
         }
         let mut n = 0;
         for k in 0..got {
-            let Some(from) = froms[k] else {
+            let (len, seg) = (self.rx_out.lens[k], self.rx_out.segs[k]);
+            let Some(from) = self.rx_out.froms[k] else {
                 self.stats.malformed += 1;
                 continue;
             };
-            if segs[k] > 0 {
+            if seg > 0 {
                 self.stats.gro_recvs += 1;
             }
             // A coalesced entry: each of its datagrams as if it had come
             // alone, from the same source.
-            for (o, len) in crate::sys::split(lens[k], segs[k]) {
+            for (o, len) in crate::sys::split(len, seg) {
                 n += 1;
                 self.stats.received += 1;
                 self.on_datagram(k * slot + o, len, from, now, batch);
