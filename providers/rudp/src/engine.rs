@@ -214,6 +214,7 @@ impl<T> Slab<T> {
     fn new(cap: usize) -> Slab<T> {
         Slab { v: Vec::new(), free: Vec::new(), cap }
     }
+    #[inline]
     fn insert(&mut self, t: T) -> Option<u32> {
         if let Some(i) = self.free.pop() {
             self.v[i as usize] = Some(t);
@@ -235,6 +236,16 @@ impl<T> Slab<T> {
         let t = self.v.get_mut(i as usize)?.take()?;
         self.free.push(i);
         Some(t)
+    }
+    /// Drops the entry in `i` where it lies: `remove` without moving it
+    /// out (entries are a few hundred bytes).
+    fn free(&mut self, i: u32) {
+        if let Some(e) = self.v.get_mut(i as usize) {
+            if e.is_some() {
+                *e = None;
+                self.free.push(i);
+            }
+        }
     }
     fn is_full(&self) -> bool {
         self.free.is_empty() && self.v.len() >= self.cap
@@ -443,6 +454,7 @@ impl<D: Device> Engine<D> {
         self.max_payload()
     }
 
+    #[inline]
     fn new_op(&mut self, op: TxOp_) -> Result<u32> {
         let slot = self.tx.insert(op).ok_or(EAGAIN)?;
         self.tx_gen = (self.tx_gen + 1) & ((1 << (32 - SLOT_BITS)) - 1);
@@ -692,11 +704,12 @@ impl<D: Device> Engine<D> {
         if waiting && o.err == 0 {
             return;
         }
-        let Some(mut o) = self.tx.remove(slot) else { return };
         if o.kind != TxKind::ReadResp {
-            self.complete_tx(&o);
+            Self::complete_tx(&self.out, o);
         }
-        self.recycle(std::mem::take(&mut o.owned));
+        let owned = std::mem::take(&mut o.owned);
+        self.tx.free(slot);
+        self.recycle(owned);
     }
 
     /// An empty buffer with room for `len` bytes, from the spares if one fits.
@@ -717,18 +730,18 @@ impl<D: Device> Engine<D> {
         }
     }
 
-    fn complete_tx(&mut self, o: &TxOp_) {
+    fn complete_tx(out: &Outputs, o: &TxOp_) {
         let cntr = match o.cntr {
-            Counter::Send => self.out.send.clone(),
-            Counter::Read => self.out.read.clone(),
-            Counter::Write => self.out.write.clone(),
+            Counter::Send => out.send.as_ref(),
+            Counter::Read => out.read.as_ref(),
+            Counter::Write => out.write.as_ref(),
             Counter::None => None,
         };
         if o.err != 0 {
             if let Some(c) = cntr {
                 c.c.adderr(1);
             }
-            if let Some(cq) = &self.out.tx_cq {
+            if let Some(cq) = &out.tx_cq {
                 cq.push_err(ErrCompletion {
                     base: Completion { op_context: o.ctx, flags: o.cflags, ..Completion::default() },
                     err: o.err,
@@ -742,7 +755,7 @@ impl<D: Device> Engine<D> {
             c.c.add(1);
         }
         if o.comp {
-            if let Some(cq) = &self.out.tx_cq {
+            if let Some(cq) = &out.tx_cq {
                 cq.push(Completion { op_context: o.ctx, flags: o.cflags, ..Completion::default() });
             }
         }
@@ -1010,34 +1023,42 @@ impl<D: Device> Engine<D> {
         if !done {
             return;
         }
-        let m = self.rx.remove(slot).expect("slot");
-        if m.tracked {
-            if let Some(st) = self.peers.get_mut(m.peer as usize) {
-                st.active.remove(&m.msg_id);
+        // The fields the completion needs, then the entry is dropped in
+        // place.
+        let (peer, msg_id, tracked, hflags, send_op) = (m.peer, m.msg_id, m.tracked, m.hflags, m.send_op);
+        let (tagged, data, tag, src, total) = (m.tagged, m.data, m.tag, m.src, m.total);
+        let matched = match m.state {
+            RxState::Matched { ctx, cap, flags, buf, multi, .. } => Some((ctx, cap, flags, buf, multi)),
+            _ => None,
+        };
+        self.rx.free(slot);
+        if tracked {
+            if let Some(st) = self.peers.get_mut(peer as usize) {
+                st.active.remove(&msg_id);
             }
         }
-        let RxState::Matched { ctx, cap, flags, buf, multi, .. } = m.state else { return };
-        if m.hflags & F_RECEIPT != 0 {
-            let h = ProtoHdr { pkt: Pkt::Receipt as u8, op_id: m.send_op, ..ProtoHdr::default() };
-            self.send_ctl(m.peer, &h, &[]);
+        let Some((ctx, cap, flags, buf, multi)) = matched else { return };
+        if hflags & F_RECEIPT != 0 {
+            let h = ProtoHdr { pkt: Pkt::Receipt as u8, op_id: send_op, ..ProtoHdr::default() };
+            self.send_ctl(peer, &h, &[]);
         }
-        let kind = if m.tagged { FI_TAGGED } else { FI_MSG };
-        let cqd = if m.hflags & F_CQ_DATA != 0 { FI_REMOTE_CQ_DATA } else { 0 };
+        let kind = if tagged { FI_TAGGED } else { FI_MSG };
+        let cqd = if hflags & F_CQ_DATA != 0 { FI_REMOTE_CQ_DATA } else { 0 };
         let c = Completion {
             op_context: ctx,
             flags: FI_RECV | kind | cqd | (flags & FI_MULTI_RECV),
-            len: m.total.min(cap),
+            len: total.min(cap),
             buf: if multi { buf } else { 0 },
-            data: m.data,
-            tag: m.tag,
-            src_addr: m.src,
+            data,
+            tag,
+            src_addr: src,
         };
-        if m.total > cap {
+        if total > cap {
             if let Some(k) = &self.out.recv {
                 k.c.adderr(1);
             }
             if let Some(cq) = &self.out.rx_cq {
-                cq.push_err(ErrCompletion { base: c, err: FI_ETRUNC, olen: m.total - cap, ..ErrCompletion::default() });
+                cq.push_err(ErrCompletion { base: c, err: FI_ETRUNC, olen: total - cap, ..ErrCompletion::default() });
             }
             return;
         }
