@@ -90,7 +90,12 @@ def quick_sizes():
 # retransmission timeout), so that the whole network part stays within
 # half an hour on a 2-core machine.
 def pp_iters(size):
-    return max(20, min(2000, (8 << 20) // size))
+    """fi_pingpong's iterations (and ucx_perftest's timed ones). fi_pingpong
+    times its first iterations too, and every library pays one-time costs
+    there (first touches of the buffers, socket buffers growing): about
+    0.5 to 1 ms in all, which at 20 iterations added 20 to 50% to a large
+    size's latency. At least 200 iterations keep that under a few percent."""
+    return max(200, min(2000, (64 << 20) // size))
 
 
 def stream_count(size):

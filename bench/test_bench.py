@@ -287,8 +287,8 @@ class Net(unittest.TestCase):
     def test_iterations(self):
         net = self.net
         self.assertEqual(net.pp_iters(8), 2000)
-        self.assertEqual(net.pp_iters(65536), 128)
-        self.assertEqual(net.pp_iters(4 << 20), 20)
+        self.assertEqual(net.pp_iters(65536), 1024)
+        self.assertEqual(net.pp_iters(4 << 20), 200)
         self.assertEqual(net.stream_count(8), 20000)
         self.assertEqual(net.stream_count(4 << 20), 2 * net.NET_WINDOW)
 
