@@ -1949,3 +1949,32 @@ impl<D: Device> Engine<D> {
         self.tx.len() > 0 || !self.ctl_backlog.is_empty() || self.dev.unacked()
     }
 }
+
+#[cfg(test)]
+mod slab_tests {
+    use super::Slab;
+
+    #[test]
+    fn a_freed_slot_is_handed_out_once_and_never_twice() {
+        let mut s: Slab<Vec<u8>> = Slab::new(3);
+        let a = s.insert(vec![1]).unwrap();
+        let b = s.insert(vec![2]).unwrap();
+        s.free(a);
+        // Freeing again (or an empty or unknown slot) changes nothing: a
+        // slot listed twice would go to two operations at once.
+        s.free(a);
+        s.free(99);
+        assert_eq!(s.len(), 1);
+        let c = s.insert(vec![3]).unwrap();
+        assert_eq!(c, a, "the freed slot is reused");
+        let d = s.insert(vec![4]).unwrap();
+        assert_ne!(d, c);
+        assert!(s.is_full());
+        assert_eq!(s.insert(vec![5]), None);
+        assert_eq!(s.get(b).map(|v| v[0]), Some(2));
+        assert_eq!(s.get(c).map(|v| v[0]), Some(3));
+        assert_eq!(s.remove(b), Some(vec![2]));
+        assert_eq!(s.remove(b), None);
+        assert_eq!(s.len(), 2);
+    }
+}
