@@ -248,6 +248,40 @@ pub struct Iov {
     pub len: usize,
 }
 
+/// The pieces of the buffers `iov` that hold bytes `skip..skip + len` of
+/// their concatenation, in order; fewer bytes when `iov` ends first. The
+/// one walk over an operation's buffers from an offset: gathers into
+/// packets and scatters out of them take their pieces here.
+pub fn iov_pieces(iov: &[Iov], skip: usize, len: usize) -> IovPieces<'_> {
+    IovPieces { iov: iov.iter(), skip, left: len }
+}
+
+/// What [`iov_pieces`] returns.
+pub struct IovPieces<'a> {
+    iov: std::slice::Iter<'a, Iov>,
+    skip: usize,
+    left: usize,
+}
+
+impl Iterator for IovPieces<'_> {
+    type Item = Iov;
+    fn next(&mut self) -> Option<Iov> {
+        while self.left > 0 {
+            let v = self.iov.next()?;
+            if self.skip >= v.len {
+                self.skip -= v.len;
+                continue;
+            }
+            let take = (v.len - self.skip).min(self.left);
+            let piece = Iov { base: v.base.wrapping_add(self.skip), len: take };
+            self.skip = 0;
+            self.left -= take;
+            return Some(piece);
+        }
+        None
+    }
+}
+
 /// A send in all its forms (`fi_send`, `fi_sendv`, `fi_sendmsg`,
 /// `fi_inject`, `fi_senddata`, and the tagged ones).
 #[derive(Clone, Copy, Debug)]
@@ -568,4 +602,25 @@ impl Provider for Renamed {
 /// The table if it has been built.
 pub fn existing_table() -> Option<&'static Table> {
     TABLE.get()
+}
+
+#[cfg(test)]
+mod iov_pieces_tests {
+    use super::{iov_pieces, Iov};
+
+    fn walk(iov: &[Iov], skip: usize, len: usize) -> Vec<(usize, usize)> {
+        iov_pieces(iov, skip, len).map(|p| (p.base, p.len)).collect()
+    }
+
+    #[test]
+    fn pieces_start_at_the_offset_and_stop_at_the_length_or_the_end() {
+        let iov = [Iov { base: 1000, len: 10 }, Iov { base: 2000, len: 0 }, Iov { base: 3000, len: 5 }, Iov { base: 4000, len: 20 }];
+        assert_eq!(walk(&iov, 0, 35), [(1000, 10), (3000, 5), (4000, 20)]);
+        assert_eq!(walk(&iov, 4, 8), [(1004, 6), (3000, 2)]);
+        assert_eq!(walk(&iov, 10, 5), [(3000, 5)], "an offset at a buffer's end starts at the next non-empty one");
+        assert_eq!(walk(&iov, 12, 100), [(3002, 3), (4000, 20)], "the buffers end first");
+        assert_eq!(walk(&iov, 35, 1), []);
+        assert_eq!(walk(&iov, 3, 0), []);
+        assert_eq!(walk(&[], 0, 8), []);
+    }
 }

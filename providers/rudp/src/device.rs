@@ -208,21 +208,12 @@ const NO_IOVEC: libc::iovec = libc::iovec { iov_base: std::ptr::null_mut(), iov_
 
 /// Bytes `skip..skip + len` of the buffers `iov` as iovecs in `out`: how
 /// many, and the bytes that did not fit in `iov`.
-fn iovecs(iov: &[Iov], mut skip: usize, mut left: usize, out: &mut [libc::iovec; PLACE_IOV_MAX]) -> (usize, usize) {
-    let mut n = 0;
-    for v in iov {
-        if left == 0 {
-            break;
-        }
-        if skip >= v.len {
-            skip -= v.len;
-            continue;
-        }
-        let take = (v.len - skip).min(left);
-        out[n] = libc::iovec { iov_base: v.base.wrapping_add(skip) as *mut libc::c_void, iov_len: take };
+fn iovecs(iov: &[Iov], skip: usize, len: usize, out: &mut [libc::iovec; PLACE_IOV_MAX]) -> (usize, usize) {
+    let (mut n, mut left) = (0, len);
+    for p in rfabric_core::provider::iov_pieces(iov, skip, len).take(PLACE_IOV_MAX) {
+        out[n] = libc::iovec { iov_base: p.base as *mut libc::c_void, iov_len: p.len };
         n += 1;
-        left -= take;
-        skip = 0;
+        left -= p.len;
     }
     (n, left)
 }

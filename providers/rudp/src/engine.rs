@@ -268,22 +268,12 @@ fn token(slot: u32, gen: u32) -> u64 {
 ///
 /// # Safety
 /// The iovs name readable memory (the operation's contract).
-unsafe fn gather(iov: &[Iov], mut off: usize, mut max: usize, out: &mut [&[u8]; IOV_MAX]) -> usize {
+unsafe fn gather(iov: &[Iov], off: usize, max: usize, out: &mut [&[u8]; IOV_MAX]) -> usize {
     let mut n = 0;
-    for v in iov {
-        if max == 0 {
-            break;
-        }
-        if off >= v.len {
-            off -= v.len;
-            continue;
-        }
-        let take = (v.len - off).min(max);
+    for p in rfabric_core::provider::iov_pieces(iov, off, max).take(IOV_MAX) {
         // SAFETY: inside a buffer the application keeps readable (caller).
-        out[n] = unsafe { std::slice::from_raw_parts((v.base + off) as *const u8, take) };
+        out[n] = unsafe { std::slice::from_raw_parts(p.base as *const u8, p.len) };
         n += 1;
-        max -= take;
-        off = 0;
     }
     n
 }

@@ -792,23 +792,12 @@ impl Tx {
                 parts[np] = &o[t.sent..t.sent + len];
                 np += 1;
             } else {
-                let (mut skip, mut want) = (t.sent, len);
-                for v in &t.iov[..t.n] {
-                    if want == 0 {
-                        break;
-                    }
-                    if skip >= v.len {
-                        skip -= v.len;
-                        continue;
-                    }
-                    let k = (v.len - skip).min(want);
+                for p in rfabric_core::provider::iov_pieces(&t.iov[..t.n], t.sent, len) {
                     // SAFETY: the send's buffers stay readable until it
-                    // completes (the contract of Endpoint::send); skip + k
-                    // <= len.
-                    parts[np] = unsafe { std::slice::from_raw_parts((v.base + skip) as *const u8, k) };
+                    // completes (the contract of Endpoint::send); each
+                    // piece lies inside one of them.
+                    parts[np] = unsafe { std::slice::from_raw_parts(p.base as *const u8, p.len) };
                     np += 1;
-                    want -= k;
-                    skip = 0;
                 }
             }
             conn.send(&parts[..np])?;
