@@ -215,8 +215,9 @@ pub struct ShmDevice {
     lost_next: Vec<PeerId>,
     stats: Stats,
     last_check: Instant,
-    /// Long messages are read from their senders' memory (`read_peer`)
-    /// until the kernel refuses once.
+    /// Long messages are read from their senders' memory (`read_peer`;
+    /// `FI_RUDP_SHM_READ`); a peer the kernel refuses is marked in its
+    /// `readable`.
     reads: bool,
 }
 
@@ -490,6 +491,12 @@ impl ShmDevice {
         Some(id)
     }
 
+    /// Whether long messages from local peers are read from their memory
+    /// (`FI_RUDP_SHM_READ`).
+    pub fn set_reads(&mut self, on: bool) {
+        self.reads = on;
+    }
+
     /// `recv` into `batch` after what is there: packets go to
     /// `batch.data[off..]` (grown as needed), items after the present ones;
     /// the payload of a data packet goes straight from its cell to where
@@ -614,14 +621,6 @@ impl ShmDevice {
 /// or one of `own` (the interfaces' addresses).
 pub fn is_local(ip: &IpAddr, own: &[IpAddr]) -> bool {
     ip.is_loopback() || own.contains(ip)
-}
-
-impl ShmDevice {
-    /// Whether long messages from local peers are read from their memory
-    /// (`FI_RUDP_SHM_READ`).
-    pub fn set_reads(&mut self, on: bool) {
-        self.reads = on;
-    }
 }
 
 impl Device for ShmDevice {
