@@ -77,7 +77,7 @@ add rudp-ompi-2hosts 'need_ompi && env FI_LOG_LEVEL=warn FI_RUDP_PEER_TIMEOUT_MS
 add rudp-ompi-admin-swap 'env FI_RUDP_IFACE=rf0 sh -c "tests/mpi/admin_swap.sh \"$lib\" divert --hosts two -- --mca btl ^uct,openib && tests/mpi/admin_swap.sh \"$lib\" ldconf --hosts one"'
 add tcp-fi-pingpong 'env PROV=tcp tests/clients/fi_pingpong.sh "$lib"'
 add tcp-dl-debian 'need_dl && tests/dl/rftcp_debian.sh build/dl'
-add verbs-standin 'cargo test -j2 -p rfabric-verbs -p rfabric-ibverbs && cargo test -j2 -p rfabric-capi --test verbs_msg && cargo test -j2 -p rfabric-rudp --lib efa && cargo test -j2 -p rfabric-core --lib mr_cache && tests/ibverbs/layout.sh'
+add verbs-standin 'cargo test -j2 -p rfabric-verbs -p rfabric-ibverbs && cargo test -j2 -p rfabric-capi --test verbs_msg && cargo test -j2 -p rfabric-rudp --lib efa && cargo test -j2 -p rfabric-core --lib mr_cache -- --test-threads=1 && tests/ibverbs/layout.sh'
 add verbs-no-device 'need_dl && tests/verbs/no_device.sh "$lib"'
 add mr-cache-unprivileged 'tests/verbs/mr_cache_unprivileged.sh'
 add testing-doc 'check_testing_doc'
