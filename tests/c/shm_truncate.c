@@ -28,6 +28,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <errno.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -362,8 +363,10 @@ static void read_all(int fd, void *p, size_t n)
 
 static void write_all(int fd, const void *p, size_t n)
 {
-	if (write(fd, p, n) != (ssize_t)n)
+	if (write(fd, p, n) != (ssize_t)n) {
+		printf("FAIL [%s] pipe write: %s\n", who, strerror(errno));
 		exit(3);
+	}
 }
 
 static void child(int rfd, int wfd)
@@ -468,6 +471,13 @@ int main(void)
 		}
 	}
 	printf("parent: %u rounds done\n", done);
+	if (waitpid(at.pid, &st, WNOHANG) == at.pid) {
+		/* Gone before it was told to stop: say how it ended. */
+		report_status("attacker", st);
+		CHECK(0, "the attacker ran until it was told to stop");
+		printf("%d passed, %d failed\n", passed, failed);
+		return 1;
+	}
 	write_all(at.stop, "x", 1);
 	read_all(at.tally, &t, sizeof(t));
 	waitpid(at.pid, &st, 0);
