@@ -92,10 +92,13 @@ def quick_sizes():
 def pp_iters(size):
     """fi_pingpong's iterations (and ucx_perftest's timed ones). fi_pingpong
     times its first iterations too, and every library pays one-time costs
-    there (first touches of the buffers, socket buffers growing): about
-    0.5 to 1 ms in all, which at 20 iterations added 20 to 50% to a large
-    size's latency. At least 200 iterations keep that under a few percent."""
-    return max(200, min(2000, (64 << 20) // size))
+    there (connecting, first touches of the buffers, socket buffers
+    growing): about 0.5 to 1 ms in all, which at 20 iterations added 20 to
+    50% to a large size's latency, and at 2000 iterations of 8 bytes about
+    2.5%. At least 200 iterations, and 20000 for small messages, keep that
+    under a few percent, and under 0.5% up to 4 KiB; ucx_perftest leaves
+    its own out with untimed warm-up iterations."""
+    return max(200, min(20000, (64 << 20) // size))
 
 
 def stream_count(size):
@@ -112,7 +115,10 @@ class Path:
         self.addr, self.iface = addr, iface
 
 
-LOOPBACK = Path("loopback", None, None, "127.0.0.1", "lo")
+# Loopback runs in a namespace of its own (netns.sh lo-fresh), made anew for
+# each benchmark: see netns.sh.
+LOOPBACK = Path("loopback", "rfbn-lo", "rfbn-lo", "127.0.0.1", "lo")
+HOST_LOOPBACK = Path("loopback", None, None, "127.0.0.1", "lo")
 VETH = Path("veth", "rfbn-b", "rfbn-a", "10.78.0.2", "rfbn0")
 
 
@@ -160,7 +166,8 @@ def pingpong_cmds(series, size, port):
 def stream_cmds(binary, series, size, port):
     base = [binary, "-p", series.provider, "-w", str(NET_WINDOW), "-n", "20000",
             "-b", str(32 << 20), "-S", str(size), "-P", str(port)]
-    server = base + (["-s", series.path.addr] if series.path.server_ns else [])
+    two_hosts = series.path.server_ns != series.path.client_ns
+    server = base + (["-s", series.path.addr] if two_hosts else [])
     return server, base + [series.path.addr]
 
 
@@ -184,6 +191,8 @@ def repro(series, server, client):
                                        side(series.path.client_ns, bench.CLIENT_CORE, client))
     if series.loss:
         line = "bench/netns.sh up && bench/netns.sh loss %d && %s; bench/netns.sh loss off" % (series.loss, line)
+    elif series.path.server_ns == LOOPBACK.server_ns:
+        line = "bench/netns.sh lo-fresh && " + line
     elif series.path.server_ns:
         line = "bench/netns.sh up && bench/netns.sh loss off && " + line
     return line
@@ -569,6 +578,16 @@ def uptime():
         return "load average unknown"
 
 
+def lo_missing():
+    """Why the loopback runs cannot have a namespace of their own, or None."""
+    import shutil
+    if os.geteuid() != 0:
+        return "not root"
+    if not shutil.which("ip"):
+        return "ip (apt-get install iproute2)"
+    return None
+
+
 def veth_missing():
     """Why the namespaces cannot be used here, or None."""
     import shutil
@@ -605,11 +624,24 @@ def run(repo, ours_lib, ours_err, sizes, reps, parts, log, quick=False):
     drop = (lambda keys: [k for k in keys if not k.startswith("ours")]) if ours_err else (lambda keys: list(keys))
 
     if "lo" in parts:
+        path, where = LOOPBACK, "in network namespace %s, made for this run (bench/netns.sh lo-fresh)" % LOOPBACK.server_ns
+        why = lo_missing()
+        if not why:
+            try:
+                netns("lo-fresh")
+            except RuntimeError as e:
+                why = str(e)
+        if why:
+            path, where = HOST_LOOPBACK, "on the host's loopback (no namespace of its own: %s)" % why
         keys = drop(lo_keys)
-        series = [make_series(k, LOOPBACK, ours_lib) for k in keys]
+        series = [make_series(k, path, ours_lib) for k in keys]
         t0, load0 = time.time(), uptime()
-        log("network, loopback: %s\n" % ", ".join(keys))
-        lat, stream, fails = measure(series, sizes, reps, binary, log)
+        log("network, loopback %s: %s\n" % (where, ", ".join(keys)))
+        try:
+            lat, stream, fails = measure(series, sizes, reps, binary, log)
+        finally:
+            if not why:
+                netns("lo-down")
         med = medians(sizes, lat, stream)
         for k in lo_keys:
             med.setdefault(k, {s: (None, None, None) for s in sizes})
@@ -618,8 +650,8 @@ def run(repo, ours_lib, ours_err, sizes, reps, parts, log, quick=False):
         text += ["## Loopback: rudp and our tcp vs tcp;ofi_rxm, udp;ofi_rxd, UCX tcp", "",
                  "On one host rudp's peers meet in shared memory (column ours); column ours UDP is rudp "
                  "with FI_RUDP_ENABLE_SHM=0, through UDP on 127.0.0.1.", "",
-                 "127.0.0.1, server on core 0, client on core 1; %d run%s per case, %.0f s, %s at the start, "
-                 "%s at the end." % (reps, "s" if reps > 1 else "", time.time() - t0, load0, uptime()), "",
+                 "127.0.0.1 %s, server on core 0, client on core 1; %d run%s per case, %.0f s, %s at the start, "
+                 "%s at the end." % (where, reps, "s" if reps > 1 else "", time.time() - t0, load0, uptime()), "",
                  "One-way latency, µs (median of runs; lower is better; ratio = ours ÷ best peer, target ≤ 1.0)", ""]
         text += lat_table(sizes, med, groups)
         text += ["", "Streaming, window %d (median of runs; higher is better; ratio = ours ÷ best peer, "

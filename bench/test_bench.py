@@ -282,11 +282,18 @@ class Net(unittest.TestCase):
         line = net.repro(ours, *net.stream_cmds("fi_stream", ours, 8, 23500))
         self.assertTrue(line.startswith("bench/netns.sh up && bench/netns.sh loss 1 && ip netns exec rfbn-b env "))
         self.assertIn("ip netns exec rfbn-a env FI_RUDP_IFACE=rfbn0 LD_LIBRARY_PATH=/lib/ours timeout 120 taskset -c 1", line)
-        self.assertIn("'tcp;ofi_rxm'", net.repro(rxm, *net.pingpong_cmds(rxm, 8, 23500)))
+        line = net.repro(rxm, *net.pingpong_cmds(rxm, 8, 23500))
+        self.assertIn("'tcp;ofi_rxm'", line)
+        # Loopback runs in its own namespace, both sides in it.
+        self.assertTrue(line.startswith("bench/netns.sh lo-fresh && ip netns exec rfbn-lo env "))
+        self.assertIn("; ip netns exec rfbn-lo env ", line)
+        host = net.make_series("rxm", net.HOST_LOOPBACK, "/lib/ours")
+        self.assertTrue(net.repro(host, *net.pingpong_cmds(host, 8, 23500)).startswith("env "))
 
     def test_iterations(self):
         net = self.net
-        self.assertEqual(net.pp_iters(8), 2000)
+        self.assertEqual(net.pp_iters(8), 20000)
+        self.assertEqual(net.pp_iters(4096), 16384)
         self.assertEqual(net.pp_iters(65536), 1024)
         self.assertEqual(net.pp_iters(4 << 20), 200)
         self.assertEqual(net.stream_count(8), 20000)
