@@ -285,9 +285,37 @@ unsafe fn gather(iov: &[Iov], off: usize, max: usize, out: &mut [&[u8]; IOV_MAX]
 /// The iovs name writable memory (the operation's contract).
 unsafe fn scatter(iov: &[Iov], cap: usize, off: usize, src: &[u8]) -> usize {
     let len = src.len().min(cap.saturating_sub(off));
+    if let [one] = iov {
+        // One buffer (most receives): a plain copy.
+        let len = len.min(one.len.saturating_sub(off));
+        if len > 0 {
+            // SAFETY: the caller's contract: `one` is writable for its
+            // length, and `off + len` lies inside it; `src` is never that
+            // memory.
+            unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), (one.base + off) as *mut u8, len) };
+        }
+        return len;
+    }
     // SAFETY: the caller's contract; `src` is packet or buffered data,
     // never that memory.
     unsafe { Placement::new(iov, off, len) }.put(0, src)
+}
+
+/// What the completion of a matched receive needs (`Engine::finish_rx`).
+struct RxDone {
+    peer: PeerId,
+    hflags: u8,
+    send_op: u32,
+    tagged: bool,
+    data: u64,
+    tag: u64,
+    src: u64,
+    total: usize,
+    ctx: usize,
+    cap: usize,
+    flags: u64,
+    buf: usize,
+    multi: bool,
 }
 
 /// Bytes per buffer a request to send names for reading: address, length.
@@ -524,6 +552,30 @@ impl<D: Device> Engine<D> {
         let pkts = if long { 1 } else { len.div_ceil(self.max_payload()).max(1) };
         if inject && self.dev.room(peer) < pkts {
             return Err(EAGAIN);
+        }
+        if inject && pkts == 1 && !o.comp && self.out.send.is_none() {
+            // An inject of one packet with nothing to report when it is
+            // out (no completion, no counter): straight to the device,
+            // which copies what it takes; no operation is kept. (A kept one
+            // would report only an error, and an inject's has no context.)
+            let msg_id = {
+                let st = self.peer_st(peer);
+                let m = st.tx_msg;
+                st.tx_msg = m.wrapping_add(1);
+                m
+            };
+            let h = ProtoHdr { pkt: Pkt::Msg as u8, flags: hflags, msg_id, tag: op.tag, data: op.data, total: len as u64, ..ProtoHdr::default() };
+            let mut hb = [0u8; PROTO_HDR];
+            h.encode(&mut hb);
+            let mut parts: [&[u8]; IOV_MAX] = [&[]; IOV_MAX];
+            // SAFETY: an inject's buffers are readable during this call.
+            let n = unsafe { gather(&iov[..niov], 0, len, &mut parts) };
+            if self.dev.send(peer, &hb, &parts[..n], 0).is_ok() {
+                return Ok(());
+            }
+            // Not taken now: the operation below keeps a copy and waits.
+            let st = self.peer_st(peer);
+            st.tx_msg = st.tx_msg.wrapping_sub(1);
         }
         // An inject's buffer is the caller's during this call only: what
         // is not sent by its end is copied (`keep_inject`).
@@ -1028,6 +1080,13 @@ impl<D: Device> Engine<D> {
             }
         }
         let Some((ctx, cap, flags, buf, multi)) = matched else { return };
+        self.finish_rx(RxDone { peer, hflags, send_op, tagged, data, tag, src, total, ctx, cap, flags, buf, multi });
+    }
+
+    /// The receipt, counter and completion of a matched receive whose data
+    /// is all in place.
+    fn finish_rx(&mut self, d: RxDone) {
+        let RxDone { peer, hflags, send_op, tagged, data, tag, src, total, ctx, cap, flags, buf, multi } = d;
         if hflags & F_RECEIPT != 0 {
             let h = ProtoHdr { pkt: Pkt::Receipt as u8, op_id: send_op, ..ProtoHdr::default() };
             self.send_ctl(peer, &h, &[]);
@@ -1394,12 +1453,27 @@ impl<D: Device> Engine<D> {
         }
         let tagged = h.flags & F_TAGGED != 0;
         let src = self.src_of(p);
+        let tag = if tagged { h.tag } else { 0 };
+        let whole = !long && h.offset == 0 && payload.len() == total;
+        let matched = self.matcher.match_arrival(tagged, src, tag, total);
+        if whole {
+            if let Some(m) = &matched {
+                // All of it is here and its receive is known: into place and
+                // completed at once, never an entry of `rx`.
+                let RxState::Matched { ctx, iov, niov, cap, flags, buf, multi } = Self::matched_state(m) else { unreachable!() };
+                // SAFETY: the receive's buffers are writable until it completes.
+                unsafe { scatter(&iov[..niov], cap, 0, payload) };
+                let data = if h.flags & F_CQ_DATA != 0 { h.data } else { 0 };
+                self.finish_rx(RxDone { peer: p, hflags: h.flags, send_op: h.op_id, tagged, data, tag, src, total, ctx, cap, flags, buf, multi });
+                return true;
+            }
+        }
         let mut msg = RxMsg {
             peer: p,
             msg_id: h.msg_id,
             src,
             tagged,
-            tag: if tagged { h.tag } else { 0 },
+            tag,
             data: if h.flags & F_CQ_DATA != 0 { h.data } else { 0 },
             hflags: h.flags,
             send_op: h.op_id,
@@ -1417,7 +1491,7 @@ impl<D: Device> Engine<D> {
             (msg.remote, msg.nremote) = decode_remote(payload, total);
         }
         let msg_tracked = msg.tracked;
-        match self.matcher.match_arrival(tagged, src, msg.tag, total) {
+        match matched {
             Some(m) => {
                 let st = Self::matched_state(&m);
                 let Some(slot) = self.rx.insert(RxMsg { state: st, ..msg }) else { return false };

@@ -745,6 +745,55 @@ mod tests {
     }
 
     #[test]
+    fn a_message_whole_in_its_first_packet_completes_at_once_with_data_truncation_and_order() {
+        // Such messages (and one-packet injects) skip the engine's
+        // operation tables: what they report must not change.
+        use crate::testing::inject_data;
+        use rfabric_core::provider::CompletionQueue;
+        let (mut a, mut b) = (engine(true), engine(true));
+        let pb = a.eng.dev.peer(&b.eng.dev.name()).unwrap();
+        let mut got = vec![0u8; 64];
+        post_recv(&mut b, &mut got, 1, None);
+        inject_data(&mut a, pb, &bytes(40, 3), 0x5eed).unwrap();
+        // The completion's data word (FI_CQ_FORMAT_TAGGED: context,
+        // flags, len, buf, data, tag).
+        let mut e = [0u8; 48];
+        let mut n = 0;
+        for _ in 0..10_000 {
+            a.eng.progress();
+            b.eng.progress();
+            if let Ok(k) = b.rx.read(&mut e, 1, None) {
+                n = k;
+                break;
+            }
+        }
+        assert_eq!(n, 1, "a completion");
+        let w = |i: usize| u64::from_ne_bytes(e[i * 8..i * 8 + 8].try_into().unwrap());
+        assert_eq!((w(0), w(2), w(4)), (1, 40, 0x5eed));
+        assert_ne!(w(1) & FI_REMOTE_CQ_DATA, 0);
+        assert!(got[..40] == bytes(40, 3)[..] && got[40..].iter().all(|&x| x == 0), "the bytes, and nothing past them");
+        // Into a smaller buffer: what fits, and FI_ETRUNC.
+        let mut small = vec![0u8; 8];
+        post_recv(&mut b, &mut small, 2, None);
+        send(&mut a, pb, &bytes(30, 4), 3, None).unwrap();
+        assert_eq!(next(&mut a, &mut b, true), Err(FI_ETRUNC as i32));
+        assert!(small == bytes(30, 4)[..8], "what fits");
+        assert_eq!(next(&mut a, &mut b, false).map(|c| c.0), Ok(3));
+        // Injects back to back arrive in order, each into its receive.
+        let mut bufs = [[0u8; 4]; 5];
+        for (i, buf) in bufs.iter_mut().enumerate() {
+            post_recv(&mut b, buf, 10 + i, None);
+        }
+        for i in 0..5 {
+            inject(&mut a, pb, &[i as u8; 4]).unwrap();
+        }
+        for i in 0..5 {
+            assert_eq!(next(&mut a, &mut b, true), Ok((10 + i, 4, 0)));
+        }
+        assert!(bufs.iter().enumerate().all(|(i, b)| *b == [i as u8; 4]));
+    }
+
+    #[test]
     fn an_inject_that_could_not_go_at_once_keeps_its_own_copy() {
         let cfg = EngineConfig { medium_max: 8192, tx_size: 64, rx_size: 64, unexp_max: 64, directed: false };
         let mut a = Side::new(Refusing { d: open(free_port(), true), refuse: 1 }, cfg);

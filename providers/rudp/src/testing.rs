@@ -69,6 +69,14 @@ pub fn inject<D: Device>(s: &mut Side<D>, peer: PeerId, data: &[u8]) -> Result<(
     unsafe { s.eng.send(peer, &op) }
 }
 
+/// `fi_injectdata`: `data` with remote CQ data `cq_data`.
+pub fn inject_data<D: Device>(s: &mut Side<D>, peer: PeerId, data: &[u8], cq_data: u64) -> Result<()> {
+    let iov = [Iov { base: data.as_ptr() as usize, len: data.len() }];
+    let op = TxOp { iov: &iov, desc: Descs::NONE, dest: 0, context: 0, tag: 0, data: cq_data, flags: FI_INJECT | FI_REMOTE_CQ_DATA, tagged: false, no_completion: true };
+    // SAFETY: `data` is readable during the call, all an inject needs.
+    unsafe { s.eng.send(peer, &op) }
+}
+
 /// Posts a receive into the buffers `bufs` (one iov each).
 pub fn post_recvv<D: Device>(s: &mut Side<D>, bufs: &mut [&mut [u8]], ctx: usize, tagged: Option<u64>) {
     let iov: Vec<Iov> = bufs.iter_mut().map(|b| Iov { base: b.as_mut_ptr() as usize, len: b.len() }).collect();
