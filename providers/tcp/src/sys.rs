@@ -1,6 +1,7 @@
 //! The system calls std does not wrap: a non-blocking `connect` from a
 //! chosen local address, and epoll (one descriptor that turns readable
-//! when any connection of an endpoint does).
+//! when any connection of an endpoint does); and a connection's reads and
+//! writes, made without the C library's wrappers.
 
 use rfabric_core::error::{Error, Result};
 use rfabric_core::abi::*;
@@ -9,6 +10,46 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
 fn errno() -> i32 {
     std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO)
+}
+
+// A connection's `recv`, `send` and `writev` go to the kernel through
+// syscall(2): the C library's wrappers of these calls are cancellation
+// points, and in a process with threads each call then also costs two
+// atomic operations (switching asynchronous cancellation on and off), on
+// every poll of a connection. Nothing here is ever cancelled.
+
+fn io_result(r: libc::c_long) -> std::io::Result<usize> {
+    if r < 0 {
+        Err(std::io::Error::last_os_error())
+    } else {
+        Ok(r as usize)
+    }
+}
+
+/// recv(2) into `buf`, flags 0 (the socket is non-blocking).
+pub fn recv(fd: RawFd, buf: &mut [u8]) -> std::io::Result<usize> {
+    // SAFETY: `buf` is writable for its length during the call; no source
+    // address is asked for.
+    io_result(unsafe { libc::syscall(libc::SYS_recvfrom, fd, buf.as_mut_ptr(), buf.len(), 0, std::ptr::null_mut::<libc::sockaddr>(), std::ptr::null_mut::<libc::socklen_t>()) })
+}
+
+/// send(2) of `buf`, without SIGPIPE.
+pub fn send(fd: RawFd, buf: &[u8]) -> std::io::Result<usize> {
+    // SAFETY: `buf` is readable for its length during the call; no
+    // destination address is given (a connected socket).
+    io_result(unsafe { libc::syscall(libc::SYS_sendto, fd, buf.as_ptr(), buf.len(), libc::MSG_NOSIGNAL, std::ptr::null::<libc::sockaddr>(), 0 as libc::socklen_t) })
+}
+
+/// sendmsg(2) of the buffers `bufs` (at most IOV_MAX of them), without
+/// SIGPIPE; writev(2) would raise it on a closed connection.
+pub fn send_vectored(fd: RawFd, bufs: &[std::io::IoSlice<'_>]) -> std::io::Result<usize> {
+    // SAFETY: an all-zero msghdr is valid (no address, no control data).
+    let mut m: libc::msghdr = unsafe { std::mem::zeroed() };
+    // IoSlice is ABI-compatible with struct iovec (std's guarantee on Unix).
+    m.msg_iov = bufs.as_ptr() as *mut libc::iovec;
+    m.msg_iovlen = bufs.len() as _;
+    // SAFETY: `m` names `bufs`, readable during the call.
+    io_result(unsafe { libc::syscall(libc::SYS_sendmsg, fd, &m as *const libc::msghdr, libc::MSG_NOSIGNAL) })
 }
 
 /// An `FI_E*` error for an OS error number.

@@ -12,7 +12,7 @@ use rfabric_core::abi::*;
 use rfabric_core::error::{Error, Result, EINVAL};
 use rfabric_rudp::device::Placement;
 use rfabric_rudp::sockaddr;
-use std::io::{ErrorKind, IoSlice, Read, Write};
+use std::io::{ErrorKind, IoSlice};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::fd::{AsRawFd, RawFd};
 
@@ -160,7 +160,7 @@ impl TcpConn {
     /// Writes queued bytes; Ok even when the socket takes none.
     fn write_queued(&mut self) -> Result<()> {
         while self.tx_head < self.tx.len() {
-            match self.s.write(&self.tx[self.tx_head..]) {
+            match sys::send(self.s.as_raw_fd(), &self.tx[self.tx_head..]) {
                 Ok(0) => return Err(Error(FI_ECONNRESET)),
                 Ok(n) => self.tx_head += n,
                 Err(e) if e.kind() == ErrorKind::WouldBlock => break,
@@ -207,7 +207,7 @@ impl TcpConn {
             room = room.min(PEEK_READ);
         }
         loop {
-            match self.s.read(&mut self.rx[self.rx_end..self.rx_end + room]) {
+            match sys::recv(self.s.as_raw_fd(), &mut self.rx[self.rx_end..self.rx_end + room]) {
                 Ok(0) => return Err(Error(FI_ESHUTDOWN)),
                 Ok(n) => {
                     self.rx_end += n;
@@ -255,7 +255,7 @@ impl TcpConn {
             self.rx.resize(end, 0);
         }
         while self.rx_end < end {
-            match self.s.read(&mut self.rx[self.rx_end..end]) {
+            match sys::recv(self.s.as_raw_fd(), &mut self.rx[self.rx_end..end]) {
                 Ok(0) => return Err(Error(FI_ESHUTDOWN)),
                 Ok(n) => self.rx_end += n,
                 Err(e) if e.kind() == ErrorKind::WouldBlock => return Ok(None),
@@ -282,7 +282,7 @@ impl TcpConn {
                 Some(pl) => pl.read_from(self.s.as_raw_fd(), done),
                 None => {
                     let n = (rest - done).min(self.rx.len() - at - head);
-                    self.s.read(&mut self.rx[at + head..at + head + n])
+                    sys::recv(self.s.as_raw_fd(), &mut self.rx[at + head..at + head + n])
                 }
             };
             match r {
@@ -372,7 +372,7 @@ impl Conn for TcpConn {
                     io[i + 1] = IoSlice::new(p);
                 }
                 loop {
-                    match self.s.write_vectored(&io[..parts.len() + 1]) {
+                    match sys::send_vectored(self.s.as_raw_fd(), &io[..parts.len() + 1]) {
                         Ok(n) => done = n,
                         Err(e) if e.kind() == ErrorKind::WouldBlock => {}
                         Err(e) if e.kind() == ErrorKind::Interrupted => continue,
@@ -532,6 +532,7 @@ impl Conn for TcpConn {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::Write;
     use std::cell::Cell;
     use std::time::{Duration, Instant};
 
