@@ -529,15 +529,44 @@ impl<D: Device> Engine<D> {
 
     unsafe fn send_op(&mut self, peer: PeerId, op: &TxOp<'_>) -> Result<()> {
         let len = iov_len(op.iov);
-        let (iov, niov) = copy_iov(op.iov)?;
         let inject = op.no_completion || op.flags & FI_INJECT != 0;
         let long = len > self.cfg.medium_max.min(MEDIUM_CAP);
         if inject && (long || len > self.cfg.medium_max || len > crate::provider::INJECT_SIZE) {
             return Err(Error(FI_EMSGSIZE));
         }
+        let comp = !op.no_completion && (!self.out.tx_selective || op.flags & FI_COMPLETION != 0);
+        if inject && !comp && len <= self.max_payload() && op.iov.len() <= IOV_MAX && self.out.send.is_none() && self.dev.room(peer) > 0 {
+            // An inject of one packet with nothing to report when it is
+            // out (no completion, no counter): straight to the device,
+            // which copies what it takes; no operation is kept. (A kept one
+            // would report only an error, and an inject's has no context.)
+            let msg_id = {
+                let st = self.peer_st(peer);
+                let m = st.tx_msg;
+                st.tx_msg = m.wrapping_add(1);
+                m
+            };
+            let mut flags = if op.tagged { F_TAGGED } else { 0 };
+            if op.flags & FI_REMOTE_CQ_DATA != 0 {
+                flags |= F_CQ_DATA;
+            }
+            let h = ProtoHdr { pkt: Pkt::Msg as u8, flags, msg_id, tag: op.tag, data: op.data, total: len as u64, ..ProtoHdr::default() };
+            let mut hb = [0u8; PROTO_HDR];
+            h.encode(&mut hb);
+            let mut parts: [&[u8]; IOV_MAX] = [&[]; IOV_MAX];
+            // SAFETY: an inject's buffers are readable during this call.
+            let n = unsafe { gather(op.iov, 0, len, &mut parts) };
+            if self.dev.send(peer, &hb, &parts[..n], 0).is_ok() {
+                return Ok(());
+            }
+            // Not taken now: the operation below keeps a copy and waits.
+            let st = self.peer_st(peer);
+            st.tx_msg = st.tx_msg.wrapping_sub(1);
+        }
+        let (iov, niov) = copy_iov(op.iov)?;
         let mut o = Self::blank_op(if long { TxKind::Long } else { TxKind::Msg }, peer, op.context);
         o.cflags = FI_SEND | if op.tagged { FI_TAGGED } else { FI_MSG };
-        o.comp = !op.no_completion && (!self.out.tx_selective || op.flags & FI_COMPLETION != 0);
+        o.comp = comp;
         o.cntr = Counter::Send;
         o.len = len;
         let mut hflags = if op.tagged { F_TAGGED } else { 0 };
@@ -552,30 +581,6 @@ impl<D: Device> Engine<D> {
         let pkts = if long { 1 } else { len.div_ceil(self.max_payload()).max(1) };
         if inject && self.dev.room(peer) < pkts {
             return Err(EAGAIN);
-        }
-        if inject && pkts == 1 && !o.comp && self.out.send.is_none() {
-            // An inject of one packet with nothing to report when it is
-            // out (no completion, no counter): straight to the device,
-            // which copies what it takes; no operation is kept. (A kept one
-            // would report only an error, and an inject's has no context.)
-            let msg_id = {
-                let st = self.peer_st(peer);
-                let m = st.tx_msg;
-                st.tx_msg = m.wrapping_add(1);
-                m
-            };
-            let h = ProtoHdr { pkt: Pkt::Msg as u8, flags: hflags, msg_id, tag: op.tag, data: op.data, total: len as u64, ..ProtoHdr::default() };
-            let mut hb = [0u8; PROTO_HDR];
-            h.encode(&mut hb);
-            let mut parts: [&[u8]; IOV_MAX] = [&[]; IOV_MAX];
-            // SAFETY: an inject's buffers are readable during this call.
-            let n = unsafe { gather(&iov[..niov], 0, len, &mut parts) };
-            if self.dev.send(peer, &hb, &parts[..n], 0).is_ok() {
-                return Ok(());
-            }
-            // Not taken now: the operation below keeps a copy and waits.
-            let st = self.peer_st(peer);
-            st.tx_msg = st.tx_msg.wrapping_sub(1);
         }
         // An inject's buffer is the caller's during this call only: what
         // is not sent by its end is copied (`keep_inject`).
