@@ -440,12 +440,18 @@ impl<D: Device> Engine<D> {
         self.matcher.set_min_multi_recv(v);
     }
 
+    #[inline]
     fn peer_st(&mut self, p: PeerId) -> &mut PeerSt {
         let i = p as usize;
         if self.peers.len() <= i {
-            self.peers.resize_with(i + 1, || PeerSt { fi_addr: FI_ADDR_NOTAVAIL, av_gen: u64::MAX, ..PeerSt::default() });
+            self.grow_peers(i + 1);
         }
         &mut self.peers[i]
+    }
+
+    #[cold]
+    fn grow_peers(&mut self, n: usize) {
+        self.peers.resize_with(n, || PeerSt { fi_addr: FI_ADDR_NOTAVAIL, av_gen: u64::MAX, ..PeerSt::default() });
     }
 
     /// The fi_addr completions report for `p`.

@@ -100,6 +100,13 @@ pub trait Conn: Send {
     /// without waiting for its descriptor to turn readable). Default:
     /// nothing to forget.
     fn rearm(&mut self) {}
+    /// True when another `recv_placed` now could only find nothing, and
+    /// would not read (the last read emptied the socket and everything
+    /// buffered has been handed out); what that call would have settled is
+    /// settled, so the caller need not make it.
+    fn settle_idle(&mut self) -> bool {
+        false
+    }
     /// Whether the connection is established (a `connect` may still be
     /// under way); an error when it failed.
     fn established(&mut self) -> Result<bool>;

@@ -612,7 +612,13 @@ impl<T: Transport> ConnDevice<T> {
                     }
                 }
             }
-            self.peers[id as usize].last_heard = now;
+            let p = &mut self.peers[id as usize];
+            p.last_heard = now;
+            // One read took everything there was: done (a second would
+            // only say so).
+            if p.conn_mut(side).is_some_and(|c| c.settle_idle()) {
+                return;
+            }
         }
     }
 

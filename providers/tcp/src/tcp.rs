@@ -502,6 +502,18 @@ impl Conn for TcpConn {
         self.drained = false;
     }
 
+    fn settle_idle(&mut self) -> bool {
+        if !self.drained || self.placing.is_some() || self.connecting || self.rx_start + self.consume != self.rx_end {
+            return false;
+        }
+        // As `recv_placed` would: nothing whole is buffered, and a drained
+        // socket is not read again until the next round.
+        self.rx_start += self.consume;
+        self.consume = 0;
+        self.drained = false;
+        true
+    }
+
     fn established(&mut self) -> Result<bool> {
         if !self.connecting {
             return Ok(true);
