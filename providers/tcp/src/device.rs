@@ -630,6 +630,70 @@ impl<T: Transport> ConnDevice<T> {
         c.map(|c| c.rearm()).is_some()
     }
 
+    /// Acknowledgements owed to peers that are due (`Device::flush`).
+    fn send_owed_acks(&mut self, now: Instant) {
+        let mut k = 0;
+        while k < self.owed.len() {
+            let id = self.owed[k];
+            // When completions do not wait for acknowledgements, one waits
+            // for enough bytes or `ACK_DELAY` (the timers), and stays off
+            // the reply's path: nothing more to look at before that.
+            if self.cfg.complete_on_write {
+                let due = self.peers[id as usize].inn.as_ref().map_or(true, |i| i.ack_now || i.owed_bytes >= self.cfg.max_inflight_bytes / 4 || now >= i.ack_due);
+                if !due {
+                    k += 1;
+                    continue;
+                }
+            }
+            let Some(a) = self.ack_point(id) else {
+                self.owed.swap_remove(k);
+                continue;
+            };
+            let acked = self.peers[id as usize].inn.as_ref().map_or(a, |i| i.acked);
+            let owed = a.wrapping_sub(acked);
+            if owed == 0 {
+                // Nothing new to acknowledge (held packets wait).
+                let held = self.peers[id as usize].inn.as_ref().is_some_and(|i| !i.held.is_empty()) || self.rejected.iter().any(|&(q, _)| q == id);
+                if !held {
+                    self.owed.swap_remove(k);
+                    continue;
+                }
+                k += 1;
+                continue;
+            }
+            // One acknowledgement per round and peer costs little on a
+            // stream: it goes at once, not only once many are owed.
+            self.send_ack(id, now);
+            k += 1;
+        }
+    }
+
+    /// Writes what full sockets left queued (`Device::push_out`).
+    fn push_queued(&mut self) {
+        let mut k = 0;
+        while k < self.backlog.len() {
+            let id = self.backlog[k];
+            let p = &mut self.peers[id as usize];
+            let tx = p.tx_side();
+            let r = p.conn_mut(tx).map_or(Ok(0), |c| c.flush());
+            if matches!(r, Ok(0)) {
+                if let Some(o) = p.out.as_mut() {
+                    self.written.append(&mut o.unwritten);
+                }
+            }
+            match r {
+                Ok(0) if p.queued() == 0 => {
+                    self.backlog.swap_remove(k);
+                }
+                Ok(_) => k += 1,
+                Err(e) => {
+                    self.backlog.swap_remove(k);
+                    let whose = if tx == Side::Out { "our" } else { "its" };
+                    self.lose(id, &format!("{whose} connection failed: {e}"), None);
+                }
+            }
+        }
+    }
     /// What we may acknowledge on `id`'s connection: every packet before
     /// the first one held (refused now or before).
     fn ack_point(&self, id: PeerId) -> Option<u32> {
@@ -986,71 +1050,20 @@ impl<T: Transport> Device for ConnDevice<T> {
         self.rejected.push((id, seq));
     }
 
+    #[inline]
     fn flush(&mut self, now: Instant, _all: bool) {
         self.clock = now;
-        let mut k = 0;
-        while k < self.owed.len() {
-            let id = self.owed[k];
-            let Some(a) = self.ack_point(id) else {
-                self.owed.swap_remove(k);
-                continue;
-            };
-            let acked = self.peers[id as usize].inn.as_ref().map_or(a, |i| i.acked);
-            let owed = a.wrapping_sub(acked);
-            if owed == 0 {
-                // Nothing new to acknowledge (held packets wait).
-                let held = self.peers[id as usize].inn.as_ref().is_some_and(|i| !i.held.is_empty()) || self.rejected.iter().any(|&(q, _)| q == id);
-                if !held {
-                    self.owed.swap_remove(k);
-                    continue;
-                }
-                k += 1;
-                continue;
-            }
-            // One acknowledgement per round and peer costs little on a
-            // stream: it goes at once, not only once many are owed. When
-            // completions do not wait for it, it waits for enough bytes
-            // or `ACK_DELAY` (the timers), and stays off the reply's path.
-            if self.cfg.complete_on_write {
-                let due = self.peers[id as usize].inn.as_ref().is_some_and(|i| i.ack_now || i.owed_bytes >= self.cfg.max_inflight_bytes / 4 || now >= i.ack_due);
-                if !due {
-                    k += 1;
-                    continue;
-                }
-            }
-            self.send_ack(id, now);
-            k += 1;
+        if !self.owed.is_empty() {
+            self.send_owed_acks(now);
         }
     }
 
+    #[inline]
     fn push_out(&mut self) {
         // `send` writes at once; only what a full socket left queued waits,
         // and goes out here (or at the next `recv`).
-        if self.backlog.is_empty() {
-            return;
-        }
-        let mut k = 0;
-        while k < self.backlog.len() {
-            let id = self.backlog[k];
-            let p = &mut self.peers[id as usize];
-            let tx = p.tx_side();
-            let r = p.conn_mut(tx).map_or(Ok(0), |c| c.flush());
-            if matches!(r, Ok(0)) {
-                if let Some(o) = p.out.as_mut() {
-                    self.written.append(&mut o.unwritten);
-                }
-            }
-            match r {
-                Ok(0) if p.queued() == 0 => {
-                    self.backlog.swap_remove(k);
-                }
-                Ok(_) => k += 1,
-                Err(e) => {
-                    self.backlog.swap_remove(k);
-                    let whose = if tx == Side::Out { "our" } else { "its" };
-                    self.lose(id, &format!("{whose} connection failed: {e}"), None);
-                }
-            }
+        if !self.backlog.is_empty() {
+            self.push_queued();
         }
     }
 
