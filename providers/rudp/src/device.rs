@@ -232,6 +232,11 @@ pub trait Device: Send {
     fn peer_addr(&self, p: PeerId) -> &[u8];
     /// Packets the device takes for `p` now.
     fn room(&self, p: PeerId) -> usize;
+    /// Whether it takes one now (`room(p) > 0`, which a device may answer
+    /// more cheaply).
+    fn has_room(&self, p: PeerId) -> bool {
+        self.room(p) > 0
+    }
     /// Sends `proto` then `payload` to `p` as one packet; `token` comes back
     /// in `RxBatch::acked` once the peer has it (0: no token wanted).
     /// `-FI_EAGAIN` when `room(p)` is 0.

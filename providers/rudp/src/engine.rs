@@ -269,6 +269,16 @@ fn token(slot: u32, gen: u32) -> u64 {
 /// # Safety
 /// The iovs name readable memory (the operation's contract).
 unsafe fn gather(iov: &[Iov], off: usize, max: usize, out: &mut [&[u8]; IOV_MAX]) -> usize {
+    if let [one] = iov {
+        // One buffer (most sends).
+        let len = max.min(one.len.saturating_sub(off));
+        if len == 0 {
+            return 0;
+        }
+        // SAFETY: inside a buffer the application keeps readable (caller).
+        out[0] = unsafe { std::slice::from_raw_parts((one.base + off) as *const u8, len) };
+        return 1;
+    }
     let mut n = 0;
     for p in rfabric_core::provider::iov_pieces(iov, off, max).take(IOV_MAX) {
         // SAFETY: inside a buffer the application keeps readable (caller).
@@ -543,7 +553,7 @@ impl<D: Device> Engine<D> {
             return Err(Error(FI_EMSGSIZE));
         }
         let comp = !op.no_completion && (!self.out.tx_selective || op.flags & FI_COMPLETION != 0);
-        if inject && !comp && len <= self.max_payload() && op.iov.len() <= IOV_MAX && self.out.send.is_none() && self.dev.room(peer) > 0 {
+        if inject && !comp && len <= self.max_payload() && op.iov.len() <= IOV_MAX && self.out.send.is_none() && self.dev.has_room(peer) {
             // An inject of one packet with nothing to report when it is
             // out (no completion, no counter): straight to the device,
             // which copies what it takes; no operation is kept. (A kept one

@@ -872,12 +872,19 @@ impl<T: Transport> Device for ConnDevice<T> {
         by_bytes.min(MAX_UNACKED.saturating_sub(o.unacked.len()))
     }
 
+    #[inline]
+    fn has_room(&self, id: PeerId) -> bool {
+        // `room(id) > 0`, without its division.
+        let p = &self.peers[id as usize];
+        !p.failed && p.out.as_ref().map_or(true, |o| o.unacked_bytes < self.cfg.max_inflight_bytes && o.unacked.len() < MAX_UNACKED)
+    }
+
     fn send(&mut self, id: PeerId, proto: &[u8], payload: &[&[u8]], token: u64) -> Result<()> {
         let bytes = 1 + proto.len() + payload.iter().map(|s| s.len()).sum::<usize>();
         if bytes > self.t.max_msg() || payload.len() > 6 {
             return Err(EINVAL);
         }
-        if self.room(id) == 0 {
+        if !self.has_room(id) {
             return Err(EAGAIN);
         }
         let now = self.clock;
