@@ -19,6 +19,7 @@ use crate::error::{Error, Result, EINVAL};
 use crate::provider::{CompletionQueue, Counter};
 use std::any::Any;
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 /// An endpoint that a queue's reader can drive.
@@ -101,6 +102,10 @@ impl CqState {
 /// A completion queue driven by its readers.
 pub struct ProgressCq {
     state: Locked<CqState>,
+    /// False only while the queue holds nothing at all (entries, error
+    /// entries, spilled ones); written under `state`'s lock. A read that
+    /// finds it false goes to progress without taking the lock first.
+    queued: AtomicBool,
     format: u32,
     esize: usize,
     wait: Option<Arc<WaitObj>>,
@@ -111,7 +116,7 @@ impl ProgressCq {
     pub fn new(attr: &CqAttr) -> Result<ProgressCq> {
         let cq = Cq::new(attr)?;
         let (format, esize, wait) = (cq.format(), cq.entry_size(), cq.wait_obj().cloned());
-        Ok(ProgressCq { state: Locked::new(CqState { cq, spill: VecDeque::new() }), format, esize, wait, bound: Bound::default() })
+        Ok(ProgressCq { state: Locked::new(CqState { cq, spill: VecDeque::new() }), queued: AtomicBool::new(false), format, esize, wait, bound: Bound::default() })
     }
     pub fn format(&self) -> u32 {
         self.format
@@ -122,6 +127,7 @@ impl ProgressCq {
         if !s.spill.is_empty() || s.cq.write(c).is_err() {
             s.spill.push_back(Spill::Ok(c));
         }
+        self.queued.store(true, Ordering::Release);
     }
     /// Queues an error completion (behind anything spilled).
     pub fn push_err(&self, e: ErrCompletion) {
@@ -129,16 +135,21 @@ impl ProgressCq {
         if !s.spill.is_empty() || s.cq.write_err(e.clone()).is_err() {
             s.spill.push_back(Spill::Err(e));
         }
+        self.queued.store(true, Ordering::Release);
     }
     fn read_once(&self, out: &mut [u8], count: usize, src: Option<&mut [u64]>) -> Result<usize> {
         let mut s = self.state.lock();
         if !s.spill.is_empty() {
             s.refill();
         }
-        match src {
+        let r = match src {
             Some(v) => s.cq.readfrom(out, count, v),
             None => s.cq.read(out, count),
+        };
+        if s.spill.is_empty() && s.cq.is_empty() {
+            self.queued.store(false, Ordering::Relaxed);
         }
+        r
     }
 }
 
@@ -151,12 +162,17 @@ impl CompletionQueue for ProgressCq {
         self.esize
     }
     fn read(&self, out: &mut [u8], count: usize, mut src: Option<&mut [u64]>) -> Result<usize> {
-        let r = self.read_once(out, count, src.as_deref_mut());
-        if !is_again(&r) {
-            return r;
+        if count.checked_mul(self.esize).map_or(true, |need| need > out.len()) || src.as_ref().is_some_and(|s| s.len() < count) {
+            return Err(EINVAL);
+        }
+        if self.queued.load(Ordering::Acquire) {
+            let r = self.read_once(out, count, src.as_deref_mut());
+            if !is_again(&r) {
+                return r;
+            }
         }
         if self.bound.progress() == 0 {
-            return r;
+            return Err(Error(c::FI_EAGAIN));
         }
         self.read_once(out, count, src)
     }
@@ -294,6 +310,24 @@ mod tests {
         assert_eq!(seen, [3, 2, 1], "one progress per empty read, attached once");
         cq.bound.detach(&p);
         assert!(is_again(&cq.read(&mut out, 1, None)));
+    }
+
+    #[test]
+    fn a_read_skips_the_lock_only_while_nothing_at_all_is_queued() {
+        // Reads that find the queue empty go straight to progress; every
+        // kind of entry must end that.
+        let cq = ProgressCq::new(&CqAttr { size: 2, format: c::FI_CQ_FORMAT_CONTEXT, wait_obj: c::FI_WAIT_NONE }).unwrap();
+        let mut out = [0u8; 8];
+        assert!(is_again(&cq.read(&mut out, 1, None)));
+        cq.push_err(ErrCompletion { base: Completion { op_context: 9, ..Completion::default() }, err: c::FI_EIO, ..ErrCompletion::default() });
+        assert_eq!(cq.read(&mut out, 1, None), Err(Error(c::FI_EAVAIL)), "an error entry alone");
+        cq.readerr(None, crate::abi::fi_version(1, 18)).unwrap();
+        assert!(is_again(&cq.read(&mut out, 1, None)));
+        cq.push(Completion { op_context: 7, ..Completion::default() });
+        assert_eq!(cq.read(&mut out, 1, None), Ok(1));
+        assert_eq!(usize::from_ne_bytes(out), 7);
+        assert!(is_again(&cq.read(&mut out, 1, None)));
+        assert_eq!(cq.read(&mut out, 2, None), Err(EINVAL), "two entries do not fit 8 bytes");
     }
 
     #[test]
