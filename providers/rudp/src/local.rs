@@ -776,7 +776,7 @@ mod tests {
         let mut small = vec![0u8; 8];
         post_recv(&mut b, &mut small, 2, None);
         send(&mut a, pb, &bytes(30, 4), 3, None).unwrap();
-        assert_eq!(next(&mut a, &mut b, true), Err(FI_ETRUNC as i32));
+        assert_eq!(next(&mut a, &mut b, true), Err(FI_ETRUNC));
         assert!(small == bytes(30, 4)[..8], "what fits");
         assert_eq!(next(&mut a, &mut b, false).map(|c| c.0), Ok(3));
         // Injects back to back arrive in order, each into its receive.
