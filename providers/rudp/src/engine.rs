@@ -461,6 +461,20 @@ impl<D: Device> Engine<D> {
         &mut self.peers[i]
     }
 
+    /// The next message id to `peer` (they order its matching).
+    fn take_msg_id(&mut self, peer: PeerId) -> u32 {
+        let st = self.peer_st(peer);
+        let m = st.tx_msg;
+        st.tx_msg = m.wrapping_add(1);
+        m
+    }
+
+    /// Gives back the id just taken: nothing was sent with it.
+    fn give_back_msg_id(&mut self, peer: PeerId) {
+        let st = self.peer_st(peer);
+        st.tx_msg = st.tx_msg.wrapping_sub(1);
+    }
+
     #[cold]
     fn grow_peers(&mut self, n: usize) {
         self.peers.resize_with(n, || PeerSt { fi_addr: FI_ADDR_NOTAVAIL, av_gen: u64::MAX, ..PeerSt::default() });
@@ -553,22 +567,17 @@ impl<D: Device> Engine<D> {
             return Err(Error(FI_EMSGSIZE));
         }
         let comp = !op.no_completion && (!self.out.tx_selective || op.flags & FI_COMPLETION != 0);
+        let mut hflags = if op.tagged { F_TAGGED } else { 0 };
+        if op.flags & FI_REMOTE_CQ_DATA != 0 {
+            hflags |= F_CQ_DATA;
+        }
         if inject && !comp && len <= self.max_payload() && op.iov.len() <= IOV_MAX && self.out.send.is_none() && self.dev.has_room(peer) {
             // An inject of one packet with nothing to report when it is
             // out (no completion, no counter): straight to the device,
             // which copies what it takes; no operation is kept. (A kept one
             // would report only an error, and an inject's has no context.)
-            let msg_id = {
-                let st = self.peer_st(peer);
-                let m = st.tx_msg;
-                st.tx_msg = m.wrapping_add(1);
-                m
-            };
-            let mut flags = if op.tagged { F_TAGGED } else { 0 };
-            if op.flags & FI_REMOTE_CQ_DATA != 0 {
-                flags |= F_CQ_DATA;
-            }
-            let h = ProtoHdr { pkt: Pkt::Msg as u8, flags, msg_id, tag: op.tag, data: op.data, total: len as u64, ..ProtoHdr::default() };
+            let msg_id = self.take_msg_id(peer);
+            let h = ProtoHdr { pkt: Pkt::Msg as u8, flags: hflags, msg_id, tag: op.tag, data: op.data, total: len as u64, ..ProtoHdr::default() };
             let mut hb = [0u8; PROTO_HDR];
             h.encode(&mut hb);
             let mut parts: [&[u8]; IOV_MAX] = [&[]; IOV_MAX];
@@ -578,8 +587,7 @@ impl<D: Device> Engine<D> {
                 return Ok(());
             }
             // Not taken now: the operation below keeps a copy and waits.
-            let st = self.peer_st(peer);
-            st.tx_msg = st.tx_msg.wrapping_sub(1);
+            self.give_back_msg_id(peer);
         }
         let (iov, niov) = copy_iov(op.iov)?;
         let mut o = Self::blank_op(if long { TxKind::Long } else { TxKind::Msg }, peer, op.context);
@@ -587,10 +595,6 @@ impl<D: Device> Engine<D> {
         o.comp = comp;
         o.cntr = Counter::Send;
         o.len = len;
-        let mut hflags = if op.tagged { F_TAGGED } else { 0 };
-        if op.flags & FI_REMOTE_CQ_DATA != 0 {
-            hflags |= F_CQ_DATA;
-        }
         if op.flags & FI_DELIVERY_COMPLETE != 0 && !inject {
             hflags |= F_RECEIPT;
             o.wait_receipt = true;
@@ -614,12 +618,7 @@ impl<D: Device> Engine<D> {
             }
             o.owned = buf;
         }
-        let msg_id = {
-            let st = self.peer_st(peer);
-            let m = st.tx_msg;
-            st.tx_msg = m.wrapping_add(1);
-            m
-        };
+        let msg_id = self.take_msg_id(peer);
         o.hdr = ProtoHdr {
             pkt: if long { Pkt::Rts } else { Pkt::Msg } as u8,
             flags: hflags,
@@ -639,8 +638,7 @@ impl<D: Device> Engine<D> {
             Ok(s) => s,
             Err(e) => {
                 // Give the message id back: nothing was sent with it.
-                let st = self.peer_st(peer);
-                st.tx_msg = st.tx_msg.wrapping_sub(1);
+                self.give_back_msg_id(peer);
                 return Err(e);
             }
         };
@@ -990,15 +988,21 @@ impl<D: Device> Engine<D> {
         Ok(())
     }
 
-    fn matched_state(m: &Matched<Posted>) -> RxState {
-        let (iov, niov, multi) = match &m.entry {
+    /// Where a matched receive's data goes: its buffers, how many, and
+    /// whether they are a multi-receive buffer's rest.
+    fn matched_buffers(m: &Matched<Posted>) -> ([Iov; IOV_MAX], usize, bool) {
+        match &m.entry {
             Ok(p) if p.spec.flags & FI_MULTI_RECV == 0 => (p.desc.iov, p.desc.niov, false),
             _ => {
                 let mut a = [Iov::default(); IOV_MAX];
                 a[0] = Iov { base: m.buf, len: m.cap };
                 (a, 1, true)
             }
-        };
+        }
+    }
+
+    fn matched_state(m: &Matched<Posted>) -> RxState {
+        let (iov, niov, multi) = Self::matched_buffers(m);
         RxState::Matched { ctx: m.ctx, iov, niov, cap: m.cap, flags: m.flags, buf: m.buf, multi }
     }
 
@@ -1486,10 +1490,11 @@ impl<D: Device> Engine<D> {
             if let Some(m) = &matched {
                 // All of it is here and its receive is known: into place and
                 // completed at once, never an entry of `rx`.
-                let RxState::Matched { ctx, iov, niov, cap, flags, buf, multi } = Self::matched_state(m) else { unreachable!() };
+                let (iov, niov, multi) = Self::matched_buffers(m);
                 // SAFETY: the receive's buffers are writable until it completes.
-                unsafe { scatter(&iov[..niov], cap, 0, payload) };
+                unsafe { scatter(&iov[..niov], m.cap, 0, payload) };
                 let data = if h.flags & F_CQ_DATA != 0 { h.data } else { 0 };
+                let (ctx, cap, flags, buf) = (m.ctx, m.cap, m.flags, m.buf);
                 self.finish_rx(RxDone { peer: p, hflags: h.flags, send_op: h.op_id, tagged, data, tag, src, total, ctx, cap, flags, buf, multi });
                 return true;
             }
@@ -1976,12 +1981,7 @@ impl<D: Device> Engine<D> {
         o.nres = nres;
         o.owned = owned;
         o.wait_resp = true;
-        let msg_id = {
-            let st = self.peer_st(peer);
-            let m = st.tx_msg;
-            st.tx_msg = m.wrapping_add(1);
-            m
-        };
+        let msg_id = self.take_msg_id(peer);
         o.hdr = ProtoHdr {
             pkt: Pkt::Atomic as u8,
             msg_id,
@@ -2000,8 +2000,7 @@ impl<D: Device> Engine<D> {
         let slot = match self.new_op(o) {
             Ok(s) => s,
             Err(e) => {
-                let st = self.peer_st(peer);
-                st.tx_msg = st.tx_msg.wrapping_sub(1);
+                self.give_back_msg_id(peer);
                 return Err(e);
             }
         };

@@ -12,7 +12,7 @@ fn errno() -> i32 {
     std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO)
 }
 
-// A connection's `recv`, `send` and `writev` go to the kernel through
+// A connection's `recv`, `send` and `sendmsg` go to the kernel through
 // syscall(2): the C library's wrappers of these calls are cancellation
 // points, and in a process with threads each call then also costs two
 // atomic operations (switching asynchronous cancellation on and off), on
