@@ -790,7 +790,7 @@ def main():
     ap.add_argument("--net-only", action="store_true",
                     help="only the network tables (rudp against tcp;ofi_rxm, udp;ofi_rxd, UCX tcp)")
     ap.add_argument("--no-net", action="store_true", help="leave out the network tables")
-    ap.add_argument("--net-reps", type=int, default=3, help="runs per network case; the median is reported (3)")
+    ap.add_argument("--net-reps", type=int, default=5, help="runs per network case; the median is reported (5)")
     ap.add_argument("--net-parts", default="lo,veth,mpi",
                     help="which network parts: lo (loopback), veth (namespaces, no loss and 1%% loss), "
                     "mpi (MPICH between the namespaces); comma-separated (lo,veth,mpi)")

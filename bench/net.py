@@ -35,7 +35,13 @@ the shm tables). Three tables and an MPI section:
 
 Latency is one-way (half the mean round trip), the mean over a run; the
 tables show the median of runs. Streaming keeps NET_WINDOW sends in flight
-(the receiver NET_WINDOW receives posted), one pair of processes per size.
+(the receiver NET_WINDOW receives posted), one pair of processes per size,
+and times STREAM_BYTES per case (LOSS_STREAM_BYTES with loss): at 32 MiB a
+large size was timed for 5 to 10 ms, where one descheduling of either side
+moved the result by tens of percent. Within a run the series take turns
+size by size, and each run starts the turn at the next series, so that a
+disturbance at a fixed point of a run (the one after the previous run's
+largest streams, say) falls on a different series each time.
 
 A case that fails (or runs past its timeout) is left out of that run and
 listed with its error and a command that repeats it; a (series, size) that
@@ -59,6 +65,8 @@ LOSS_TIMEOUT = 120
 MPI_TIMEOUT = 300
 GIVE_UP_AFTER = 5
 LOSS_PCT = 1
+STREAM_BYTES = 256 << 20
+LOSS_STREAM_BYTES = 32 << 20
 
 LO_KEYS = ("ours", "ours_udp", "ours_tcp", "rxm", "rxd", "ucx")
 VETH_KEYS = ("ours", "rxm", "ours_loss", "rxm_loss")
@@ -101,9 +109,13 @@ def pp_iters(size):
     return max(200, min(20000, (64 << 20) // size))
 
 
-def stream_count(size):
-    """fi_stream's count for -w NET_WINDOW -n 20000 -b 32 MiB."""
-    return max(2 * NET_WINDOW, min(20000, (32 << 20) // size))
+def stream_bytes(series):
+    return LOSS_STREAM_BYTES if series.loss else STREAM_BYTES
+
+
+def stream_count(size, nbytes=STREAM_BYTES):
+    """fi_stream's count for -w NET_WINDOW -n 20000 -b nbytes."""
+    return max(2 * NET_WINDOW, min(20000, nbytes // size))
 
 
 class Path:
@@ -165,14 +177,14 @@ def pingpong_cmds(series, size, port):
 
 def stream_cmds(binary, series, size, port):
     base = [binary, "-p", series.provider, "-w", str(NET_WINDOW), "-n", "20000",
-            "-b", str(32 << 20), "-S", str(size), "-P", str(port)]
+            "-b", str(stream_bytes(series)), "-S", str(size), "-P", str(port)]
     two_hosts = series.path.server_ns != series.path.client_ns
     server = base + (["-s", series.path.addr] if two_hosts else [])
     return server, base + [series.path.addr]
 
 
 def ucx_cmds(series, test, size, port):
-    n = pp_iters(size) if test == "tag_lat" else stream_count(size)
+    n = pp_iters(size) if test == "tag_lat" else stream_count(size, stream_bytes(series))
     args = ["-t", test, "-s", str(size), "-n", str(n), "-w", str(max(10, n // 10)), "-f", "-v"]
     if test == "tag_bw":
         args += ["-O", str(NET_WINDOW)]
@@ -290,11 +302,18 @@ def counters_line(totals):
 
 # ---------------------------------------------------------------- measuring
 
+def rotated(items, rep):
+    """The order of run `rep` (from 0): `items` started at rep mod len."""
+    k = rep % len(items) if items else 0
+    return list(items[k:]) + list(items[:k])
+
+
 def measure(series_list, sizes, reps, binary, log, loss=None, run_case=run_case):
     """Every (series, size) case for latency and streaming, `reps` times;
     the series alternate size by size. Returns lat {key: {size: [µs]}},
     stream {key: {size: [(GB/s, Mmsg/s)]}} and failures, a list of
-    (key, kind, size, rep, error, repro)."""
+    (key, kind, size, rep, error, repro). Run r takes the series in the
+    order rotated(series_list, r)."""
     ports = bench.Ports()
     keys = [s.key for s in series_list]
     lat = {k: {s: [] for s in sizes} for k in keys}
@@ -306,10 +325,11 @@ def measure(series_list, sizes, reps, binary, log, loss=None, run_case=run_case)
         return len([f for f in failed if f[0] == key and f[1] == kind]) >= GIVE_UP_AFTER
 
     for rep in range(reps):
+        turn = rotated(series_list, rep)
         for kind, store in (("latency", lat), ("streaming", stream)):
             log("  run %d/%d %s " % (rep + 1, reps, kind))
             for size in sizes:
-                for se in series_list:
+                for se in turn:
                     if (se.key, kind, size) in failed or given_up(se.key, kind):
                         continue
                     if loss is not None:

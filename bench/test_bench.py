@@ -297,7 +297,37 @@ class Net(unittest.TestCase):
         self.assertEqual(net.pp_iters(65536), 1024)
         self.assertEqual(net.pp_iters(4 << 20), 200)
         self.assertEqual(net.stream_count(8), 20000)
-        self.assertEqual(net.stream_count(4 << 20), 2 * net.NET_WINDOW)
+        self.assertEqual(net.stream_count(4 << 20), 64)
+        self.assertEqual(net.stream_count(4 << 20, 32 << 20), 2 * net.NET_WINDOW)
+        # fi_stream and ucx_perftest are given the same bytes: 256 MiB,
+        # 32 MiB with loss
+        lo = net.make_series("ours_tcp", net.LOOPBACK, "/lib/ours")
+        lossy = net.make_series("rxm_loss", net.VETH, "/lib/ours")
+        for se, nbytes in ((lo, 256 << 20), (lossy, 32 << 20)):
+            srv, cli = net.stream_cmds("fi_stream", se, 1 << 20, 4000)
+            self.assertEqual(cli[cli.index("-b") + 1], str(nbytes))
+        ucx = net.make_series("ucx", net.LOOPBACK, "x")
+        srv, cli = net.ucx_cmds(ucx, "tag_bw", 1 << 20, 4000)
+        self.assertEqual(cli[cli.index("-n") + 1], "256")
+
+    def test_each_run_starts_its_turn_at_the_next_series(self):
+        net = self.net
+        self.assertEqual(net.rotated("abc", 0), ["a", "b", "c"])
+        self.assertEqual(net.rotated("abc", 1), ["b", "c", "a"])
+        self.assertEqual(net.rotated("abc", 5), ["c", "a", "b"])
+        self.assertEqual(net.rotated([], 3), [])
+        series = [net.make_series(k, net.LOOPBACK, "ours") for k in ("ours", "rxm", "ucx")]
+        seen = []
+
+        def case(se, kind, size, ports, binary):
+            seen.append((se.key, kind, size))
+            return (2.0 if kind == "latency" else (1.0, 3.0)), None
+
+        net.measure(series, [8, 16], 3, "fi_stream", lambda _: None, None, case)
+        firsts = [seen[i][0] for i in range(0, len(seen), 3)]
+        # two kinds by two sizes in each run, each run led by the next series
+        self.assertEqual(firsts, ["ours"] * 4 + ["rxm"] * 4 + ["ucx"] * 4)
+        self.assertEqual(seen[12:15], [("rxm", "latency", 8), ("ucx", "latency", 8), ("ours", "latency", 8)])
 
     def test_loss_set_only_on_change_and_counted(self):
         calls = []
