@@ -78,8 +78,11 @@ const MAX_UNACKED: usize = 4096;
 const RECV_ITEMS: usize = 256;
 const RECV_BYTES: usize = 8 << 20;
 /// Packets of at least this many bytes are handed to the engine in the
-/// connection's own receive buffer rather than copied into the batch.
-const OWN_MIN: usize = 32 << 10;
+/// connection's own receive buffer rather than copied into the batch. At
+/// 16 KiB the copy costs more than the swap of buffers (16 KiB ping-pongs
+/// about 5% faster than with 32 KiB); at 4 and 8 KiB the copy into a batch
+/// that stays in cache is the cheaper of the two.
+const OWN_MIN: usize = 16 << 10;
 /// Receive buffers kept for reuse once the engine has read a batch, and
 /// the most one batch holds.
 const SPARE_MAX: usize = 16;
