@@ -211,7 +211,7 @@ clean:
 demo: install
 	scripts/demo.sh $(PREFIX)
 
-# Side-by-side shm and network benchmark (half an hour; not part of make check).
+# Side-by-side shm and network benchmark (about 40 minutes; not part of make check).
 # BENCH_ARGS: e.g. --quick, --reps 9, --sizes 8,65536, --net-only, --no-net
 .PHONY: bench
 bench:
