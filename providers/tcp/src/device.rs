@@ -80,8 +80,8 @@ const RECV_BYTES: usize = 8 << 20;
 /// Packets of at least this many bytes are handed to the engine in the
 /// connection's own receive buffer rather than copied into the batch. At
 /// 16 KiB the copy costs more than the swap of buffers (16 KiB ping-pongs
-/// about 5% faster than with 32 KiB); at 4 and 8 KiB the copy into a batch
-/// that stays in cache is the cheaper of the two.
+/// about 5% faster than with 32 KiB); a limit of 1 KiB was not clearly
+/// better at 2 to 8 KiB (docs/PERFORMANCE.md, runs O and P).
 const OWN_MIN: usize = 16 << 10;
 /// Receive buffers kept for reuse once the engine has read a batch, and
 /// the most one batch holds.
