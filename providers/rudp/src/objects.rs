@@ -375,19 +375,19 @@ impl<D: Device + 'static> Progress for EpShared<D> {
         let t0 = Instant::now();
         st.last_progress = t0;
         let n = st.engine.progress_at(t0);
-        slow_progress(self.prov, &st, t0);
+        if st.engine.round_timing {
+            slow_progress(self.prov, &st, t0);
+        }
         n
     }
 }
 
 /// A round of progress that took long enough for peers to notice (each
 /// round handles a bounded batch; this should not happen).
-/// Only when it would be logged: the clock reading costs a few percent of
-/// an idle polling loop.
+/// Called only when it would be logged (`round_timing`): the clock reading
+/// costs a few percent of an idle polling loop.
+#[cold]
 fn slow_progress<D: Device>(prov: &str, st: &EpState<D>, t0: Instant) {
-    if !st.engine.round_timing {
-        return;
-    }
     let took = t0.elapsed();
     if took >= Duration::from_millis(100) {
         rfabric_core::fi_info!(prov, FI_LOG_EP_DATA, "endpoint {}: one round of progress took {:?} ({:?})", addr_text(&st.engine.dev.name()), took, st.engine.last_round());
@@ -449,7 +449,9 @@ impl<D: Device + 'static> EpShared<D> {
                 let t0 = Instant::now();
                 st.last_progress = t0;
                 st.engine.progress_at(t0);
-                slow_progress(self.prov, &st, t0);
+                if st.engine.round_timing {
+                    slow_progress(self.prov, &st, t0);
+                }
             }
         }
     }
