@@ -945,6 +945,22 @@ impl<T: Transport> Device for ConnDevice<T> {
 
     fn recv_placing(&mut self, batch: &mut RxBatch, now: Instant, place: Placer<'_, '_>) -> usize {
         self.clock = now;
+        // The round of a polling loop on one connection, most often empty:
+        // nothing refused, handed over, written, lost, held, left to read
+        // or queued, and no timer due. Only that connection is read, as the
+        // general path below would (about a fifth of an empty round's
+        // instructions fewer).
+        if let Some(k) = self.hot {
+            let quiet = self.rejected.is_empty() && batch.owned.is_empty() && self.written.is_empty() && self.failed.is_empty() && self.holding.is_empty() && self.again.is_empty() && self.backlog.is_empty();
+            if quiet && self.hot_rounds < HOT_EPOLL_EVERY && now < self.next_scan && self.ep.registered() == 2 && self.rearm(k) {
+                batch.clear();
+                batch.data.clear();
+                self.hot_rounds += 1;
+                let side = if k & 3 == K_OUT { Side::Out } else { Side::In };
+                self.read((k >> 2) as PeerId, side, now, batch, place);
+                return batch.items.len();
+            }
+        }
         // Packets the engine refused in the last batch are kept.
         for (id, seq) in std::mem::take(&mut self.rejected) {
             let Some(it) = batch.items.iter().find(|it| it.peer == id && it.seq == seq).copied() else { continue };
@@ -1060,7 +1076,7 @@ impl<T: Transport> Device for ConnDevice<T> {
         self.rejected.push((id, seq));
     }
 
-    #[inline]
+    #[inline(always)]
     fn flush(&mut self, now: Instant, _all: bool) {
         self.clock = now;
         if !self.owed.is_empty() {
@@ -1068,7 +1084,7 @@ impl<T: Transport> Device for ConnDevice<T> {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn push_out(&mut self) {
         // `send` writes at once; only what a full socket left queued waits,
         // and goes out here (or at the next `recv`).

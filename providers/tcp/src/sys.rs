@@ -28,9 +28,23 @@ fn io_result(r: libc::c_long) -> std::io::Result<usize> {
 
 /// recv(2) into `buf`, flags 0 (the socket is non-blocking).
 pub fn recv(fd: RawFd, buf: &mut [u8]) -> std::io::Result<usize> {
+    recv_errno(fd, buf).map_err(std::io::Error::from_raw_os_error)
+}
+
+/// As `recv`, with the bare errno: the call of every poll of a connection,
+/// most often `EAGAIN`, which then builds and drops no `io::Error`.
+#[inline]
+pub fn recv_errno(fd: RawFd, buf: &mut [u8]) -> std::result::Result<usize, i32> {
     // SAFETY: `buf` is writable for its length during the call; no source
     // address is asked for.
-    io_result(unsafe { libc::syscall(libc::SYS_recvfrom, fd, buf.as_mut_ptr(), buf.len(), 0, std::ptr::null_mut::<libc::sockaddr>(), std::ptr::null_mut::<libc::socklen_t>()) })
+    let r = unsafe { libc::syscall(libc::SYS_recvfrom, fd, buf.as_mut_ptr(), buf.len(), 0, std::ptr::null_mut::<libc::sockaddr>(), std::ptr::null_mut::<libc::socklen_t>()) };
+    if r < 0 {
+        // SAFETY: the C library's errno of this thread, read right after
+        // the call that set it.
+        Err(unsafe { *libc::__errno_location() })
+    } else {
+        Ok(r as usize)
+    }
 }
 
 /// send(2) of `buf`, without SIGPIPE.

@@ -207,16 +207,16 @@ impl TcpConn {
             room = room.min(PEEK_READ);
         }
         loop {
-            match sys::recv(self.s.as_raw_fd(), &mut self.rx[self.rx_end..self.rx_end + room]) {
+            match sys::recv_errno(self.s.as_raw_fd(), &mut self.rx[self.rx_end..self.rx_end + room]) {
                 Ok(0) => return Err(Error(FI_ESHUTDOWN)),
                 Ok(n) => {
                     self.rx_end += n;
                     self.drained = n < room;
                     return Ok(true);
                 }
-                Err(e) if e.kind() == ErrorKind::WouldBlock => return Ok(false),
-                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
-                Err(e) => return Err(io_err(&e)),
+                Err(libc::EAGAIN) => return Ok(false),
+                Err(libc::EINTR) => continue,
+                Err(e) => return Err(sys::fi_err(e)),
             }
         }
     }
