@@ -34,7 +34,13 @@ the shm tables). Three tables and an MPI section:
              time per call.
 
 Latency is one-way (half the mean round trip), the mean over a run; the
-tables show the median of runs. Streaming keeps NET_WINDOW sends in flight
+tables show the median of runs. A ratio is paired: in each run, ours ÷
+the best peer of that run at that size (their cases run one after the
+other), and the table shows the median of those. The machine has phases
+that slow every series for a while, by up to 50% (in one 7-run check at
+8 B to 8 KiB, two of the runs read 30-50% slower for ours, UCX and
+tcp;ofi_rxm alike); a ratio of medians of separate runs carries them, a
+paired ratio cancels them. Streaming keeps NET_WINDOW sends in flight
 (the receiver NET_WINDOW receives posted), one pair of processes per size,
 and times STREAM_BYTES per case (LOSS_STREAM_BYTES with loss): at 32 MiB a
 large size was timed for 5 to 10 ms, where one descheduling of either side
@@ -312,12 +318,13 @@ def rotated(items, rep):
     return list(items[k:]) + list(items[:k])
 
 
-def measure(series_list, sizes, reps, binary, log, loss=None, run_case=run_case):
+def measure(series_list, sizes, reps, binary, log, loss=None, run_case=run_case, by_run=None):
     """Every (series, size) case for latency and streaming, `reps` times;
     the series alternate size by size. Returns lat {key: {size: [µs]}},
     stream {key: {size: [(GB/s, Mmsg/s)]}} and failures, a list of
     (key, kind, size, rep, error, repro). Run r takes the series in the
-    order rotated(series_list, r)."""
+    order rotated(series_list, r). `by_run`, a dict, gets each value by
+    run too: by_run[(key, kind, size)][r] (for paired_ratios)."""
     ports = bench.Ports()
     keys = [s.key for s in series_list]
     lat = {k: {s: [] for s in sizes} for k in keys}
@@ -344,6 +351,8 @@ def measure(series_list, sizes, reps, binary, log, loss=None, run_case=run_case)
                         failures.append((se.key, kind, size, rep + 1) + tuple(err))
                     else:
                         store[se.key][size].append(v)
+                        if by_run is not None:
+                            by_run.setdefault((se.key, kind, size), {})[rep] = v
                 log(".")
             log("\n")
     if loss is not None:
@@ -364,6 +373,38 @@ def medians(sizes, lat, stream):
     return out
 
 
+def paired_ratios(sizes, by_run, groups):
+    """{(ours, size): (latency, GB/s, Mmsg/s) ratios}: in each run where
+    ours and at least one peer have a value, ours ÷ the best peer of that
+    run (lowest latency, highest rate); the median over those runs (None:
+    no such run)."""
+    out = {}
+    for ours, peers in groups:
+        for s in sizes:
+            cells = []
+            for kind, idx, lower in (("latency", None, True), ("streaming", 0, False), ("streaming", 1, False)):
+                mine = by_run.get((ours, kind, s), {})
+                rs = []
+                for r, v in sorted(mine.items()):
+                    pv = [by_run[(p, kind, s)][r] for p in peers if r in by_run.get((p, kind, s), {})]
+                    if idx is not None:
+                        v, pv = v[idx], [x[idx] for x in pv]
+                    ratio = bench.ratio(v, pv, lower)
+                    if ratio is not None:
+                        rs.append(ratio)
+                cells.append(bench.median_or_none(rs))
+            out[(ours, s)] = tuple(cells)
+    return out
+
+
+def ratio_of(ratios, med, ours, peers, s, idx):
+    """The ratio cell: paired (`ratios`, from paired_ratios) when given,
+    otherwise of the medians."""
+    if ratios is not None:
+        return ratios.get((ours, s), (None, None, None))[idx]
+    return bench.ratio(med[ours][s][idx], [med[p][s][idx] for p in peers], idx == 0)
+
+
 # ---------------------------------------------------------------- reporting
 
 def md_table(head, rows):
@@ -372,8 +413,9 @@ def md_table(head, rows):
     return out
 
 
-def lat_table(sizes, med, groups):
-    """groups: [(ours key, [peer keys])]; one ratio column per group."""
+def lat_table(sizes, med, groups, ratios=None):
+    """groups: [(ours key, [peer keys])]; one ratio column per group
+    (paired `ratios` when given, see ratio_of)."""
     head = ["size"]
     for ours, peers in groups:
         head += [SHORT[ours]] + [SHORT[p] for p in peers] + ["ours÷best" if len(peers) > 1 else "ours÷%s" % SHORT[peers[0]]]
@@ -382,12 +424,12 @@ def lat_table(sizes, med, groups):
         cells = [bench.human(s)]
         for ours, peers in groups:
             cells += [bench.fmt(med[k][s][0]) for k in [ours] + peers]
-            cells.append(bench.fmt(bench.ratio(med[ours][s][0], [med[p][s][0] for p in peers], True), 2))
+            cells.append(bench.fmt(ratio_of(ratios, med, ours, peers, s, 0), 2))
         rows.append(cells)
     return md_table(head, rows)
 
 
-def stream_table(sizes, med, groups):
+def stream_table(sizes, med, groups, ratios=None):
     head = ["size"]
     for idx, unit in ((1, "GB/s"), (2, "Mmsg/s")):
         for ours, peers in groups:
@@ -399,7 +441,7 @@ def stream_table(sizes, med, groups):
         for idx in (1, 2):
             for ours, peers in groups:
                 cells += [bench.fmt(med[k][s][idx]) for k in [ours] + peers]
-                cells.append(bench.fmt(bench.ratio(med[ours][s][idx], [med[p][s][idx] for p in peers], False), 2))
+                cells.append(bench.fmt(ratio_of(ratios, med, ours, peers, s, idx), 2))
         rows.append(cells)
     return md_table(head, rows)
 
@@ -414,13 +456,13 @@ def failures_md(failures):
     return out
 
 
-def targets(sizes, med, ours, peers, from_size=65536):
+def targets(sizes, med, ours, peers, from_size=65536, ratios=None):
     """Which targets hold: latency ≤ 1.0× the best peer at every size,
-    streaming GB/s ≥ 1.0× from 64 KiB. One line."""
-    lat_bad = [s for s in sizes
-               if (r := bench.ratio(med[ours][s][0], [med[p][s][0] for p in peers], True)) is None or r > 1.0]
+    streaming GB/s ≥ 1.0× from 64 KiB (the ratios of the tables: paired
+    when `ratios` is given). One line."""
+    lat_bad = [s for s in sizes if (r := ratio_of(ratios, med, ours, peers, s, 0)) is None or r > 1.0]
     bw_bad = [s for s in sizes if s >= from_size and
-              ((r := bench.ratio(med[ours][s][1], [med[p][s][1] for p in peers], False)) is None or r < 1.0)]
+              ((r := ratio_of(ratios, med, ours, peers, s, 1)) is None or r < 1.0)]
 
     def sz(lst):
         return ", ".join(bench.human(s) for s in lst) if lst else "none"
@@ -433,7 +475,8 @@ def targets(sizes, med, ours, peers, from_size=65536):
 def write_csv(path, sections):
     """Long format: table, series, size, lat_us, gbs, mmsgs. Ratio rows
     have series 'ratio:<ours>/<best of peers>'. sections: [(table, sizes,
-    med, groups)]."""
+    med, groups)] or [(table, sizes, med, groups, ratios)] with paired
+    ratios (see ratio_of)."""
     import csv
     with open(path, "w", newline="") as f:
         w = csv.writer(f)
@@ -441,13 +484,13 @@ def write_csv(path, sections):
 
         def num(v):
             return "" if v is None else "%.6g" % v
-        for table, sizes, med, groups in sections:
+        for table, sizes, med, groups, *paired in sections:
+            ratios = paired[0] if paired else None
             for s in sizes:
                 for k in med:
                     w.writerow([table, k, s] + [num(v) for v in med[k][s]])
                 for ours, peers in groups:
-                    r = [bench.ratio(med[ours][s][0], [med[p][s][0] for p in peers], True)]
-                    r += [bench.ratio(med[ours][s][i], [med[p][s][i] for p in peers], False) for i in (1, 2)]
+                    r = [ratio_of(ratios, med, ours, peers, s, i) for i in (0, 1, 2)]
                     w.writerow([table, "ratio:%s/%s" % (ours, "|".join(peers)), s] + [num(v) for v in r])
 
 
@@ -661,8 +704,9 @@ def run(repo, ours_lib, ours_err, sizes, reps, parts, log, quick=False):
         series = [make_series(k, path, ours_lib) for k in keys]
         t0, load0 = time.time(), uptime()
         log("network, loopback %s: %s\n" % (where, ", ".join(keys)))
+        by_run = {}
         try:
-            lat, stream, fails = measure(series, sizes, reps, binary, log)
+            lat, stream, fails = measure(series, sizes, reps, binary, log, by_run=by_run)
         finally:
             if not why:
                 netns("lo-down")
@@ -671,20 +715,22 @@ def run(repo, ours_lib, ours_err, sizes, reps, parts, log, quick=False):
             med.setdefault(k, {s: (None, None, None) for s in sizes})
         peers = [k for k in lo_keys if not k.startswith("ours")]
         groups = [(k, peers) for k in ("ours", "ours_udp", "ours_tcp") if k in lo_keys]
+        ratios = paired_ratios(sizes, by_run, groups)
         text += ["## Loopback: rudp and our tcp vs tcp;ofi_rxm, udp;ofi_rxd, UCX tcp", "",
                  "On one host rudp's peers meet in shared memory (column ours); column ours UDP is rudp "
                  "with FI_RUDP_ENABLE_SHM=0, through UDP on 127.0.0.1.", "",
                  "127.0.0.1 %s, server on core 0, client on core 1; %d run%s per case, %.0f s, %s at the start, "
                  "%s at the end." % (where, reps, "s" if reps > 1 else "", time.time() - t0, load0, uptime()), "",
-                 "One-way latency, µs (median of runs; lower is better; ratio = ours ÷ best peer, target ≤ 1.0)", ""]
-        text += lat_table(sizes, med, groups)
-        text += ["", "Streaming, window %d (median of runs; higher is better; ratio = ours ÷ best peer, "
-                 "target ≥ 1.0 from 64 KiB)" % NET_WINDOW, ""]
-        text += stream_table(sizes, med, groups)
+                 "One-way latency, µs (median of runs; lower is better; ratio = median over runs of ours ÷ "
+                 "the best peer of the same run, target ≤ 1.0)", ""]
+        text += lat_table(sizes, med, groups, ratios)
+        text += ["", "Streaming, window %d (median of runs; higher is better; ratio = median over runs of ours ÷ "
+                 "the best peer of the same run, target ≥ 1.0 from 64 KiB)" % NET_WINDOW, ""]
+        text += stream_table(sizes, med, groups, ratios)
         for k, _ in groups:
-            text += ["", targets(sizes, med, k, peers)]
+            text += ["", targets(sizes, med, k, peers, ratios=ratios)]
         text += failures_md(fails) + [""]
-        sections.append(("loopback", sizes, med, groups))
+        sections.append(("loopback", sizes, med, groups, ratios))
         lo_block = (sizes, med)
 
     need_ns = "veth" in parts or "mpi" in parts
@@ -717,14 +763,16 @@ def veth_and_mpi(repo, ours_lib, ours_err, sizes, reps, parts, log, quick, why, 
             loss = Loss()
             t0, load0 = time.time(), uptime()
             log("network, veth, no loss and %d%% loss: %s\n" % (LOSS_PCT, ", ".join(keys)))
+            by_run = {}
             try:
-                lat, stream, fails = measure(series, sizes, reps, binary, log, loss)
+                lat, stream, fails = measure(series, sizes, reps, binary, log, loss, by_run=by_run)
             finally:
                 netns("loss", "off")
             med = medians(sizes, lat, stream)
             for k in VETH_KEYS:
                 med.setdefault(k, {s: (None, None, None) for s in sizes})
             groups = [("ours", ["rxm"]), ("ours_loss", ["rxm_loss"])]
+            ratios = paired_ratios(sizes, by_run, groups)
             text += ["## veth between two namespaces, no loss and %d%% loss: rudp vs tcp;ofi_rxm" % LOSS_PCT, "",
                      "Client in rfbn-a (10.78.0.1, core 1), server in rfbn-b (10.78.0.2, core 0), veth rfbn0, "
                      "MTU 1500, tso/gso/gro off; loss: bench/netns.sh loss %d (in rfbn-b: UDP packets and TCP "
@@ -732,15 +780,17 @@ def veth_and_mpi(repo, ours_lib, ours_err, sizes, reps, parts, log, quick, why, 
                      "size by size; %d run%s per case, %.0f s, %s at the start, %s at the end."
                      % (LOSS_PCT, LOSS_PCT, reps, "s" if reps > 1 else "", time.time() - t0, load0, uptime()), "",
                      counters_line(loss.totals), "",
-                     "One-way latency, µs (median of runs; lower is better; ratio = ours ÷ tcp;ofi_rxm under "
-                     "the same loss, target ≤ 1.0)", ""]
-            text += lat_table(sizes, med, groups)
-            text += ["", "Streaming, window %d (median of runs; higher is better; ratio = ours ÷ tcp;ofi_rxm "
-                     "under the same loss, target ≥ 1.0 from 64 KiB)" % NET_WINDOW, ""]
-            text += stream_table(sizes, med, groups)
-            text += ["", targets(sizes, med, "ours", ["rxm"]), "", targets(sizes, med, "ours_loss", ["rxm_loss"])]
+                     "One-way latency, µs (median of runs; lower is better; ratio = median over runs of ours ÷ "
+                     "tcp;ofi_rxm under the same loss in the same run, target ≤ 1.0)", ""]
+            text += lat_table(sizes, med, groups, ratios)
+            text += ["", "Streaming, window %d (median of runs; higher is better; ratio = median over runs of "
+                     "ours ÷ tcp;ofi_rxm under the same loss in the same run, target ≥ 1.0 from 64 KiB)"
+                     % NET_WINDOW, ""]
+            text += stream_table(sizes, med, groups, ratios)
+            text += ["", targets(sizes, med, "ours", ["rxm"], ratios=ratios), "",
+                     targets(sizes, med, "ours_loss", ["rxm_loss"], ratios=ratios)]
             text += failures_md(fails) + [""]
-            sections.append(("veth", sizes, med, groups))
+            sections.append(("veth", sizes, med, groups, ratios))
             veth_block = (sizes, med)
     if "mpi" in parts:
         import mpi_oversub

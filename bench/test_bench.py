@@ -421,6 +421,50 @@ class Net(unittest.TestCase):
         md = "\n".join(net.failures_md([("ours", "streaming", 131072, 2, "client exit 2", "cmd x")]))
         self.assertIn("- ours streaming 128 KiB (run 2): client exit 2  \n  repeat: `cmd x`", md)
 
+    def test_paired_ratios_cancel_a_slow_run(self):
+        net = self.net
+        series = [net.make_series(k, net.LOOPBACK, "ours") for k in ("ours_tcp", "rxm", "ucx")]
+        # Run 1 is slow for every series (a phase of the machine); in two
+        # of three runs ours is 0.9 of UCX, the best peer. The medians of
+        # runs say 13.2 against 12 (1.1), the paired ratio 0.9.
+        lat_of = {"ours_tcp": [9.0, 18.0, 13.2], "rxm": [15.0, 30.0, 15.0], "ucx": [10.0, 20.0, 12.0]}
+        bw_of = {"ours_tcp": [2.0, 1.0, 3.0], "rxm": [1.0, 0.5, 1.5], "ucx": [4.0, 0.4, 2.0]}
+
+        calls = {}
+
+        def case(se, kind, size, ports, binary):
+            r = calls[(se.key, kind, size)] = calls.get((se.key, kind, size), -1) + 1
+            if se.key == "rxm" and size == 16:
+                return None, ("exit 1", "again")
+            if kind == "latency":
+                return lat_of[se.key][r], None
+            return (bw_of[se.key][r], 1.0), None
+
+        by_run = {}
+        lat, stream, fails = net.measure(series, [8, 16], 3, "fi_stream", lambda _: None, None, case, by_run=by_run)
+        self.assertEqual(by_run[("ours_tcp", "latency", 8)], {0: 9.0, 1: 18.0, 2: 13.2})
+        self.assertNotIn(("rxm", "latency", 16), by_run)
+        groups = [("ours_tcp", ["rxm", "ucx"])]
+        ratios = net.paired_ratios([8, 16], by_run, groups)
+        self.assertAlmostEqual(ratios[("ours_tcp", 8)][0], 0.9)
+        # streaming: the best peer of each run is the fastest (4, 0.5, 2)
+        self.assertAlmostEqual(ratios[("ours_tcp", 8)][1], 1.5)
+        # a failed peer leaves the other peers of the run
+        self.assertAlmostEqual(ratios[("ours_tcp", 16)][0], 0.9)
+        med = net.medians([8, 16], lat, stream)
+        self.assertAlmostEqual(net.ratio_of(None, med, "ours_tcp", ["rxm", "ucx"], 8, 0), 13.2 / 12.0)
+        self.assertAlmostEqual(net.ratio_of(ratios, med, "ours_tcp", ["rxm", "ucx"], 8, 0), 0.9)
+        text = "\n".join(net.lat_table([8, 16], med, groups, ratios))
+        self.assertIn("| 8 B | 13.2 | 15.0 | 12.0 | 0.90 |", text)
+        self.assertIn("latency ≤ 1.0× at every size: met", net.targets([8, 16], med, "ours_tcp", ["rxm", "ucx"], ratios=ratios))
+        # without a peer in any run there is no ratio, and the target is missed
+        self.assertEqual(net.paired_ratios([8], {("ours", "latency", 8): {0: 1.0}}, [("ours", ["rxm"])])[("ours", 8)],
+                         (None, None, None))
+        with tempfile.TemporaryDirectory() as d:
+            net.write_csv(os.path.join(d, "n.csv"), [("loopback", [8, 16], med, groups, ratios)])
+            with open(os.path.join(d, "n.csv")) as f:
+                self.assertIn("loopback,ratio:ours_tcp/rxm|ucx,8,0.9,", f.read())
+
     def test_mpi_markdown(self):
         res = {"ours": {("pingpong", 8): [40.0, 50.0, 60.0], ("allreduce", 8): [10.0]},
                "wheel": {("pingpong", 8): [100.0], ("allreduce", 8): [5.0]}}
