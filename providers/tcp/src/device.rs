@@ -289,6 +289,9 @@ pub struct ConnDevice<T: Transport> {
     backlog: Vec<PeerId>,
     /// Peers owed an `Ack`.
     owed: Vec<PeerId>,
+    /// With `complete_on_write`: no `Ack` of `owed` is due before this
+    /// time, so `flush` does not look at them (it did in every round).
+    acks_check_at: Instant,
     /// Refused in the batch just handed out: (peer, seq).
     rejected: Vec<(PeerId, u32)>,
     /// Lost, to report at the next `recv`.
@@ -349,6 +352,7 @@ impl<T: Transport> ConnDevice<T> {
             again: Vec::new(),
             backlog: Vec::new(),
             owed: Vec::new(),
+            acks_check_at: Instant::now(),
             rejected: Vec::new(),
             failed: Vec::new(),
             holding: Vec::new(),
@@ -609,6 +613,8 @@ impl<T: Transport> ConnDevice<T> {
                     i.ack_now |= kind == DATA_ACK;
                     i.rx_seq = i.rx_seq.wrapping_add(1);
                     i.owed_bytes += len + placed;
+                    let due = if i.ack_now || i.owed_bytes >= self.cfg.max_inflight_bytes / 4 { now } else { i.ack_due };
+                    self.acks_check_at = self.acks_check_at.min(due);
                     self.stats.received += 1;
                     if !self.owed.contains(&id) {
                         self.owed.push(id);
@@ -635,6 +641,8 @@ impl<T: Transport> ConnDevice<T> {
 
     /// Acknowledgements owed to peers that are due (`Device::flush`).
     fn send_owed_acks(&mut self, now: Instant) {
+        // The earliest time one of the peers left in `owed` is due.
+        let mut next = now + Duration::from_secs(3600);
         let mut k = 0;
         while k < self.owed.len() {
             let id = self.owed[k];
@@ -644,6 +652,9 @@ impl<T: Transport> ConnDevice<T> {
             if self.cfg.complete_on_write {
                 let due = self.peers[id as usize].inn.as_ref().map_or(true, |i| i.ack_now || i.owed_bytes >= self.cfg.max_inflight_bytes / 4 || now >= i.ack_due);
                 if !due {
+                    if let Some(i) = self.peers[id as usize].inn.as_ref() {
+                        next = next.min(i.ack_due);
+                    }
                     k += 1;
                     continue;
                 }
@@ -661,14 +672,20 @@ impl<T: Transport> ConnDevice<T> {
                     self.owed.swap_remove(k);
                     continue;
                 }
+                // Looked at again in every round while they are held.
+                next = now;
                 k += 1;
                 continue;
             }
             // One acknowledgement per round and peer costs little on a
             // stream: it goes at once, not only once many are owed.
             self.send_ack(id, now);
+            if let Some(i) = self.peers[id as usize].inn.as_ref() {
+                next = next.min(i.ack_due);
+            }
             k += 1;
         }
+        self.acks_check_at = next;
     }
 
     /// Writes what full sockets left queued (`Device::push_out`).
@@ -1079,7 +1096,7 @@ impl<T: Transport> Device for ConnDevice<T> {
     #[inline(always)]
     fn flush(&mut self, now: Instant, _all: bool) {
         self.clock = now;
-        if !self.owed.is_empty() {
+        if !self.owed.is_empty() && (now >= self.acks_check_at || !self.cfg.complete_on_write) {
             self.send_owed_acks(now);
         }
     }
