@@ -277,8 +277,13 @@ pub trait Device: Send {
     fn unacked(&self) -> bool;
     /// Counters of dropped and retransmitted datagrams, for logs and tests.
     fn stats(&self) -> Stats;
-    /// A file descriptor that turns readable when packets arrive.
+    /// A file descriptor that turns readable when packets arrive; for a
+    /// device that reads a source directly in every round instead (tcp's
+    /// only connection), only once `keep_watching` was called.
     fn fd(&self) -> i32;
+    /// Someone will block on `fd` (an endpoint's progress thread): from now
+    /// on it must turn readable for every packet.
+    fn keep_watching(&mut self) {}
     /// The endpoint's own address, as peers hold it in their AV
     /// (`fi_getname`).
     fn name(&self) -> Vec<u8>;

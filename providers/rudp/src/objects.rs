@@ -510,7 +510,11 @@ impl<D: Device + 'static> RdmEp<D> {
     fn start_progress(&self) {
         let sh = self.shared.clone();
         let h = std::thread::Builder::new().name(format!("{}-progress", self.shared.prov)).spawn(move || {
-            let fd = locked(&sh.st).engine.dev.fd();
+            let fd = {
+                let mut st = locked(&sh.st);
+                st.engine.dev.keep_watching();
+                st.engine.dev.fd()
+            };
             while !sh.stop.load(Ordering::Acquire) {
                 let n = sh.progress();
                 if n == 0 {

@@ -87,7 +87,7 @@ impl RdmDevices for TcpDevices {
     fn open(&self, bind: SocketAddr) -> Result<Self::Dev> {
         let s = &self.settings;
         let t = TcpTransport::bind(bind, s.max_packet)?;
-        let cfg = ConnConfig { peer_timeout: Duration::from_millis(s.peer_timeout_ms), max_inflight_bytes: s.inflight_bytes.max(s.max_packet), complete_on_write: true, ..ConnConfig::default() };
+        let cfg = ConnConfig { peer_timeout: Duration::from_millis(s.peer_timeout_ms), max_inflight_bytes: s.inflight_bytes.max(s.max_packet), complete_on_write: true, unwatch_hot: true, ..ConnConfig::default() };
         let dev = ConnDevice::new(t, cfg)?;
         rfabric_core::fi_info!(NAME, FI_LOG_EP_CTRL, "endpoint listening on {} (packets up to {} bytes)", dev.transport().local_addr(), dev.max_packet());
         Ok(dev)
