@@ -207,6 +207,15 @@ enum Side {
 }
 
 impl Side {
+    /// The side a connection's epoll key (`K_OUT` or `K_IN`) names.
+    fn of_key(k: u64) -> Side {
+        if k & 3 == K_OUT {
+            Side::Out
+        } else {
+            Side::In
+        }
+    }
+
     fn kind(self) -> u64 {
         match self {
             Side::Out => K_OUT,
@@ -661,7 +670,7 @@ impl<T: Transport> ConnDevice<T> {
         if !self.cfg.unwatch_hot || self.keep_watching || self.unwatched.is_some() {
             return;
         }
-        let side = if k & 3 == K_OUT { Side::Out } else { Side::In };
+        let side = Side::of_key(k);
         let Some(fd) = self.peers.get((k >> 2) as usize).and_then(|p| p.conn(side)).map(|c| c.fd()) else { return };
         let before = self.ep.registered();
         self.ep.remove(fd);
@@ -670,12 +679,21 @@ impl<T: Transport> ConnDevice<T> {
         }
     }
 
+    /// The listener and one connection, whether or not that one is in the
+    /// epoll set.
+    fn lone_connection(&self) -> bool {
+        self.ep.registered() + usize::from(self.unwatched.is_some()) == 2
+    }
+
     /// Puts the connection `unwatch` took out back into the epoll set
     /// (watched, unless its reading is paused).
     fn rewatch(&mut self) {
         let Some((fd, k)) = self.unwatched.take() else { return };
         if let Err(e) = self.ep.add(fd, k) {
+            // Kept out: every round still reads it (see recv_placing), and
+            // the next rewatch tries again.
             rfabric_core::fi_warn!(crate::provider::NAME, FI_LOG_EP_DATA, "cannot watch a connection again: {}", e);
+            self.unwatched = Some((fd, k));
             return;
         }
         let paused = self.peers.get((k >> 2) as usize).and_then(|p| p.inn.as_ref()).is_some_and(|i| i.paused);
@@ -687,8 +705,7 @@ impl<T: Transport> ConnDevice<T> {
     /// Tells the connection `k` (`K_OUT` or `K_IN`) names to read at its
     /// next `recv` whatever its last read found; false when there is none.
     fn rearm(&mut self, k: u64) -> bool {
-        let side = if k & 3 == K_OUT { Side::Out } else { Side::In };
-        let c = self.peers.get_mut((k >> 2) as usize).and_then(|p| p.conn_mut(side));
+        let c = self.peers.get_mut((k >> 2) as usize).and_then(|p| p.conn_mut(Side::of_key(k)));
         c.map(|c| c.rearm()).is_some()
     }
 
@@ -1022,7 +1039,7 @@ impl<T: Transport> Device for ConnDevice<T> {
         // fifth of an empty round's instructions fewer).
         if let Some(k) = self.hot {
             let quiet = self.rejected.is_empty() && self.written.is_empty() && self.failed.is_empty() && self.holding.is_empty() && self.again.is_empty() && self.backlog.is_empty();
-            let only_one = self.ep.registered() + usize::from(self.unwatched.is_some()) == 2;
+            let only_one = self.lone_connection();
             if quiet && self.hot_rounds < HOT_EPOLL_EVERY && now < self.next_scan && only_one && self.rearm(k) {
                 for b in batch.owned.drain(..) {
                     if self.spare.len() < SPARE_MAX {
@@ -1032,8 +1049,7 @@ impl<T: Transport> Device for ConnDevice<T> {
                 batch.clear();
                 batch.data.clear();
                 self.hot_rounds += 1;
-                let side = if k & 3 == K_OUT { Side::Out } else { Side::In };
-                self.read((k >> 2) as PeerId, side, now, batch, place);
+                self.read((k >> 2) as PeerId, Side::of_key(k), now, batch, place);
                 return batch.items.len();
             }
         }
@@ -1100,7 +1116,7 @@ impl<T: Transport> Device for ConnDevice<T> {
         ready.append(&mut self.again);
         // The listener and one connection: read the connection directly
         // (asking epoll now and then for the listener).
-        let only_one = self.ep.registered() + usize::from(self.unwatched.is_some()) == 2;
+        let only_one = self.lone_connection();
         let hot = self.hot.filter(|&k| only_one && self.hot_rounds < HOT_EPOLL_EVERY && self.rearm(k));
         match hot {
             Some(k) => {
@@ -1211,8 +1227,10 @@ mod tests {
         dev_max(timeout_ms, 4096)
     }
     fn dev_max(timeout_ms: u64, max_msg: usize) -> ConnDevice<TcpTransport> {
+        dev_with(max_msg, ConnConfig { peer_timeout: Duration::from_millis(timeout_ms), ..ConnConfig::default() })
+    }
+    fn dev_with(max_msg: usize, cfg: ConnConfig) -> ConnDevice<TcpTransport> {
         let t = TcpTransport::bind("127.0.0.1:0".parse().unwrap(), max_msg).unwrap();
-        let cfg = ConnConfig { peer_timeout: Duration::from_millis(timeout_ms), ..ConnConfig::default() };
         ConnDevice::new(t, cfg).unwrap()
     }
 
@@ -1357,10 +1375,8 @@ mod tests {
         // A keeps at most 8 bytes of refused packets per connection: B's
         // first refused answer pauses the reading of A's own connection,
         // which carries B's answers.
-        let t = TcpTransport::bind("127.0.0.1:0".parse().unwrap(), 4096).unwrap();
-        let mut a = ConnDevice::new(t, ConnConfig { hold_max: 8, unwatch_hot, ..ConnConfig::default() }).unwrap();
-        let t = TcpTransport::bind("127.0.0.1:0".parse().unwrap(), 4096).unwrap();
-        let mut b = ConnDevice::new(t, ConnConfig { unwatch_hot, ..ConnConfig::default() }).unwrap();
+        let mut a = dev_with(4096, ConnConfig { hold_max: 8, unwatch_hot, ..ConnConfig::default() });
+        let mut b = dev_with(4096, ConnConfig { unwatch_hot, ..ConnConfig::default() });
         let pb = a.peer(b.transport().addr()).unwrap();
         let (mut ba, mut bb) = (RxBatch::default(), RxBatch::default());
         let (mut ga, mut gb, mut aa, mut ab, mut la, mut lb) = (vec![], vec![], vec![], vec![], vec![], vec![]);
@@ -1469,10 +1485,7 @@ mod tests {
 
     #[test]
     fn a_lone_connection_leaves_the_epoll_set_until_another_comes_or_someone_waits() {
-        let unwatching = || {
-            let t = TcpTransport::bind("127.0.0.1:0".parse().unwrap(), 4096).unwrap();
-            ConnDevice::new(t, ConnConfig { unwatch_hot: true, ..ConnConfig::default() }).unwrap()
-        };
+        let unwatching = || dev_with(4096, ConnConfig { unwatch_hot: true, ..ConnConfig::default() });
         let (mut a, mut b, pa) = ping_pong(unwatching(), unwatching(), 20, 0);
         let pb = a.peer(b.transport().addr()).unwrap();
         // Each side reads its one connection directly; epoll holds the

@@ -9,7 +9,9 @@ use std::net::{SocketAddr, TcpStream};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
 fn errno() -> i32 {
-    std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO)
+    // SAFETY: the C library's errno of this thread; read right after the
+    // call that set it, as every caller here does.
+    unsafe { *libc::__errno_location() }
 }
 
 // A connection's `recv`, `send` and `sendmsg` go to the kernel through
@@ -39,9 +41,7 @@ pub fn recv_errno(fd: RawFd, buf: &mut [u8]) -> std::result::Result<usize, i32> 
     // address is asked for.
     let r = unsafe { libc::syscall(libc::SYS_recvfrom, fd, buf.as_mut_ptr(), buf.len(), 0, std::ptr::null_mut::<libc::sockaddr>(), std::ptr::null_mut::<libc::socklen_t>()) };
     if r < 0 {
-        // SAFETY: the C library's errno of this thread, read right after
-        // the call that set it.
-        Err(unsafe { *libc::__errno_location() })
+        Err(errno())
     } else {
         Ok(r as usize)
     }
