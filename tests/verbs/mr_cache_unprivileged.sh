@@ -24,7 +24,11 @@ fi
 echo "vm.unprivileged_userfaultfd = $(cat /proc/sys/vm/unprivileged_userfaultfd 2>/dev/null || echo '?')"
 cd "$tmp" || exit 1
 fail=0
-if env RFABRIC_TEST_MR_CACHE_NO_PAGEMAP=1 $as ./core-tests mr_cache >out.txt 2>&1 && grep -q 'test result: ok' out.txt; then
+# One test thread: the tests take turns anyway (a lock), and a harness
+# thread started meanwhile could map its stack at an address a test has
+# just freed and maps again (MAP_FIXED_NOREPLACE then fails: seen once in
+# mremap_invalidates).
+if env RFABRIC_TEST_MR_CACHE_NO_PAGEMAP=1 $as ./core-tests mr_cache --test-threads=1 >out.txt 2>&1 && grep -q 'test result: ok' out.txt; then
 	echo "PASS the cache's tests unprivileged: $(grep 'test result' out.txt)"
 else
 	echo "FAIL the cache's tests unprivileged:"; tail -30 out.txt; fail=1
