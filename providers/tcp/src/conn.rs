@@ -76,12 +76,15 @@ pub trait Conn: Send {
     /// its descriptor turning readable: a caller that stops early comes
     /// back without waiting.
     fn recv(&mut self) -> Result<Option<&[u8]>>;
-    /// As `recv`, but a message of at least `min` bytes may come as a
-    /// buffer of its own, the connection's receive buffer that it was read
-    /// into, handed over instead of copied out; the connection goes on
-    /// with one of `spare` (or a new one). Default: `recv`.
-    fn recv_msg(&mut self, min: usize, spare: &mut Vec<Vec<u8>>) -> Result<Option<Msg<'_>>> {
-        let _ = (min, spare);
+    /// As `recv`, but a message may come as a buffer of its own, the
+    /// connection's receive buffer that it was read into, handed over
+    /// instead of copied out (the connection goes on with one of `spare`,
+    /// or a new one): one of at least `min` bytes, whose rest is read into
+    /// that buffer and nothing after it, and one of at least `whole_min`
+    /// bytes that is the last whole message buffered (nothing after it
+    /// needs moving). Default: `recv`.
+    fn recv_msg(&mut self, min: usize, whole_min: usize, spare: &mut Vec<Vec<u8>>) -> Result<Option<Msg<'_>>> {
+        let _ = (min, whole_min, spare);
         Ok(self.recv()?.map(Msg::Slice))
     }
     /// As `recv_msg`, and the rest of a message of at least `min` bytes
@@ -91,9 +94,9 @@ pub trait Conn: Send {
     /// again at each (so a place that went away is not written); one whose
     /// place went away midway has its rest read and dropped. Default:
     /// `recv_msg`, nothing placed.
-    fn recv_placed<'p>(&mut self, min: usize, spare: &mut Vec<Vec<u8>>, head: usize, place: &mut dyn FnMut(&[u8], usize) -> Option<Placement<'p>>) -> Result<Option<Msg<'_>>> {
+    fn recv_placed<'p>(&mut self, min: usize, whole_min: usize, spare: &mut Vec<Vec<u8>>, head: usize, place: &mut dyn FnMut(&[u8], usize) -> Option<Placement<'p>>) -> Result<Option<Msg<'_>>> {
         let _ = (head, place);
-        self.recv_msg(min, spare)
+        self.recv_msg(min, whole_min, spare)
     }
     /// The next `recv` asks the transport even if the last one found
     /// nothing more to read (for a caller that polls this connection

@@ -81,8 +81,15 @@ const RECV_BYTES: usize = 8 << 20;
 /// connection's own receive buffer rather than copied into the batch. At
 /// 16 KiB the copy costs more than the swap of buffers (16 KiB ping-pongs
 /// about 5% faster than with 32 KiB); a limit of 1 KiB was not clearly
-/// better at 2 to 8 KiB (docs/PERFORMANCE.md, runs O and P).
+/// better at 2 to 8 KiB (docs/PERFORMANCE.md, runs O and P), as a stream
+/// of such packets is then read one by one (`WHOLE_MIN` spares that).
 const OWN_MIN: usize = 16 << 10;
+/// Packets of at least this many bytes that are the last ones a read
+/// brought (a ping-pong's every packet) are handed over in the
+/// connection's buffer too: nothing after them needs moving, and the copy
+/// into the batch is saved (4 and 8 KiB ping-pongs on loopback 2-4%
+/// faster in alternating rounds).
+const WHOLE_MIN: usize = 1 << 10;
 /// Receive buffers kept for reuse once the engine has read a batch, and
 /// the most one batch holds.
 const SPARE_MAX: usize = 16;
@@ -579,10 +586,10 @@ impl<T: Transport> ConnDevice<T> {
             }
             // At most SPARE_MAX buffers handed over per batch, so that all
             // come back as spares and none is allocated in steady state.
-            let own_min = if batch.owned.len() < SPARE_MAX { OWN_MIN } else { usize::MAX };
+            let (own_min, whole_min) = if batch.owned.len() < SPARE_MAX { (OWN_MIN, WHOLE_MIN) } else { (usize::MAX, usize::MAX) };
             let Some(c) = p.conn_mut(side) else { return };
             let mut place_here = |head: &[u8], len: usize| if rx_here && is_data(head[0]) { place(id, &head[1..], len) } else { None };
-            let got = match c.recv_placed(own_min, &mut self.spare, 1 + PROTO_HDR, &mut place_here) {
+            let got = match c.recv_placed(own_min, whole_min, &mut self.spare, 1 + PROTO_HDR, &mut place_here) {
                 Ok(None) => Got::None,
                 Ok(Some(Msg::Slice(m))) if m.len() == 5 && m[0] == ACK && tx_here => Got::Ack(u32::from_le_bytes(m[1..5].try_into().unwrap_or_default())),
                 Ok(Some(Msg::Slice(m))) if m.len() > 1 && is_data(m[0]) && rx_here => {

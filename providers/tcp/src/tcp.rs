@@ -437,11 +437,11 @@ impl Conn for TcpConn {
         Ok(Some(&self.rx[at..at + len]))
     }
 
-    fn recv_msg(&mut self, min: usize, spare: &mut Vec<Vec<u8>>) -> Result<Option<Msg<'_>>> {
-        self.recv_placed(min, spare, 0, &mut |_, _| None)
+    fn recv_msg(&mut self, min: usize, whole_min: usize, spare: &mut Vec<Vec<u8>>) -> Result<Option<Msg<'_>>> {
+        self.recv_placed(min, whole_min, spare, 0, &mut |_, _| None)
     }
 
-    fn recv_placed<'p>(&mut self, min: usize, spare: &mut Vec<Vec<u8>>, head: usize, place: &mut dyn FnMut(&[u8], usize) -> Option<Placement<'p>>) -> Result<Option<Msg<'_>>> {
+    fn recv_placed<'p>(&mut self, min: usize, whole_min: usize, spare: &mut Vec<Vec<u8>>, head: usize, place: &mut dyn FnMut(&[u8], usize) -> Option<Placement<'p>>) -> Result<Option<Msg<'_>>> {
         self.rx_start += self.consume;
         self.consume = 0;
         if self.placing.is_some() {
@@ -490,7 +490,7 @@ impl Conn for TcpConn {
             return Ok(Some(self.hand_over(l, spare)));
         }
         let Some(len) = len else { return Ok(None) };
-        if len >= min && self.rx_start + FRAME_HDR + len == self.rx_end {
+        if len >= min.min(whole_min) && self.rx_start + FRAME_HDR + len == self.rx_end {
             return Ok(Some(self.hand_over(len, spare)));
         }
         let at = self.rx_start + FRAME_HDR;
@@ -629,13 +629,13 @@ mod tests {
         assert_eq!(c.queued(), 0);
     }
 
-    /// Messages through `recv_msg` with a large-message bound of `min`:
+    /// Messages through `recv_msg` with bounds `min` and `whole_min`:
     /// (bytes, handed over whole).
-    fn recv_all(s: &mut TcpConn, c: &mut TcpConn, want: usize, min: usize, spare: &mut Vec<Vec<u8>>) -> Vec<(Vec<u8>, bool)> {
+    fn recv_all(s: &mut TcpConn, c: &mut TcpConn, want: usize, min: usize, whole_min: usize, spare: &mut Vec<Vec<u8>>) -> Vec<(Vec<u8>, bool)> {
         let mut got = Vec::new();
         pump_until(|| {
             c.flush().unwrap();
-            while let Some(m) = s.recv_msg(min, spare).unwrap() {
+            while let Some(m) = s.recv_msg(min, whole_min, spare).unwrap() {
                 match m {
                     Msg::Slice(b) => got.push((b.to_vec(), false)),
                     Msg::Owned { buf, off, len } => {
@@ -661,7 +661,7 @@ mod tests {
         for (k, &n) in sizes.iter().enumerate() {
             c.send(&[&msg(n, k)]).unwrap();
         }
-        let got = recv_all(&mut s, &mut c, sizes.len(), 32 << 10, &mut spare);
+        let got = recv_all(&mut s, &mut c, sizes.len(), 32 << 10, usize::MAX, &mut spare);
         for (k, (&n, (m, owned))) in sizes.iter().zip(&got).enumerate() {
             assert_eq!(m, &msg(n, k), "message {k}");
             if n < 32 << 10 {
@@ -677,19 +677,50 @@ mod tests {
         c.s.write_all(&raw[..70_000]).unwrap();
         let mut none = 0;
         pump_until(|| {
-            assert!(s.recv_msg(32 << 10, &mut spare).unwrap().is_none());
+            assert!(s.recv_msg(32 << 10, usize::MAX, &mut spare).unwrap().is_none());
             none += 1;
             none == 20
         });
         c.s.write_all(&raw[70_000..]).unwrap();
         c.send(&[b"after"]).unwrap();
-        let got = recv_all(&mut s, &mut c, 2, 32 << 10, &mut spare);
+        let got = recv_all(&mut s, &mut c, 2, 32 << 10, usize::MAX, &mut spare);
         assert_eq!(got[0], (big, true));
         assert_eq!(got[1].0, b"after");
         // Below the bound everything is copied out, as `recv` does.
         c.send(&[&msg(100_000, 3)]).unwrap();
-        let got = recv_all(&mut s, &mut c, 1, usize::MAX, &mut spare);
+        let got = recv_all(&mut s, &mut c, 1, usize::MAX, usize::MAX, &mut spare);
         assert_eq!(got[0], (msg(100_000, 3), false));
+    }
+
+    #[test]
+    fn a_mid_sized_message_that_is_the_last_buffered_is_handed_over() {
+        let (_a, _b, mut c, mut s) = pair(1 << 20);
+        let msg = |n: usize, k: usize| -> Vec<u8> { (0..n).map(|i| (i * 5 + k) as u8).collect() };
+        let mut spare = Vec::new();
+        // Alone, as in a ping-pong: handed over; below `whole_min`: copied.
+        for (k, n, owned) in [(0, 4096, true), (1, 1000, false), (2, 2048, true)] {
+            c.send(&[&msg(n, k)]).unwrap();
+            let got = recv_all(&mut s, &mut c, 1, 32 << 10, 2048, &mut spare);
+            assert_eq!(got[0], (msg(n, k), owned), "message {k}");
+        }
+        // Several in one read: those before the last are copied out (the
+        // bytes after them stay), the last one goes in its buffer.
+        let sizes = [3000, 5000, 2500, 4000];
+        let mut raw = Vec::new();
+        for (k, &n) in sizes.iter().enumerate() {
+            raw.extend_from_slice(&(n as u32).to_le_bytes());
+            raw.extend_from_slice(&msg(n, k));
+        }
+        c.s.write_all(&raw).unwrap();
+        let got = recv_all(&mut s, &mut c, sizes.len(), 32 << 10, 2048, &mut spare);
+        for (k, (&n, (m, owned))) in sizes.iter().zip(&got).enumerate() {
+            assert_eq!(m, &msg(n, k), "message {k}");
+            assert_eq!(*owned, k == sizes.len() - 1, "message {k}");
+        }
+        // Its buffer came back as a spare and is read into again.
+        c.send(&[&msg(6000, 7)]).unwrap();
+        let got = recv_all(&mut s, &mut c, 1, 32 << 10, 2048, &mut spare);
+        assert_eq!(got[0], (msg(6000, 7), true));
     }
 
     /// What `recv_placed` returned: a message's bytes (the head only when
@@ -698,7 +729,7 @@ mod tests {
         let mut got = Vec::new();
         pump_until(|| {
             c.flush().unwrap();
-            while let Some(m) = s.recv_placed(32 << 10, spare, 8, place).unwrap() {
+            while let Some(m) = s.recv_placed(32 << 10, usize::MAX, spare, 8, place).unwrap() {
                 match m {
                     Msg::Slice(b) => got.push((b.to_vec(), None)),
                     Msg::Owned { buf, off, len } => {
@@ -721,7 +752,7 @@ mod tests {
         c.s.write_all(&raw[..70_000]).unwrap();
         let mut none = 0;
         pump_until(|| {
-            assert!(s.recv_placed(32 << 10, spare, 8, place).unwrap().is_none());
+            assert!(s.recv_placed(32 << 10, usize::MAX, spare, 8, place).unwrap().is_none());
             none += 1;
             none == 20
         });
