@@ -1,16 +1,19 @@
 /* The kernel's floor for a TCP ping-pong on this machine: two processes,
- * 8-byte messages, each side spinning on epoll_wait(timeout 0) then one
- * recv and one send per message, as a polling library does at best.
- * Prints the one-way time (half the mean round trip).
+ * 8-byte messages (or SIZE bytes), each side spinning on epoll_wait
+ * (timeout 0) then one recv and one send per message, as a polling library
+ * does at best. Prints the one-way time (half the mean round trip).
  * With "two", each side sends on one connection and receives on another
- * (one connection per direction, as the tcp provider's device has it), so
+ * (one connection per direction, as the tcp provider's device had it), so
  * no reply carries the TCP acknowledgement of the message before it.
+ * With "bare", one connection, in no epoll set, and each side spins on
+ * recv itself (as our tcp reads a lone connection).
  *
  *   cc -O2 -o tcp_floor bench/tcp_floor.c
- *   taskset -c 0 ./tcp_floor server [PORT] [ITERS] [one|two] &
- *   taskset -c 1 ./tcp_floor client [PORT] [ITERS] [one|two]
+ *   taskset -c 0 ./tcp_floor server [PORT] [ITERS] [one|two|bare] [SIZE] &
+ *   taskset -c 1 ./tcp_floor client [PORT] [ITERS] [one|two|bare] [SIZE]
  */
 #include <arpa/inet.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <netinet/tcp.h>
 #include <stdio.h>
@@ -27,16 +30,32 @@ static void die(const char *what)
 	exit(1);
 }
 
+/* A non-blocking socket takes a large message in parts. */
+static void send_all(int fd, const char *buf, size_t len)
+{
+	for (size_t done = 0; done < len;) {
+		ssize_t r = send(fd, buf + done, len - done, 0);
+		if (r > 0)
+			done += r;
+		else if (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+			die("send");
+	}
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 2 || (strcmp(argv[1], "server") && strcmp(argv[1], "client"))) {
-		fprintf(stderr, "usage: %s server|client [PORT] [ITERS] [one|two]\n", argv[0]);
+		fprintf(stderr, "usage: %s server|client [PORT] [ITERS] [one|two|bare] [SIZE]\n", argv[0]);
 		return 2;
 	}
 	int server = !strcmp(argv[1], "server");
 	int port = argc > 2 ? atoi(argv[2]) : 29111;
 	long iters = argc > 3 ? atol(argv[3]) : 100000;
 	int two = argc > 4 && !strcmp(argv[4], "two");
+	int bare = argc > 4 && !strcmp(argv[4], "bare");
+	size_t size = argc > 5 ? strtoul(argv[5], NULL, 0) : 8;
+	if (size == 0)
+		size = 8;
 	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(port) };
 	inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
 	int fds[2] = { -1, -1 }, one = 1;
@@ -70,29 +89,32 @@ int main(int argc, char **argv)
 	int fd = server ? fds[0] : fds[nconn - 1];
 	int ep = epoll_create1(0);
 	struct epoll_event ev = { .events = EPOLLIN, .data.fd = fd };
-	epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev);
-	char buf[64] = { 0 };
+	if (!bare)
+		epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev);
+	char *buf = calloc(1, size);
+	if (!buf)
+		die("calloc");
 	long n = server ? -1 : iters; /* the server answers until the client leaves */
 	struct timespec t0, t1;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	for (long i = 0; n < 0 || i < n; i++) {
-		if (!server && send(tx, buf, 8, 0) != 8)
-			die("send");
-		for (size_t got = 0; got < 8;) {
+		if (!server)
+			send_all(tx, buf, size);
+		for (size_t got = 0; got < size;) {
 			struct epoll_event e[4];
-			if (epoll_wait(ep, e, 4, 0) <= 0)
+			if (!bare && epoll_wait(ep, e, 4, 0) <= 0)
 				continue;
-			ssize_t r = recv(fd, buf + got, 8 - got, 0);
+			ssize_t r = recv(fd, buf + got, size - got, 0);
 			if (r == 0)
 				return 0;
 			if (r > 0)
 				got += r;
 		}
-		if (server && send(tx, buf, 8, 0) != 8)
-			die("send");
+		if (server)
+			send_all(tx, buf, size);
 	}
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	double ns = (t1.tv_sec - t0.tv_sec) * 1e9 + (t1.tv_nsec - t0.tv_nsec);
-	printf("tcp floor (%s): 8 B, %ld round trips, %.2f us one-way\n", two ? "a connection per direction" : "one connection", iters, ns / iters / 2 / 1e3);
+	printf("tcp floor (%s): %zu B, %ld round trips, %.2f us one-way\n", two ? "a connection per direction" : bare ? "one connection, recv polled" : "one connection", size, iters, ns / iters / 2 / 1e3);
 	return 0;
 }
