@@ -33,7 +33,7 @@ Measurements, each process pinned to its own core with taskset (0 and 1):
 
 Outputs: a Markdown table on stdout and in bench/results/<date>.md, the same
 numbers in bench/results/<date>.csv, and the plot docs/perf-shm.svg; for the
-network: bench/results/<date>.net.{md,csv} and docs/perf-net.svg.
+network: bench/results/<date>.net.{md,csv,runs.csv} and docs/perf-net.svg.
 
 When our library cannot run a case, its cell reads "n/a" and the error is
 listed under the table; the peers are still measured.
@@ -914,7 +914,7 @@ def main():
 
 def net_section(repo, ours_lib, ours_err, sizes, reps, parts, args, log):
     """The network tables (bench/net.py): printed, and written to
-    bench/results/<date>.net.{md,csv} and docs/perf-net.svg."""
+    bench/results/<date>.net.{md,csv,runs.csv} and docs/perf-net.svg."""
     import net
     t0 = time.time()
     date = datetime.datetime.now().strftime("%Y-%m-%d")
@@ -930,7 +930,8 @@ def net_section(repo, ours_lib, ours_err, sizes, reps, parts, args, log):
         with open(base + ".md", "w") as f:
             f.write("# Network benchmark, %s\n\n" % date + text)
         net.write_csv(base + ".csv", sections)
-        wrote = "%s.md, %s.csv" % (base, base)
+        net.write_runs_csv(base + ".runs.csv", sections)
+        wrote = "%s.md, %s.csv, %s.runs.csv" % (base, base, base)
         if lo or veth:
             os.makedirs("docs", exist_ok=True)
             net.write_svg(os.path.join("docs", "perf-net.svg"), lo, veth,

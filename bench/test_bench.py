@@ -465,6 +465,46 @@ class Net(unittest.TestCase):
             with open(os.path.join(d, "n.csv")) as f:
                 self.assertIn("loopback,ratio:ours_tcp/rxm|ucx,8,0.9,", f.read())
 
+    def test_best_peer_is_the_one_with_the_best_median(self):
+        net = self.net
+        groups = [("ours_tcp", ["rxm", "ucx"])]
+        # Ours level with two peers that take turns at being fastest: UCX
+        # has the best median (10.3 µs), and ours ÷ UCX run by run is
+        # 0.95, 1.04, 0.97. The best of each run (9.5, 9.6, 10.3) beats
+        # ours in two runs of three.
+        lat_of = {"ours_tcp": [10.0, 10.0, 10.0], "rxm": [9.5, 10.5, 10.4], "ucx": [10.5, 9.6, 10.3]}
+        bw_of = {"ours_tcp": [5.0, 5.0, 5.0], "rxm": [5.2, 4.8, 4.9], "ucx": [4.7, 5.3, 4.95]}
+        by_run = {}
+        for k in lat_of:
+            by_run[(k, "latency", 8)] = dict(enumerate(lat_of[k]))
+            by_run[(k, "streaming", 8)] = {r: (v, v / 8) for r, v in enumerate(bw_of[k])}
+        ratios = net.paired_ratios([8], by_run, groups)
+        each = net.paired_ratios([8], by_run, groups, each_run_best=True)
+        self.assertAlmostEqual(ratios[("ours_tcp", 8)][0], 10.0 / 10.3)
+        self.assertAlmostEqual(each[("ours_tcp", 8)][0], 10.0 / 9.6)
+        # streaming: UCX's median 4.95 is best; 5 / 4.95 against 5 / 5.2
+        self.assertAlmostEqual(ratios[("ours_tcp", 8)][1], 5.0 / 4.95)
+        self.assertAlmostEqual(each[("ours_tcp", 8)][1], 5.0 / 5.2)
+        med = net.medians([8], {k: {8: v} for k, v in lat_of.items()},
+                          {k: {8: [(x, x / 8) for x in v]} for k, v in bw_of.items()})
+        line = net.targets([8], med, "ours_tcp", ["rxm", "ucx"], from_size=8, ratios=ratios, each_run=each)
+        self.assertIn("latency ≤ 1.0× at every size: met", line)
+        self.assertIn("streaming ≥ 1.0× from 8 B: met", line)
+        self.assertIn("Against the best peer of each run instead: latency missed at 8 B; streaming missed at 8 B.", line)
+        # a peer that shares no run with ours is not the best peer
+        by_run[("ucx", "latency", 8)] = {5: 1.0}
+        self.assertAlmostEqual(net.paired_ratios([8], by_run, groups)[("ours_tcp", 8)][0], 10.0 / 10.4)
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "n.runs.csv")
+            net.write_runs_csv(path, [("loopback", [8], med, groups, ratios, by_run), ("mpi", [8], med, groups)])
+            with open(path) as f:
+                rows = f.read().splitlines()
+        self.assertEqual(rows[0], "table,series,kind,size,run,lat_us,gbs,mmsgs")
+        self.assertIn("loopback,ours_tcp,latency,8,3,10,,", rows)
+        self.assertIn("loopback,ucx,streaming,8,2,,5.3,0.6625", rows)
+        # three runs of each series and kind, but UCX latency's one
+        self.assertEqual(len(rows), 1 + 5 * 3 + 1)
+
     def test_mpi_markdown(self):
         res = {"ours": {("pingpong", 8): [40.0, 50.0, 60.0], ("allreduce", 8): [10.0]},
                "wheel": {("pingpong", 8): [100.0], ("allreduce", 8): [5.0]}}
