@@ -25,8 +25,12 @@ const READ_CHUNK: usize = 256 << 10;
 /// place as well rather than through this connection's buffer.
 const PEEK_READ: usize = 16 << 10;
 /// Frames up to this size are copied together and written in one piece
-/// rather than written from their parts.
-const SMALL_FRAME: usize = 8192;
+/// rather than written from their parts: 8 KiB of payload and its headers
+/// (69 bytes on the RDM device). 8 KiB ping-pongs on loopback were about
+/// 2.5% faster so than written from their parts (three sets of 10-30
+/// alternating rounds); 12 KiB streams were 2.5% slower, so larger frames
+/// are not copied.
+const SMALL_FRAME: usize = 8192 + 256;
 
 /// A listening TCP socket on one interface address.
 pub struct TcpTransport {
@@ -605,9 +609,10 @@ mod tests {
     fn small_messages_through_a_full_socket_arrive_whole_and_in_order() {
         let (_a, _b, mut c, mut s) = pair(1 << 20);
         pump_until(|| c.established().unwrap());
-        // Framed whole (under SMALL_FRAME) and written in one piece while
-        // nothing waits; queued behind the rest once the socket is full.
-        let body = |i: u32| -> Vec<u8> { (0..(i as usize * 37) % 3000).map(|k| (k as u32 ^ i) as u8).collect() };
+        // Framed whole (up to SMALL_FRAME) and written in one piece while
+        // nothing waits, or written from their parts (the larger ones);
+        // queued behind the rest once the socket is full.
+        let body = |i: u32| -> Vec<u8> { (0..(i as usize * 37) % (SMALL_FRAME + 200)).map(|k| (k as u32 ^ i) as u8).collect() };
         let n = 20_000u32;
         let mut queued_at_some_point = false;
         for i in 0..n {
