@@ -33,7 +33,7 @@ Measurements, each process pinned to its own core with taskset (0 and 1):
 
 Outputs: a Markdown table on stdout and in bench/results/<date>.md, the same
 numbers in bench/results/<date>.csv, and the plot docs/perf-shm.svg; for the
-network: bench/results/<date>.net.{md,csv,runs.csv} and docs/perf-net.svg.
+network: bench/results/<date>.net.{md,csv,runs.csv,phase.csv} and docs/perf-net.svg.
 
 When our library cannot run a case, its cell reads "n/a" and the error is
 listed under the table; the peers are still measured.
@@ -751,13 +751,19 @@ def build_stream(repo, outdir, ours_libdir=None):
     else:
         binary = os.path.join(outdir, "fi_stream")
         flags = ["-I" + UPSTREAM_INCLUDE, "-L" + DEBIAN_LIBDIR]
+    return build_c(src, binary, flags + ["-l:libfabric.so.1"])
+
+
+def build_c(src, binary, flags):
+    """`binary` built from the C file `src` (unless it is newer already):
+    (binary, None), or (None, why)."""
     if os.path.exists(binary) and os.path.getmtime(binary) >= os.path.getmtime(src):
         return binary, None
-    os.makedirs(outdir, exist_ok=True)
-    cmd = ["cc", "-O2", "-Wall", "-o", binary, src] + flags + ["-l:libfabric.so.1"]
+    os.makedirs(os.path.dirname(binary), exist_ok=True)
+    cmd = ["cc", "-O2", "-Wall", "-o", binary, src] + flags
     r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     if r.returncode != 0:
-        return None, "building fi_stream failed: " + last_lines(r.stdout, 4)
+        return None, "building %s failed: %s" % (os.path.basename(src), last_lines(r.stdout, 4))
     return binary, None
 
 
@@ -914,7 +920,7 @@ def main():
 
 def net_section(repo, ours_lib, ours_err, sizes, reps, parts, args, log):
     """The network tables (bench/net.py): printed, and written to
-    bench/results/<date>.net.{md,csv,runs.csv} and docs/perf-net.svg."""
+    bench/results/<date>.net.{md,csv,runs.csv,phase.csv} and docs/perf-net.svg."""
     import net
     t0 = time.time()
     date = datetime.datetime.now().strftime("%Y-%m-%d")
@@ -931,7 +937,8 @@ def net_section(repo, ours_lib, ours_err, sizes, reps, parts, args, log):
             f.write("# Network benchmark, %s\n\n" % date + text)
         net.write_csv(base + ".csv", sections)
         net.write_runs_csv(base + ".runs.csv", sections)
-        wrote = "%s.md, %s.csv, %s.runs.csv" % (base, base, base)
+        net.write_phase_csv(base + ".phase.csv", sections)
+        wrote = "%s.md, %s.csv, %s.runs.csv, %s.phase.csv" % (base, base, base, base)
         if lo or veth:
             os.makedirs("docs", exist_ok=True)
             net.write_svg(os.path.join("docs", "perf-net.svg"), lo, veth,

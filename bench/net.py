@@ -43,7 +43,10 @@ targets line says where that reading misses too.) The machine has phases
 that slow every series for a while, by up to 50% (in one 7-run check at
 8 B to 8 KiB, two of the runs read 30-50% slower for ours, UCX and
 tcp;ofi_rxm alike); a ratio of medians of separate runs carries them, a
-paired ratio cancels them. Streaming keeps NET_WINDOW sends in flight
+paired ratio cancels them. On loopback a phase gate also leaves them out:
+a bare TCP stream reads the phase around each size's group of cases, and
+a group after which it read slow is measured again (see PhaseProbe).
+Streaming keeps NET_WINDOW sends in flight
 (the receiver NET_WINDOW receives posted), one pair of processes per size,
 and times STREAM_BYTES per case (LOSS_STREAM_BYTES with loss): at 32 MiB a
 large size was timed for 5 to 10 ms, where one descheduling of either side
@@ -313,6 +316,88 @@ def counters_line(totals):
             % (rate("udp_seen", "udp_drop"), rate("tcp_seen", "tcp_drop")))
 
 
+# ---------------------------------------------------------------- phase gate
+
+# This machine has periods, from seconds to minutes long, in which every
+# loopback stream runs at about a third of its speed and latency is 30-50%
+# worse, for every library and for a bare TCP stream alike (while memcpy
+# and page faults keep their speed). A case measured in one compares the
+# machine, not the libraries. The probe: a bare one-way TCP stream
+# (bench/tcp_stream_floor.c) of PROBE_BYTES in PROBE_SIZE messages on the
+# path's loopback, between groups of cases (all series at one size).
+PROBE_SIZE = 1 << 20
+PROBE_BYTES = 64 << 20
+PROBE_TIMEOUT = 30
+# A probe under PHASE_GATE times the best one of the benchmark reads slow:
+# outside those periods the probe reads 0.65-1.0 of its best, in them
+# about a third.
+PHASE_GATE = 0.5
+# A group with a slow probe after it is measured again, at most this many
+# times in all; before a group, up to PHASE_WAIT probes wait for a fast one.
+PHASE_TRIES = 2
+PHASE_WAIT = 10
+PROBE_CALIBRATE = 3
+
+
+def build_probe(repo, outdir):
+    """bench/tcp_stream_floor.c, built once: (binary, None) or (None, why)."""
+    return bench.build_c(os.path.join(repo, "bench", "tcp_stream_floor.c"),
+                         os.path.join(outdir, "tcp_stream_floor"), [])
+
+
+class PhaseProbe:
+    """Reads the machine's phase in namespace `ns` (None: the caller's).
+    `readings` keeps each group's: (kind, size, run, try, before, after,
+    kept), in GB/s, None where a probe failed."""
+
+    def __init__(self, binary, ns, ports, run=subprocess.run):
+        self.binary, self.ns, self.ports, self.run = binary, ns, ports, run
+        self.best = 0.0
+        self.readings = []
+
+    def read(self):
+        """GB/s of one probe, or None when it failed (a failed probe says
+        nothing, and never holds a group back)."""
+        cmd = bench.netns_prefix(self.ns) + [self.binary, str(PROBE_SIZE), str(PROBE_BYTES), "69",
+                                             str(self.ports.take())]
+        try:
+            r = self.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=PROBE_TIMEOUT)
+            v = float(r.stdout.split()[-1]) if r.returncode == 0 else None
+        except (subprocess.TimeoutExpired, ValueError, IndexError):
+            v = None
+        if v is not None:
+            self.best = max(self.best, v)
+        return v
+
+    def slow(self, v):
+        return v is not None and v < PHASE_GATE * self.best
+
+    def calibrate(self):
+        for _ in range(PROBE_CALIBRATE):
+            self.read()
+
+    def wait_fast(self, last):
+        """A reading that is not slow (`last`, when it is not), after at
+        most PHASE_WAIT more probes."""
+        for _ in range(PHASE_WAIT):
+            if not self.slow(last):
+                break
+            last = self.read()
+        return last
+
+    def summary(self):
+        """One line for the tables: how many groups were measured again."""
+        groups = {(k, s, r) for k, s, r, *_ in self.readings}
+        again = {(k, s, r) for k, s, r, t, *_ in self.readings if t > 0}
+        slow_kept = [g for g in self.readings if g[6] and (self.slow(g[4]) or self.slow(g[5]))]
+        return ("Phase gate: before and after each size's group of cases, a bare TCP stream "
+                "(bench/tcp_stream_floor.c, %d MiB of 1 MiB messages) reads the machine's phase; a group whose "
+                "probe after it read under %.2f of the best probe (%.2f GB/s) was measured again (%d tries at "
+                "most): %d of %d groups were, and %d kept a slow reading before or after (every probe: "
+                "bench/results/<date>.net.phase.csv)." % (PROBE_BYTES >> 20, PHASE_GATE, self.best, PHASE_TRIES,
+                                                          len(again), len(groups), len(slow_kept)))
+
+
 # ---------------------------------------------------------------- measuring
 
 def rotated(items, rep):
@@ -321,13 +406,16 @@ def rotated(items, rep):
     return list(items[k:]) + list(items[:k])
 
 
-def measure(series_list, sizes, reps, binary, log, loss=None, run_case=run_case, by_run=None):
+def measure(series_list, sizes, reps, binary, log, loss=None, run_case=run_case, by_run=None, probe=None):
     """Every (series, size) case for latency and streaming, `reps` times;
     the series alternate size by size. Returns lat {key: {size: [µs]}},
     stream {key: {size: [(GB/s, Mmsg/s)]}} and failures, a list of
     (key, kind, size, rep, error, repro). Run r takes the series in the
     order rotated(series_list, r). `by_run`, a dict, gets each value by
-    run too: by_run[(key, kind, size)][r] (for paired_ratios)."""
+    run too: by_run[(key, kind, size)][r] (for paired_ratios). With a
+    PhaseProbe `probe`, each size's group of cases first waits for a probe
+    that does not read slow, and is measured again (its values replaced)
+    while the probe after it reads slow, PHASE_TRIES times in all."""
     ports = bench.Ports()
     keys = [s.key for s in series_list]
     lat = {k: {s: [] for s in sizes} for k in keys}
@@ -338,24 +426,46 @@ def measure(series_list, sizes, reps, binary, log, loss=None, run_case=run_case,
     def given_up(key, kind):
         return len([f for f in failed if f[0] == key and f[1] == kind]) >= GIVE_UP_AFTER
 
+    def group(turn, kind, size, rep):
+        got = []
+        for se in turn:
+            if (se.key, kind, size) in failed or given_up(se.key, kind):
+                continue
+            if loss is not None:
+                loss.set(se.loss)
+            v, err = run_case(se, kind, size, ports, binary)
+            if err:
+                failed.add((se.key, kind, size))
+                failures.append((se.key, kind, size, rep + 1) + tuple(err))
+            else:
+                got.append((se.key, v))
+        return got
+
+    last = None
+    if probe is not None:
+        probe.calibrate()
+        last = probe.read()
     for rep in range(reps):
         turn = rotated(series_list, rep)
         for kind, store in (("latency", lat), ("streaming", stream)):
             log("  run %d/%d %s " % (rep + 1, reps, kind))
             for size in sizes:
-                for se in turn:
-                    if (se.key, kind, size) in failed or given_up(se.key, kind):
-                        continue
-                    if loss is not None:
-                        loss.set(se.loss)
-                    v, err = run_case(se, kind, size, ports, binary)
-                    if err:
-                        failed.add((se.key, kind, size))
-                        failures.append((se.key, kind, size, rep + 1) + tuple(err))
-                    else:
-                        store[se.key][size].append(v)
-                        if by_run is not None:
-                            by_run.setdefault((se.key, kind, size), {})[rep] = v
+                for attempt in range(PHASE_TRIES if probe is not None else 1):
+                    if probe is not None:
+                        last = before = probe.wait_fast(last)
+                    got = group(turn, kind, size, rep)
+                    if probe is None:
+                        break
+                    last = probe.read()
+                    kept = not probe.slow(last) or attempt + 1 == PHASE_TRIES
+                    probe.readings.append((kind, size, rep, attempt, before, last, kept))
+                    if kept:
+                        break
+                    log("~")
+                for key, v in got:
+                    store[key][size].append(v)
+                    if by_run is not None:
+                        by_run.setdefault((key, kind, size), {})[rep] = v
                 log(".")
             log("\n")
     if loss is not None:
@@ -533,6 +643,25 @@ def write_runs_csv(path, sections):
                 for r, v in sorted(runs.items()):
                     vals = ["%.6g" % v, "", ""] if kind == "latency" else ["", "%.6g" % v[0], "%.6g" % v[1]]
                     w.writerow([table, key, kind, size, r + 1] + vals)
+
+
+def write_phase_csv(path, sections):
+    """Every probe of the sections that carry a PhaseProbe (a seventh
+    element): table, kind, size, run (from 1), try (from 1), before and
+    after (GB/s; empty where a probe failed), kept (1: the group's values
+    are that try's)."""
+    import csv
+
+    def num(v):
+        return "" if v is None else "%.4g" % v
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["table", "kind", "size", "run", "try", "before_gbs", "after_gbs", "kept"])
+        for table, _sizes, _med, _groups, *rest in sections:
+            if len(rest) < 3 or rest[2] is None:
+                continue
+            for kind, size, rep, attempt, before, after, kept in rest[2].readings:
+                w.writerow([table, kind, size, rep + 1, attempt + 1, num(before), num(after), int(kept)])
 
 
 def write_svg(path, lo, veth, note):
@@ -746,8 +875,10 @@ def run(repo, ours_lib, ours_err, sizes, reps, parts, log, quick=False):
         t0, load0 = time.time(), uptime()
         log("network, loopback %s: %s\n" % (where, ", ".join(keys)))
         by_run = {}
+        probe_bin, probe_err = build_probe(repo, os.path.join(repo, "build", "bench"))
+        probe = PhaseProbe(probe_bin, path.server_ns, bench.Ports()) if probe_bin else None
         try:
-            lat, stream, fails = measure(series, sizes, reps, binary, log, by_run=by_run)
+            lat, stream, fails = measure(series, sizes, reps, binary, log, by_run=by_run, probe=probe)
         finally:
             if not why:
                 netns("lo-down")
@@ -772,8 +903,9 @@ def run(repo, ours_lib, ours_err, sizes, reps, parts, log, quick=False):
         text += stream_table(sizes, med, groups, ratios)
         for k, _ in groups:
             text += ["", targets(sizes, med, k, peers, ratios=ratios, each_run=each_run)]
+        text += ["", probe.summary() if probe else "Phase gate: off (%s)." % probe_err]
         text += failures_md(fails) + [""]
-        sections.append(("loopback", sizes, med, groups, ratios, by_run))
+        sections.append(("loopback", sizes, med, groups, ratios, by_run, probe))
         lo_block = (sizes, med)
 
     need_ns = "veth" in parts or "mpi" in parts

@@ -465,6 +465,71 @@ class Net(unittest.TestCase):
             with open(os.path.join(d, "n.csv")) as f:
                 self.assertIn("loopback,ratio:ours_tcp/rxm|ucx,8,0.9,", f.read())
 
+    def test_phase_gate_measures_a_group_again_after_a_slow_probe(self):
+        net = self.net
+        readings = iter([10, 10, 10, 10, 4, 3, 9, 2, None, 10, 10, 10])
+        probes = []
+
+        class R:
+            def __init__(self, v):
+                self.returncode = 1 if v is None else 0
+                self.stdout = "" if v is None else "1048576 64 0.010000 %.3f\n" % v
+
+        def run(cmd, **kw):
+            probes.append(cmd)
+            return R(next(readings))
+
+        class Ports:
+            def take(self):
+                return 23999
+
+        probe = net.PhaseProbe("/x/tcp_stream_floor", "rfbn-lo", Ports(), run)
+        calls = []
+
+        def case(se, kind, size, ports, binary):
+            calls.append((se.key, kind, size))
+            n = float(len(calls))
+            return (n if kind == "latency" else (n, 1.0)), None
+
+        series = [net.make_series(k, net.LOOPBACK, "ours") for k in ("ours_tcp", "rxm")]
+        by_run = {}
+        log = []
+        lat, stream, fails = net.measure(series, [8, 16], 1, "fi_stream", log.append, None, case, by_run=by_run,
+                                         probe=probe)
+        self.assertEqual(probes[0], ["ip", "netns", "exec", "rfbn-lo", "/x/tcp_stream_floor", "1048576",
+                                     str(64 << 20), "69", "23999"])
+        # 8 B latency ran twice (the probe after the first try read 4 of a
+        # best 10); the values are the second try's, which waited for a
+        # probe that was not slow (3, then 9)
+        self.assertEqual(calls[:4], [("ours_tcp", "latency", 8), ("rxm", "latency", 8)] * 2)
+        self.assertEqual(lat["ours_tcp"][8], [3.0])
+        self.assertEqual(by_run[("rxm", "latency", 8)], {0: 4.0})
+        self.assertEqual(len(calls), 10)
+        self.assertIn("~", "".join(log))
+        self.assertEqual(probe.readings[:3], [("latency", 8, 0, 0, 10.0, 4.0, False),
+                                              ("latency", 8, 0, 1, 9.0, 2.0, True),
+                                              ("latency", 16, 0, 0, None, 10.0, True)])
+        # the 8 B group kept its second try although its probe after read
+        # slow again (2); the 16 B group waited for a probe, which failed:
+        # a failed probe holds nothing back
+        self.assertFalse(probe.slow(None))
+        self.assertFalse(probe.slow(5.0))
+        self.assertTrue(probe.slow(4.9))
+        self.assertEqual(probe.readings[3], ("streaming", 8, 0, 0, 10.0, 10.0, True))
+        self.assertEqual(probe.best, 10.0)
+        text = probe.summary()
+        self.assertIn("1 of 4 groups were", text)
+        self.assertIn("1 kept a slow reading", text)
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "p.csv")
+            net.write_phase_csv(path, [("loopback", [8, 16], {}, [], {}, by_run, probe), ("veth", [8], {}, [])])
+            with open(path) as f:
+                rows = f.read().splitlines()
+        self.assertEqual(rows[0], "table,kind,size,run,try,before_gbs,after_gbs,kept")
+        self.assertEqual(rows[1:4], ["loopback,latency,8,1,1,10,4,0", "loopback,latency,8,1,2,9,2,1",
+                                     "loopback,latency,16,1,1,,10,1"])
+        self.assertEqual(len(rows), 6)
+
     def test_best_peer_is_the_one_with_the_best_median(self):
         net = self.net
         groups = [("ours_tcp", ["rxm", "ucx"])]
