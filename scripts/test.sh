@@ -80,6 +80,7 @@ add tcp-dl-debian 'need_dl && tests/dl/rftcp_debian.sh build/dl'
 add verbs-standin 'cargo test -j2 -p rfabric-verbs -p rfabric-ibverbs && cargo test -j2 -p rfabric-capi --test verbs_msg && cargo test -j2 -p rfabric-rudp --lib efa && cargo test -j2 -p rfabric-core --lib mr_cache -- --test-threads=1 && tests/ibverbs/layout.sh'
 add verbs-no-device 'need_dl && tests/verbs/no_device.sh "$lib"'
 add mr-cache-unprivileged 'tests/verbs/mr_cache_unprivileged.sh'
+add bench-units 'make -s check-bench'
 add testing-doc 'check_testing_doc'
 
 if [ "${1:-}" = --list ]; then
