@@ -101,6 +101,8 @@ static ssize_t tsend_tc(struct fid_ep *ep, const void *buf, size_t len, fi_addr_
 #define ECHO_TAG 7
 #define HELLO_TAG 9
 #define BIG (1 << 20)
+/* a long message: over every provider's medium limit (tcp's is 1 MiB) */
+#define LONG_LEN (2 * BIG)
 
 struct res {
 	struct fi_info *info;
@@ -210,7 +212,7 @@ static int peer_main(char **argv)
 	fi_addr_t s = FI_ADDR_NOTAVAIL;
 	if (fi_av_insert(r.av, sname, 1, &s, 0, NULL) != 1)
 		return 2;
-	char *mem = calloc(1, BIG), *buf = malloc(BIG);
+	char *mem = calloc(1, BIG), *buf = malloc(LONG_LEN);
 	struct fid_mr *mr;
 	if (fi_mr_reg(r.domain, mem, BIG, FI_REMOTE_READ | FI_REMOTE_WRITE, 0, 0, 0, &mr, NULL))
 		return 2;
@@ -219,7 +221,7 @@ static int peer_main(char **argv)
 	if (write(wfd, &h, sizeof(h)) != sizeof(h))
 		return 2;
 	struct fi_context rctx, sctx;
-	if (fi_trecv(r.ep, buf, BIG, NULL, FI_ADDR_UNSPEC, ECHO_TAG, 0, &rctx))
+	if (fi_trecv(r.ep, buf, LONG_LEN, NULL, FI_ADDR_UNSPEC, ECHO_TAG, 0, &rctx))
 		return 2;
 	for (;;) {
 		struct pollfd p = { .fd = rfd, .events = POLLIN };
@@ -242,7 +244,7 @@ static int peer_main(char **argv)
 		/* echo it back, then wait for the next one */
 		if (RETRY(fi_tsend(r.ep, buf, e.len, NULL, s, ECHO_TAG, &sctx)) != 0)
 			return 3;
-		if (fi_trecv(r.ep, buf, BIG, NULL, FI_ADDR_UNSPEC, ECHO_TAG, 0, &rctx))
+		if (fi_trecv(r.ep, buf, LONG_LEN, NULL, FI_ADDR_UNSPEC, ECHO_TAG, 0, &rctx))
 			return 3;
 	}
 	fi_close(&mr->fid);
@@ -414,7 +416,7 @@ static void all_reset(struct ops *o, long from, long lo, long hi, const char *wh
 static void case_stopped(struct res *S, struct peer *third)
 {
 	struct peer v;
-	static char big[BIG], mid[30000], small[100], rd[65536];
+	static char big[LONG_LEN], mid[30000], small[100], rd[65536];
 	uint64_t res = 0, one = 1;
 	struct ops o = { 0 };
 	spawn(&v, S, 0);
@@ -460,7 +462,7 @@ static void case_stopped(struct res *S, struct peer *third)
 static void case_waiting(struct res *S, struct peer *third)
 {
 	struct peer v;
-	static char big[BIG], small[100];
+	static char big[LONG_LEN], small[100];
 	struct ops o = { 0 };
 	spawn(&v, S, 0);
 	CHECK(echo(S, &v, 100), "the peer answers");
@@ -482,7 +484,7 @@ static void case_waiting(struct res *S, struct peer *third)
 static void case_leftovers(struct res *S, struct peer *third)
 {
 	struct peer v;
-	static char in[BIG];
+	static char in[LONG_LEN];
 	char small[16] = { 0 };
 	struct ops o = { 0 };
 	int other = 0;
@@ -490,7 +492,7 @@ static void case_leftovers(struct res *S, struct peer *third)
 	/* the peer echoes an eager message and a long one; we receive the
 	 * eager one only after its death, and post the long one's receive
 	 * then too */
-	static char out[BIG];
+	static char out[LONG_LEN];
 	memset(out, 'L', sizeof(out));
 	CHECK(RETRY(fi_tsend(S->ep, "left", 5, NULL, v.fa, ECHO_TAG, op(&o, "send 1"))) == 0 &&
 		      RETRY(fi_tsend(S->ep, out, sizeof(out), NULL, v.fa, ECHO_TAG, op(&o, "send 2"))) == 0,
@@ -516,7 +518,7 @@ static void case_restart(void)
 {
 	struct res S;
 	struct peer v, v2;
-	static char big[BIG], small[100], hello[16];
+	static char big[LONG_LEN], small[100], hello[16];
 	struct ops o = { 0 };
 	/* a peer timeout no case here may reach */
 	setenv(pvar("PEER_TIMEOUT_MS"), "60000", 1);

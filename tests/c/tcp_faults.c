@@ -87,6 +87,8 @@ static ssize_t tsend_tc(struct fid_ep *ep, const void *buf, size_t len, fi_addr_
 #define STREAM_TAG 12
 #define LONG_TAG 13
 #define BIG (1 << 20)
+/* over FI_TCP_MEDIUM_MAX (1 MiB): sent with a request-to-send */
+#define LONG_LEN (2 * BIG)
 #define NCROSS 10
 
 static const size_t cross_len[NCROSS] = { 1, 100, 4000, 65000, 70000, 200000, 300000, 700000, 1 << 20, 33 };
@@ -280,7 +282,7 @@ static int peer_main(char **argv)
 				break;
 			if (c == 'n' && fi_trecv(r.ep, stream, 4 * BIG, NULL, FI_ADDR_UNSPEC, STREAM_TAG, 0, &stctx))
 				return 3;
-			if (c == 'L' && RETRY(fi_tsend(r.ep, stream, BIG, NULL, s, LONG_TAG, &lctx)))
+			if (c == 'L' && RETRY(fi_tsend(r.ep, stream, LONG_LEN, NULL, s, LONG_TAG, &lctx)))
 				return 3;
 			if (c == 'g') {
 				static char out[NCROSS][BIG], in[NCROSS][BIG];
@@ -521,14 +523,14 @@ static void case_crossing(struct res *S0, struct peer *third)
 
 static void case_stalled(struct res *S, struct peer *third)
 {
-	static char small[100], big[BIG];
+	static char small[100], big[LONG_LEN];
 	struct peer v;
 	struct ops o = { 0 };
 	int st = 0;
 	spawn(&v, S);
 	CHECK(echo(S, &v, 100), "the peer answers");
 	/* a long message from it, unexpected here: wait until it is announced */
-	static char longbuf[BIG];
+	static char longbuf[LONG_LEN];
 	char cmd = 'L';
 	CHECK(write(v.wfd, &cmd, 1) == 1, "pipe");
 	int seen = 0;

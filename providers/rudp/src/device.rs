@@ -120,6 +120,13 @@ impl<'a> Placement<'a> {
         unsafe { Placement::new(&[Iov { base: buf.as_ptr() as usize, len: buf.len() }], off, len) }
     }
 
+    /// No place yet, but perhaps once the engine has taken the packets
+    /// delivered before this one: a device that can leave the packet
+    /// unread until the next round does so (a `len` of 0).
+    pub fn later() -> Placement<'a> {
+        Placement { iov: [Iov::default(); PLACE_IOV_MAX], niov: 0, off: 0, len: 0, engine: PhantomData }
+    }
+
     /// Payload bytes the packet carries.
     pub fn len(&self) -> usize {
         self.len

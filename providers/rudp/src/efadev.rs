@@ -649,7 +649,7 @@ mod tests {
 
     fn side(v: &Verbs, dev: &str) -> Side<EfaDevice> {
         let d = EfaDevice::open(v, dev, EfaConfig { max_packet: 1024, tx_slots: 64, rx_slots: 64 }).unwrap();
-        Side::new(d, EngineConfig { medium_max: 8192, tx_size: 64, rx_size: 64, unexp_max: 64, directed: false })
+        Side::new(d, EngineConfig { medium_max: 8192, tx_size: 64, rx_size: 64, unexp_max: 64, directed: false, lead: 0, lead_above: 0 })
     }
 
     #[test]

@@ -80,7 +80,7 @@ impl RdmDevices for EfaDevices {
         NAME
     }
     fn limits(&self) -> RdmLimits {
-        RdmLimits { medium_max: 65536, unexpected_max: 4096, linger: Duration::from_secs(2) }
+        RdmLimits { medium_max: 65536, unexpected_max: 4096, lead: 0, lead_above: 0, linger: Duration::from_secs(2) }
     }
     fn open(&self, _bind: SocketAddr) -> Result<LocalOr<EfaDevice>> {
         let d = EfaDevice::open(&self.verbs, &self.device, self.cfg)?;

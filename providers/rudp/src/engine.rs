@@ -58,6 +58,13 @@ pub struct EngineConfig {
     pub rx_size: usize,
     pub unexp_max: usize,
     pub directed: bool,
+    /// A medium message over `lead_above` bytes carries only its first
+    /// `lead` bytes in its first packet (0: no such split). Its receive is
+    /// matched when that packet is taken, so a device that reads packets
+    /// in place (`Device::recv_placing`) can read the rest straight into
+    /// the receive's buffers.
+    pub lead: usize,
+    pub lead_above: usize,
 }
 
 /// The phases of one round of progress.
@@ -396,6 +403,9 @@ pub struct Engine<D: Device> {
     pub refused: u64,
     /// Packets that failed protocol checks, dropped.
     pub bad_packets: u64,
+    /// Segments of medium messages the device read straight into their
+    /// receive.
+    pub placed_segments: u64,
     /// Long messages whose data was read from the sender's memory.
     pub peer_reads: u64,
     /// When peers are next probed (a deadline, so that a round compares
@@ -435,6 +445,7 @@ impl<D: Device> Engine<D> {
             sources_gen: 0,
             refused: 0,
             bad_packets: 0,
+            placed_segments: 0,
             peer_reads: 0,
             next_probe: Instant::now() + PROBE_EVERY,
             last_round: RoundTimes::default(),
@@ -725,7 +736,10 @@ impl<D: Device> Engine<D> {
                 return false;
             }
             let Some(o) = self.tx.get_mut(slot) else { return true };
-            let take = (o.end - o.next).min(maxp);
+            let mut take = (o.end - o.next).min(maxp);
+            if !o.started && o.kind == TxKind::Msg && self.cfg.lead_above > 0 && o.end > self.cfg.lead_above {
+                take = take.min(self.cfg.lead);
+            }
             let mut h = o.hdr;
             if o.kind != TxKind::ReadResp {
                 h.op_id = op_id(slot, o.gen);
@@ -1166,8 +1180,8 @@ impl<D: Device> Engine<D> {
         let timing = self.round_timing;
         self.dev.flush(now, true);
         let mut batch = self.batch.take().unwrap_or_default();
-        let rx = &self.rx;
-        let n = self.dev.recv_placing(&mut batch, now, &mut |p, head, len| Self::placement(rx, p, head, len));
+        let (rx, peers) = (&self.rx, &self.peers);
+        let n = self.dev.recv_placing(&mut batch, now, &mut |p, head, len| Self::placement(rx, peers, p, head, len));
         let t_recv = stamp(timing);
         let mut work = n + batch.acked.len() + batch.lost.len();
         for k in 0..batch.lost.len() {
@@ -1355,7 +1369,7 @@ impl<D: Device> Engine<D> {
         let payload = &b[PROTO_HDR..];
         let p = it.peer;
         match pkt {
-            Pkt::Msg | Pkt::Rts | Pkt::Atomic => self.on_ordered(p, pkt, &h, payload),
+            Pkt::Msg | Pkt::Rts | Pkt::Atomic => self.on_ordered(p, pkt, &h, payload, it.placed),
             Pkt::Data => {
                 self.on_data(p, &h, payload, it.placed);
                 true
@@ -1382,9 +1396,17 @@ impl<D: Device> Engine<D> {
     }
 
     /// Messages and atomics: in message-id order per peer.
-    fn on_ordered(&mut self, p: PeerId, pkt: Pkt, h: &ProtoHdr, payload: &[u8]) -> bool {
+    fn on_ordered(&mut self, p: PeerId, pkt: Pkt, h: &ProtoHdr, payload: &[u8], placed: usize) -> bool {
         let next = self.peer_st(p).next_msg;
         let ahead = h.msg_id.wrapping_sub(next);
+        if placed > 0 {
+            // Only a later segment of a started, matched message is placed.
+            match self.peers[p as usize].active.get(&h.msg_id) {
+                Some(&slot) if pkt == Pkt::Msg && (ahead as i32) < 0 => self.msg_segment(slot, h, payload, placed),
+                _ => self.bad_packets += 1,
+            }
+            return true;
+        }
         if ahead == 0 && self.peers[p as usize].early.contains_key(&next) {
             // Packets of this message wait already: it starts from there.
             self.hold_early(p, h, payload);
@@ -1403,7 +1425,7 @@ impl<D: Device> Engine<D> {
             // A later segment of a message already started.
             if pkt == Pkt::Msg {
                 if let Some(&slot) = self.peers[p as usize].active.get(&h.msg_id) {
-                    self.msg_segment(slot, h, payload);
+                    self.msg_segment(slot, h, payload, 0);
                     return true;
                 }
             }
@@ -1447,7 +1469,7 @@ impl<D: Device> Engine<D> {
                     continue;
                 }
                 if let Some(&slot) = self.peers[p as usize].active.get(&h.msg_id) {
-                    self.msg_segment(slot, &h, payload);
+                    self.msg_segment(slot, &h, payload, 0);
                 }
             }
             if !started {
@@ -1537,7 +1559,7 @@ impl<D: Device> Engine<D> {
                     if msg_tracked {
                         self.peers[p as usize].active.insert(h.msg_id, slot);
                     }
-                    self.msg_segment(slot, h, payload);
+                    self.msg_segment(slot, h, payload, 0);
                 }
                 self.rx_maybe_done(slot);
                 true
@@ -1566,21 +1588,29 @@ impl<D: Device> Engine<D> {
                     if msg_tracked {
                         self.peers[p as usize].active.insert(h.msg_id, slot);
                     }
-                    self.msg_segment(slot, h, payload);
+                    self.msg_segment(slot, h, payload, 0);
                 }
                 true
             }
         }
     }
 
-    fn msg_segment(&mut self, slot: u32, h: &ProtoHdr, payload: &[u8]) {
+    /// A segment of a medium message; `placed`: its payload's length when
+    /// the device already wrote it into the matched receive.
+    fn msg_segment(&mut self, slot: u32, h: &ProtoHdr, payload: &[u8], placed: usize) {
         let Some(m) = self.rx.get_mut(slot) else { return };
         let off = h.offset as usize;
-        if off.saturating_add(payload.len()) > m.total {
+        let len = if placed > 0 { placed } else { payload.len() };
+        if off.saturating_add(len) > m.total || (placed > 0 && !matches!(m.state, RxState::Matched { cap, .. } if off + len <= cap)) {
             self.bad_packets += 1;
             return;
         }
-        m.got += payload.len();
+        m.got += len;
+        if placed > 0 {
+            self.placed_segments += 1;
+            self.rx_maybe_done(slot);
+            return;
+        }
         match &mut m.state {
             RxState::Unexpected(buf) => {
                 buf[off..off + payload.len()].copy_from_slice(payload);
@@ -1605,9 +1635,24 @@ impl<D: Device> Engine<D> {
     /// Where the payload of the data packet with header `head` from `p`
     /// goes, when its receive is matched and takes all of it (the device
     /// then reads the payload there: see `Device::recv_placing`).
-    fn placement<'a>(rx: &'a Slab<RxMsg>, p: PeerId, head: &[u8], len: usize) -> Option<Placement<'a>> {
-        let (Pkt::Data, h) = ProtoHdr::decode(head)? else { return None };
-        let m = Self::data_target(rx, p, &h, len)?;
+    fn placement<'a>(rx: &'a Slab<RxMsg>, peers: &[PeerSt], p: PeerId, head: &[u8], len: usize) -> Option<Placement<'a>> {
+        let (pkt, h) = ProtoHdr::decode(head)?;
+        let m = match pkt {
+            Pkt::Data => Self::data_target(rx, p, &h, len)?,
+            Pkt::Msg if h.offset > 0 => {
+                // A peer the engine has not heard from yet has sent nothing
+                // before.
+                let st = peers.get(p as usize);
+                match st.and_then(|st| st.active.get(&h.msg_id)) {
+                    Some(&slot) => rx.get(slot).filter(|m| m.peer == p && (h.offset as usize).saturating_add(len) <= m.total)?,
+                    // Its first packet has not been taken yet: once it is,
+                    // this one may have a place.
+                    None if (h.msg_id.wrapping_sub(st.map_or(0, |st| st.next_msg)) as i32) >= 0 => return Some(Placement::later()),
+                    None => return None,
+                }
+            }
+            _ => return None,
+        };
         let RxState::Matched { iov, niov, cap, .. } = m.state else { return None };
         let off = h.offset as usize;
         if off + len > cap {

@@ -57,7 +57,7 @@ pub fn datagrams(data: &[u8]) {
     mr.lock()
         .register(MrRegion { base: region.as_mut_ptr() as usize, len: REGION, access: FI_REMOTE_READ | FI_REMOTE_WRITE, ..MrRegion::default() }, 1)
         .expect("register");
-    let ecfg = EngineConfig { medium_max: 65536, tx_size: 64, rx_size: 64, unexp_max: 64, directed: true };
+    let ecfg = EngineConfig { medium_max: 65536, tx_size: 64, rx_size: 64, unexp_max: 64, directed: true, lead: 0, lead_above: 0 };
     let Ok(mut eng) = Engine::new(dev, ecfg, mr) else { return };
     let Ok(hostile) = UdpSocket::bind("127.0.0.1:0") else { return };
     let mut bufs = vec![vec![0u8; 70_000]; 4];

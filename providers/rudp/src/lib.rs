@@ -22,8 +22,8 @@ pub mod settings;
 pub mod shmdev;
 pub mod sockaddr;
 pub mod sys;
-#[cfg(test)]
-mod testing;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
 pub mod udp;
 pub mod wire;
 

@@ -635,7 +635,7 @@ mod tests {
     fn engine(shm_reads: bool) -> Side<LocalOrUdp> {
         let mut d = open(free_port(), true);
         d.set_shm_reads(shm_reads);
-        Side::new(d, EngineConfig { medium_max: 8192, tx_size: 64, rx_size: 64, unexp_max: 64, directed: false })
+        Side::new(d, EngineConfig { medium_max: 8192, tx_size: 64, rx_size: 64, unexp_max: 64, directed: false, lead: 0, lead_above: 0 })
     }
 
     fn bytes(n: usize, k: usize) -> Vec<u8> {
@@ -795,7 +795,7 @@ mod tests {
 
     #[test]
     fn an_inject_that_could_not_go_at_once_keeps_its_own_copy() {
-        let cfg = EngineConfig { medium_max: 8192, tx_size: 64, rx_size: 64, unexp_max: 64, directed: false };
+        let cfg = EngineConfig { medium_max: 8192, tx_size: 64, rx_size: 64, unexp_max: 64, directed: false, lead: 0, lead_above: 0 };
         let mut a = Side::new(Refusing { d: open(free_port(), true), refuse: 1 }, cfg);
         let mut b = engine(true);
         let pb = a.eng.dev.peer(&b.eng.dev.name()).unwrap();

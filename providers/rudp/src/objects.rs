@@ -65,6 +65,10 @@ pub struct RdmLimits {
     pub medium_max: usize,
     /// Unexpected messages an endpoint holds.
     pub unexpected_max: usize,
+    /// `EngineConfig::lead` and `lead_above` (0: medium messages are not
+    /// split).
+    pub lead: usize,
+    pub lead_above: usize,
     /// How long `fi_close` of an endpoint waits for its last packets.
     pub linger: Duration,
 }
@@ -118,7 +122,7 @@ impl RdmDevices for UdpDevices {
     }
     fn limits(&self) -> RdmLimits {
         let s = &self.settings;
-        RdmLimits { medium_max: s.medium_max, unexpected_max: s.unexpected_max, linger: Duration::from_millis(s.linger_ms) }
+        RdmLimits { medium_max: s.medium_max, unexpected_max: s.unexpected_max, lead: 0, lead_above: 0, linger: Duration::from_millis(s.linger_ms) }
     }
     fn open(&self, bind: SocketAddr) -> Result<LocalOrUdp> {
         let s = &self.settings;
@@ -487,6 +491,8 @@ impl<D: Device + 'static> RdmEp<D> {
             rx_size: rx.map_or(1024, |r| r.size.max(1)) * 4,
             unexp_max: s.unexpected_max,
             directed: caps & FI_DIRECTED_RECV != 0,
+            lead: s.lead,
+            lead_above: s.lead_above,
         };
         let mut engine = Engine::new(dev, ecfg, mr)?;
         engine.round_timing = rfabric_core::log::enabled(m.prov(), rfabric_core::log::FI_LOG_INFO, FI_LOG_EP_DATA);

@@ -500,7 +500,7 @@ impl<T: Transport> ConnDevice<T> {
     }
 
     /// An accepted connection's first message: who it is from.
-    fn read_unbound(&mut self, slot: usize, now: Instant, batch: &mut RxBatch) {
+    fn read_unbound(&mut self, slot: usize, now: Instant, batch: &mut RxBatch, place: Placer<'_, '_>) {
         let Some(mut c) = self.unbound.get_mut(slot).and_then(|u| u.c.take()) else { return };
         let hello = match c.recv() {
             Ok(None) => {
@@ -546,7 +546,7 @@ impl<T: Transport> ConnDevice<T> {
         p.instance = inst;
         p.last_heard = now;
         p.inn = Some(In::new(Some(c), hello[0] == HELLO_BIDI, now));
-        self.read(id, Side::In, now, batch, &mut |_, _, _| None);
+        self.read(id, Side::In, now, batch, place);
     }
 
     /// Messages on one of `id`'s connections: acknowledgements of what we
@@ -554,6 +554,7 @@ impl<T: Transport> ConnDevice<T> {
     /// payload of a large data packet where `place` says, if it does).
     fn read(&mut self, id: PeerId, side: Side, now: Instant, batch: &mut RxBatch, place: Placer<'_, '_>) {
         let k = key(id as usize, side.kind());
+        let mut pushed = 0usize;
         loop {
             if batch.items.len() >= RECV_ITEMS || batch.data.len() + batch.owned_bytes >= RECV_BYTES {
                 self.again.push(k);
@@ -588,8 +589,26 @@ impl<T: Transport> ConnDevice<T> {
             // come back as spares and none is allocated in steady state.
             let (own_min, whole_min) = if batch.owned.len() < SPARE_MAX { (OWN_MIN, WHOLE_MIN) } else { (usize::MAX, usize::MAX) };
             let Some(c) = p.conn_mut(side) else { return };
-            let mut place_here = |head: &[u8], len: usize| if rx_here && is_data(head[0]) { place(id, &head[1..], len) } else { None };
+            let deferred = std::cell::Cell::new(false);
+            let mut place_here = |head: &[u8], len: usize| {
+                if !rx_here || !is_data(head[0]) {
+                    return None;
+                }
+                match place(id, &head[1..], len) {
+                    // Left unread until the packets before it are taken,
+                    // when there are any in this batch.
+                    Some(pl) if pl.is_empty() && len > 0 => (pushed > 0).then(|| {
+                        deferred.set(true);
+                        pl
+                    }),
+                    r => r,
+                }
+            };
             let got = match c.recv_placed(own_min, whole_min, &mut self.spare, 1 + PROTO_HDR, &mut place_here) {
+                Ok(None) if deferred.get() => {
+                    self.again.push(k);
+                    return;
+                }
                 Ok(None) => Got::None,
                 Ok(Some(Msg::Slice(m))) if m.len() == 5 && m[0] == ACK && tx_here => Got::Ack(u32::from_le_bytes(m[1..5].try_into().unwrap_or_default())),
                 Ok(Some(Msg::Slice(m))) if m.len() > 1 && is_data(m[0]) && rx_here => {
@@ -650,6 +669,7 @@ impl<T: Transport> ConnDevice<T> {
                         None => batch.items.push(RxItem { peer: id, seq: i.rx_seq, start, len: len - 1, placed }),
                         Some((buf, off)) => batch.push_owned(id, i.rx_seq, buf, off + 1, len - 1),
                     }
+                    pushed += 1;
                     i.ack_now |= kind == DATA_ACK;
                     i.rx_seq = i.rx_seq.wrapping_add(1);
                     i.owed_bytes += len + placed;
@@ -1154,7 +1174,7 @@ impl<T: Transport> Device for ConnDevice<T> {
             let idx = (k >> 2) as usize;
             match k & 3 {
                 K_LISTEN => self.accept_all(now),
-                K_UNBOUND => self.read_unbound(idx, now, batch),
+                K_UNBOUND => self.read_unbound(idx, now, batch, place),
                 K_OUT => {
                     if idx < self.peers.len() {
                         self.read(idx as PeerId, Side::Out, now, batch, place);
@@ -1266,6 +1286,78 @@ mod tests {
             assert!(Instant::now() < end, "no progress");
             std::thread::sleep(Duration::from_micros(200));
         }
+    }
+
+    /// An engine on a tcp device with the provider's packet size and its
+    /// split of medium messages.
+    fn engine_side() -> rfabric_rudp::testing::Side<ConnDevice<TcpTransport>> {
+        use rfabric_rudp::engine::{EngineConfig, MEDIUM_CAP};
+        let cfg = EngineConfig { medium_max: MEDIUM_CAP, tx_size: 64, rx_size: 64, unexp_max: 64, directed: false, lead: crate::tcp::LEAD, lead_above: crate::tcp::LEAD_ABOVE };
+        rfabric_rudp::testing::Side::new(dev_with(crate::settings::DEFAULT_PACKET + 1, ConnConfig::default()), cfg)
+    }
+
+    fn pattern(n: usize, k: usize) -> Vec<u8> {
+        (0..n).map(|i| (i * 7 + k * 31 + i / 4093) as u8).collect()
+    }
+
+    #[test]
+    fn medium_messages_lead_with_a_packet_and_their_rest_is_read_in_place() {
+        use rfabric_rudp::testing::{next, post_recv, send};
+        let mut a = engine_side();
+        let mut b = engine_side();
+        let pb = a.eng.dev.peer(&b.eng.dev.name()).unwrap();
+        // The first message on the connection, posted for: its first packet
+        // is taken before the rest is read, and the rest (more than a
+        // read of the empty connection takes) goes straight into place.
+        let first = pattern(1 << 20, 1);
+        let mut g = vec![0u8; 1 << 20];
+        post_recv(&mut b, &mut g, 10, Some(1));
+        send(&mut a, pb, &first, 11, Some(1)).unwrap();
+        assert_eq!(next(&mut a, &mut b, true), Ok((10, 1 << 20, 1)));
+        assert!(g == first, "the first message's bytes");
+        assert_eq!(b.eng.placed_segments, 1, "its rest read in place");
+        assert_eq!(next(&mut a, &mut b, false).map(|c| c.0), Ok(11));
+        // Several at once, of sizes on both sides of the split: whole and
+        // in order, however the reads cut them.
+        let sizes = [20_000usize, 100_000, 1 << 20, 40_000, (1 << 20) - 3];
+        let data: Vec<Vec<u8>> = sizes.iter().enumerate().map(|(k, &n)| pattern(n, k)).collect();
+        let mut got: Vec<Vec<u8>> = sizes.iter().map(|&n| vec![0u8; n]).collect();
+        for (k, g) in got.iter_mut().enumerate() {
+            post_recv(&mut b, g, 100 + k, Some(k as u64));
+        }
+        for (k, d) in data.iter().enumerate() {
+            send(&mut a, pb, d, 200 + k, Some(k as u64)).unwrap();
+        }
+        for (k, &n) in sizes.iter().enumerate() {
+            assert_eq!(next(&mut a, &mut b, true), Ok((100 + k, n, k as u64)));
+        }
+        for k in 0..sizes.len() {
+            assert!(got[k] == data[k], "message {k}'s bytes");
+            assert_eq!(next(&mut a, &mut b, false).map(|c| c.0), Ok(200 + k));
+        }
+        let placed = b.eng.placed_segments;
+        assert_eq!(b.eng.bad_packets, 0);
+
+        // Unexpected: buffered and copied once a receive takes it.
+        let late = pattern(1 << 20, 9);
+        send(&mut a, pb, &late, 300, Some(9)).unwrap();
+        assert_eq!(next(&mut a, &mut b, false).map(|c| c.0), Ok(300));
+        let mut g = vec![0u8; 1 << 20];
+        post_recv(&mut b, &mut g, 301, Some(9));
+        assert_eq!(next(&mut a, &mut b, true), Ok((301, 1 << 20, 9)));
+        assert!(g == late, "the unexpected message's bytes");
+        assert_eq!(b.eng.placed_segments, placed, "nothing placed for an unexpected message");
+
+        // A receive shorter than the message: no place for the rest, which
+        // is cut at the receive's end (FI_ETRUNC).
+        let long = pattern(300_000, 4);
+        let mut short = vec![0u8; 200_000];
+        post_recv(&mut b, &mut short, 400, Some(4));
+        send(&mut a, pb, &long, 401, Some(4)).unwrap();
+        assert_eq!(next(&mut a, &mut b, true), Err(FI_ETRUNC));
+        assert!(short[..] == long[..200_000], "the first bytes of the cut message");
+        assert_eq!(b.eng.placed_segments, placed, "no place for a rest beyond the receive");
+        assert_eq!(b.eng.bad_packets, 0);
     }
 
     #[test]

@@ -82,7 +82,16 @@ impl RdmDevices for TcpDevices {
     }
     fn limits(&self) -> RdmLimits {
         let s = &self.settings;
-        RdmLimits { medium_max: s.medium_max, unexpected_max: s.unexpected_max, linger: Duration::from_millis(s.linger_ms) }
+        RdmLimits {
+            medium_max: s.medium_max,
+            unexpected_max: s.unexpected_max,
+            // A medium message over 32 KiB leads with a packet the
+            // receiver matches before it reads the rest, which then goes
+            // straight into the receive (`crate::tcp::LEAD`).
+            lead: crate::tcp::LEAD,
+            lead_above: crate::tcp::LEAD_ABOVE,
+            linger: Duration::from_millis(s.linger_ms),
+        }
     }
     fn open(&self, bind: SocketAddr) -> Result<Self::Dev> {
         let s = &self.settings;

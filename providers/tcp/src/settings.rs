@@ -5,7 +5,7 @@
 //! | `FI_TCP_IFACE` | string | every interface that is up, non-loopback first |
 //! | `FI_TCP_MAX_PACKET` | size_t | 1048641 |
 //! | `FI_TCP_PEER_TIMEOUT_MS` | int | 10000 |
-//! | `FI_TCP_MEDIUM_MAX` | size_t | 32768 |
+//! | `FI_TCP_MEDIUM_MAX` | size_t | 1048576 |
 //! | `FI_TCP_INFLIGHT` | size_t | 4 MiB |
 //! | `FI_TCP_UNEXPECTED_MAX` | size_t | 4096 |
 //! | `FI_TCP_LINGER_MS` | int | 2000 |
@@ -32,7 +32,7 @@ const DEFS: [(&str, fi_param_type, &str); 7] = [
     ("iface", FI_PARAM_STRING, "Network interface (name, or address) endpoints listen and connect on; sockets bind only to its address (default: every interface that is up, one domain each, non-loopback first)"),
     ("max_packet", FI_PARAM_SIZE_T, "Largest packet (one framed message on a connection), in bytes (default: 1048641, 1 MiB of payload and 65 bytes of headers; from 1024 to 16777216)"),
     ("peer_timeout_ms", FI_PARAM_INT, "Milliseconds a peer may leave packets unacknowledged (while sending nothing), or a connection unestablished, before it is given up on and its operations complete with FI_ECONNRESET (default: 10000)"),
-    ("medium_max", FI_PARAM_SIZE_T, "Largest message sent without waiting for the receiver's clear-to-send (default: 32768, at most 1048576)"),
+    ("medium_max", FI_PARAM_SIZE_T, "Largest message sent without waiting for the receiver's clear-to-send (default: 1048576, at most 1048576)"),
     ("inflight", FI_PARAM_SIZE_T, "Bytes sent to one peer and not yet acknowledged, at most (default: 4194304)"),
     ("unexpected_max", FI_PARAM_SIZE_T, "Unexpected messages one endpoint holds before it refuses more (they wait in the connection) (default: 4096)"),
     ("linger_ms", FI_PARAM_INT, "Milliseconds fi_close of an endpoint waits for its last packets to be acknowledged (default: 2000)"),
@@ -80,7 +80,7 @@ impl Settings {
             // fewer): 64 KiB streams (window 16, loopback) moved 3.03 GB/s
             // so against 2.15 eager (medians of 8 alternating runs), and
             // 32 KiB ones 0.65 times as fast, which is why it is not lower.
-            medium_max: size("medium_max").unwrap_or(32768).min(rfabric_rudp::engine::MEDIUM_CAP),
+            medium_max: size("medium_max").unwrap_or(rfabric_rudp::engine::MEDIUM_CAP).min(rfabric_rudp::engine::MEDIUM_CAP),
             inflight_bytes: size("inflight").filter(|&v| v > 0).unwrap_or(4 << 20),
             unexpected_max: size("unexpected_max").filter(|&v| v > 0).unwrap_or(4096),
             linger_ms: int("linger_ms").filter(|&v| v >= 0).map_or(2000, |v| v as u64),

@@ -24,6 +24,14 @@ const READ_CHUNK: usize = 256 << 10;
 /// the next message's start, so that the rest of a large one can go in
 /// place as well rather than through this connection's buffer.
 const PEEK_READ: usize = 16 << 10;
+/// Payload of the first packet of a medium message over `LEAD_ABOVE`
+/// bytes (`EngineConfig::lead`): with its headers and the next packet's
+/// it fits one `PEEK_READ`, so little of the next packet is read before
+/// its place is known.
+pub const LEAD: usize = PEEK_READ / 2;
+/// Medium messages up to this size go whole in one packet: one copy out
+/// of the connection's buffer costs less than a second packet.
+pub const LEAD_ABOVE: usize = 32 << 10;
 /// Frames up to this size are copied together and written in one piece
 /// rather than written from their parts: 8 KiB of payload and its headers
 /// (69 bytes on the RDM device). 8 KiB ping-pongs on loopback were 2-3%
@@ -478,7 +486,13 @@ impl Conn for TcpConn {
             // rest goes where `place` says, if it names a place.
             let at = self.rx_start + FRAME_HDR;
             if head > 0 && head < l && self.rx_end >= at + head {
-                if let Some(pl) = place(&self.rx[at..at + head], l - head).filter(|p| p.len() == l - head) {
+                let pl = place(&self.rx[at..at + head], l - head);
+                if pl.as_ref().is_some_and(|p| p.is_empty()) {
+                    // Asked again later: left as it is.
+                    self.drained = false;
+                    return Ok(None);
+                }
+                if let Some(pl) = pl.filter(|p| p.len() == l - head) {
                     let done = pl.put(0, &self.rx[at + head..self.rx_end]);
                     self.rx_end = at + head;
                     self.placing = Some(Placing { len: l, head, done });

@@ -108,7 +108,7 @@ impl RdmDevices for RcDevices {
         NAME
     }
     fn limits(&self) -> RdmLimits {
-        RdmLimits { medium_max: MEDIUM_MAX, unexpected_max: 4096, linger: Duration::from_secs(2) }
+        RdmLimits { medium_max: MEDIUM_MAX, unexpected_max: 4096, lead: 0, lead_above: 0, linger: Duration::from_secs(2) }
     }
     fn open(&self, bind: SocketAddr) -> Result<Self::Dev> {
         let t = RcTransport::bind(&self.cm, self.dom.context(), self.dom.pd(), bind, PACKET, DEPTH)?;
