@@ -779,6 +779,42 @@ mod tests {
     }
 
     #[test]
+    fn a_message_whose_place_comes_later_stays_unread_until_asked_again() {
+        let (_a, _b, mut c, mut s) = pair(2 << 20);
+        let body: Vec<u8> = (0..300_000usize).map(|i| (i * 7 + 3) as u8).collect();
+        let head = [b'L', 0, 0, 0, 0, 0, 0, 0];
+        let mut dest = vec![0u8; 300_000];
+        let cells = Cell::from_mut(&mut dest[..]).as_slice_of_cells();
+        let later = Cell::new(true);
+        let asked = Cell::new(0);
+        let mut place = |h: &[u8], len: usize| {
+            asked.set(asked.get() + 1);
+            (h[0] == b'L').then(|| if later.get() { Placement::later() } else { Placement::in_cells(cells, 0, len) })
+        };
+        let mut spare = Vec::new();
+        c.send(&[b"a small one first"]).unwrap();
+        c.send(&[&head, &body]).unwrap();
+        let got = recv_all_placing(&mut s, &mut c, 1, &mut spare, &mut place);
+        assert_eq!(got, vec![(b"a small one first".to_vec(), None)]);
+        // Its place is not known yet: nothing of it is taken, however
+        // often the connection is read, and it is asked about each time.
+        let before = asked.get();
+        for _ in 0..20 {
+            c.flush().unwrap();
+            assert!(s.recv_placed(32 << 10, usize::MAX, &mut spare, 8, &mut place).unwrap().is_none());
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert_eq!(asked.get(), before + 20, "asked again at every read");
+        assert!(cells.iter().all(|c| c.get() == 0), "nothing written before a place is named");
+        // Once it has a place, all of it goes there.
+        later.set(false);
+        c.send(&[b"after"]).unwrap();
+        let got = recv_all_placing(&mut s, &mut c, 2, &mut spare, &mut place);
+        assert_eq!(got, vec![(head.to_vec(), Some(300_000)), (b"after".to_vec(), None)]);
+        assert!(cells.iter().map(Cell::get).eq(body.iter().copied()), "its bytes in place");
+    }
+
+    #[test]
     fn large_messages_go_where_their_place_is_named() {
         let (_a, _b, mut c, mut s) = pair(2 << 20);
         let body = |n: usize, k: usize| -> Vec<u8> { (0..n).map(|i| (i * 13 + k) as u8).collect() };
