@@ -737,7 +737,7 @@ impl<D: Device> Engine<D> {
             }
             let Some(o) = self.tx.get_mut(slot) else { return true };
             let mut take = (o.end - o.next).min(maxp);
-            if !o.started && o.kind == TxKind::Msg && self.cfg.lead_above > 0 && o.end > self.cfg.lead_above {
+            if !o.started && o.kind == TxKind::Msg && self.cfg.lead > 0 && o.end > self.cfg.lead_above.max(self.cfg.lead) {
                 take = take.min(self.cfg.lead);
             }
             let mut h = o.hdr;
