@@ -227,7 +227,9 @@ fn iovecs(iov: &[Iov], skip: usize, len: usize, out: &mut [libc::iovec; PLACE_IO
 
 /// The engine's answer to "where does this packet's payload go?": given
 /// the peer, the packet's protocol header and its payload length, a
-/// [`Placement`] or `None` (the device then delivers the packet whole).
+/// [`Placement`] or `None` (the device then delivers the packet whole);
+/// an empty one ([`Placement::later`]) asks a device that can to leave
+/// the packet unread until the engine has taken those before it.
 pub type Placer<'a, 'p> = &'a mut dyn FnMut(PeerId, &[u8], usize) -> Option<Placement<'p>>;
 
 pub trait Device: Send {

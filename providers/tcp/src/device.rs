@@ -1293,7 +1293,7 @@ mod tests {
     fn engine_side() -> rfabric_rudp::testing::Side<ConnDevice<TcpTransport>> {
         use rfabric_rudp::engine::{EngineConfig, MEDIUM_CAP};
         let cfg = EngineConfig { medium_max: MEDIUM_CAP, tx_size: 64, rx_size: 64, unexp_max: 64, directed: false, lead: crate::tcp::LEAD, lead_above: crate::tcp::LEAD_ABOVE };
-        rfabric_rudp::testing::Side::new(dev_with(crate::settings::DEFAULT_PACKET + 1, ConnConfig::default()), cfg)
+        rfabric_rudp::testing::Side::new(dev_with(crate::settings::DEFAULT_PACKET, ConnConfig::default()), cfg)
     }
 
     fn pattern(n: usize, k: usize) -> Vec<u8> {
