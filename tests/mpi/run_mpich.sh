@@ -201,9 +201,11 @@ for name in control $second; do
 	fi
 done
 # An MCS lock on MPI one-sided atomics (tests/mpi/mcs_lock.c), 3 ranks on
-# our library, with one busy process per core beside them: the ranks spin
+# our provider, with one busy process per core beside them: the ranks spin
 # on their own window memory while their predecessor hands the lock over.
 # Mutual exclusion is checked by a counter; a hang shows as the time limit.
+# With --dl the ranks load the wheel's libfabric and our rfshm from DLDIR
+# (the library's own shm is upstream's, which this test does not judge).
 mcs=$out/mcs_lock
 if "$venv/bin/mpicc" -O2 -Wall -Wextra -Werror -o "$mcs" "$root/tests/mpi/mcs_lock.c" 2>"$tmp/cc"; then
 	busy=""
@@ -211,15 +213,33 @@ if "$venv/bin/mpicc" -O2 -Wall -Wextra -Werror -o "$mcs" "$root/tests/mpi/mcs_lo
 		timeout "$limit" sh -c 'while :; do :; done' & busy="$busy $!"
 	done
 	log=$logs/mpich-mcs-lock.log
-	LD_LIBRARY_PATH=$lib MPIR_CVAR_CH4_NETMOD=ofi MPIR_CVAR_NOLOCAL=1 FI_PROVIDER=${OURS_PROV:-shm} FI_LOG_LEVEL=warn \
-		timeout -k 10 "$limit" "$venv/bin/mpiexec" -n 3 "$mcs" "${MCS_ITERS:-500}" >"$log" 2>&1
+	(
+		if [ -n "$dl" ]; then
+			export FI_PROVIDER_PATH=$dl FI_PROVIDER=rfshm
+		else
+			export LD_LIBRARY_PATH=$lib FI_PROVIDER=${OURS_PROV:-shm}
+		fi
+		export LD_DEBUG=libs LD_DEBUG_OUTPUT=$tmp/ld.mcs
+		MPIR_CVAR_CH4_NETMOD=ofi MPIR_CVAR_NOLOCAL=1 MPIR_CVAR_DEBUG_SUMMARY=1 FI_LOG_LEVEL=warn \
+			timeout -k 10 "$limit" "$venv/bin/mpiexec" -n 3 "$mcs" "${MCS_ITERS:-500}" >"$log" 2>&1
+	)
 	rc=$?
 	kill $busy 2>/dev/null; wait $busy 2>/dev/null
-	summary=$(grep -E '^mcs_lock: [0-9]+ passed, [0-9]+ failed$' "$log" | tail -1)
-	if [ $rc -eq 0 ] && [ "$summary" = "mcs_lock: 1 passed, 0 failed" ]; then
-		ok "ours: MCS lock on one-sided atomics, 3 ranks beside $(nproc) busy processes: $(grep -m1 acquisitions "$log")"
+	if [ -n "$dl" ]; then
+		want_prov=rfshm want_so=$dl/librfshm-fi.so
 	else
-		bad "ours: MCS lock under load: exit status $rc; ${summary:-no summary} (full output: $log)"
+		want_prov=${OURS_PROV:-shm} want_so=$lib/libfabric.so.1
+	fi
+	# the ranks must have run on ours: a rank that initialised our file,
+	# and MPICH's summary naming the provider
+	nours=$(cat "$tmp/ld.mcs".* 2>/dev/null | grep -c "calling init: $want_so$")
+	summary=$(grep -E '^mcs_lock: [0-9]+ passed, [0-9]+ failed$' "$log" | tail -1)
+	if [ "$nours" -lt 1 ] || ! grep -q "^libfabric provider: $want_prov\( \|$\)" "$log"; then
+		bad "${second}: MCS lock did not run on $want_so with provider $want_prov ($nours ranks initialised it; $(grep -m1 '^libfabric provider:' "$log"))"
+	elif [ $rc -eq 0 ] && [ "$summary" = "mcs_lock: 1 passed, 0 failed" ]; then
+		ok "${second}: MCS lock on one-sided atomics through $want_prov, 3 ranks beside $(nproc) busy processes: $(grep -m1 acquisitions "$log")"
+	else
+		bad "${second}: MCS lock under load through $want_prov: exit status $rc; ${summary:-no summary} (full output: $log)"
 	fi
 else
 	bad "mcs_lock.c does not build:"; sed 's/^/  /' "$tmp/cc"
