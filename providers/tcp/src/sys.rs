@@ -126,6 +126,15 @@ pub fn writable(fd: RawFd) -> bool {
     n > 0 && p.revents != 0
 }
 
+/// Whether `fd` has bytes to read (or an end or error to report) now,
+/// asked without taking the socket's lock as a failed `recv` does.
+pub fn readable(fd: RawFd) -> bool {
+    let mut p = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
+    // SAFETY: one pollfd on the stack, valid for the call.
+    let n = unsafe { libc::poll(&mut p, 1, 0) };
+    n > 0 && p.revents != 0
+}
+
 /// An epoll instance: level-triggered readability of registered
 /// descriptors, each with a key.
 pub struct Epoll {

@@ -148,6 +148,9 @@ struct Placing {
     len: usize,
     head: usize,
     done: usize,
+    /// The socket had nothing more at the last read: the next round asks
+    /// `poll` first (see `place_rest`).
+    starved: bool,
 }
 
 /// How far `TcpConn::place_rest` got.
@@ -282,12 +285,20 @@ impl TcpConn {
     /// Reads the rest of the message being placed into its place (asked of
     /// `place` again first), or, when the place went away, reads and drops it.
     fn place_rest<'p>(&mut self, place: &mut dyn FnMut(&[u8], usize) -> Option<Placement<'p>>) -> Result<Rest> {
-        let Some(Placing { len, head, mut done }) = self.placing else { return Ok(Rest::Dropped) };
+        let Some(Placing { len, head, mut done, starved }) = self.placing else { return Ok(Rest::Dropped) };
         let at = self.rx_start + FRAME_HDR;
         let rest = len - head;
         let pl = place(&self.rx[at..at + head], rest).filter(|p| p.len() == rest);
         if pl.is_none() && self.rx.len() < at + head + READ_CHUNK {
             self.rx.resize(at + head + READ_CHUNK, 0);
+        }
+        // Waiting for the rest of a large message, ask whether bytes came
+        // without taking the socket's lock, as a failed read would: while
+        // the reader holds it, arriving segments wait in the socket's
+        // backlog for the reader to process. 2 and 4 MiB streams (window
+        // 16, loopback, 1 GiB rounds) moved 7-10% more this way.
+        if starved && done < rest && !sys::readable(self.s.as_raw_fd()) {
+            return Ok(Rest::Waiting);
         }
         while done < rest {
             let r = match &pl {
@@ -301,7 +312,7 @@ impl TcpConn {
                 Ok(0) => return Err(Error(FI_ESHUTDOWN)),
                 Ok(n) => done += n,
                 Err(e) if e.kind() == ErrorKind::WouldBlock => {
-                    self.placing = Some(Placing { len, head, done });
+                    self.placing = Some(Placing { len, head, done, starved: true });
                     return Ok(Rest::Waiting);
                 }
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}
@@ -495,7 +506,7 @@ impl Conn for TcpConn {
                 if let Some(pl) = pl.filter(|p| p.len() == l - head) {
                     let done = pl.put(0, &self.rx[at + head..self.rx_end]);
                     self.rx_end = at + head;
-                    self.placing = Some(Placing { len: l, head, done });
+                    self.placing = Some(Placing { len: l, head, done, starved: false });
                     return match self.place_rest(place)? {
                         Rest::Placed { head, len } => Ok(Some(self.placed(head, len))),
                         Rest::Waiting | Rest::Dropped => Ok(None),
@@ -812,6 +823,44 @@ mod tests {
         let got = recv_all_placing(&mut s, &mut c, 2, &mut spare, &mut place);
         assert_eq!(got, vec![(head.to_vec(), Some(300_000)), (b"after".to_vec(), None)]);
         assert!(cells.iter().map(Cell::get).eq(body.iter().copied()), "its bytes in place");
+    }
+
+    #[test]
+    fn a_message_waiting_for_its_rest_sees_the_connection_end() {
+        let body: Vec<u8> = (0..200_000usize).map(|i| (i * 5 + 1) as u8).collect();
+        let head = [b'P', 0, 0, 0, 0, 0, 0, 0];
+        let mut dest = vec![0u8; 200_000];
+        let cells = Cell::from_mut(&mut dest[..]).as_slice_of_cells();
+        let mut place = |h: &[u8], len: usize| (h[0] == b'P').then(|| Placement::in_cells(cells, 0, len));
+        let mut spare = Vec::new();
+        // The sender goes away in the middle of the message: closed, or
+        // reset (unread bytes on its side make close send a reset).
+        for reset in [false, true] {
+            let (_a, _b, mut c, mut s) = pair(2 << 20);
+            let rest = write_first_part(&mut s, &mut c, &[&head[..], &body].concat(), &mut spare, &mut place);
+            // Starved: later rounds ask the socket whether bytes came
+            // before reading it, and nothing came.
+            for _ in 0..5 {
+                assert!(s.recv_placed(32 << 10, usize::MAX, &mut spare, 8, &mut place).unwrap().is_none());
+            }
+            c.s.write_all(&rest[..1000]).unwrap();
+            if reset {
+                s.s.write_all(b"unread by c").unwrap();
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            drop(c);
+            let mut end = None;
+            pump_until(|| match s.recv_placed(32 << 10, usize::MAX, &mut spare, 8, &mut place) {
+                Ok(None) => false,
+                Ok(Some(_)) => panic!("a message from a connection that ended midway"),
+                Err(e) => {
+                    end = Some(e);
+                    true
+                }
+            });
+            let e = end.unwrap();
+            assert!(e.0 == FI_ESHUTDOWN || e.0 == FI_ECONNRESET, "ended with {} (reset: {reset})", e.0);
+        }
     }
 
     #[test]
