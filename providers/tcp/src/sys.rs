@@ -118,21 +118,24 @@ pub fn connect_from(local: &SocketAddr, to: &[u8]) -> Result<TcpStream> {
     Ok(TcpStream::from(owned))
 }
 
-/// Whether `fd` is writable now (a connect under way has finished).
-pub fn writable(fd: RawFd) -> bool {
-    let mut p = libc::pollfd { fd, events: libc::POLLOUT, revents: 0 };
+/// Whether `poll` reports any of `events` (or an error or hang-up) on
+/// `fd` now, without waiting.
+fn ready_now(fd: RawFd, events: libc::c_short) -> bool {
+    let mut p = libc::pollfd { fd, events, revents: 0 };
     // SAFETY: one pollfd on the stack, valid for the call.
     let n = unsafe { libc::poll(&mut p, 1, 0) };
     n > 0 && p.revents != 0
 }
 
+/// Whether `fd` is writable now (a connect under way has finished).
+pub fn writable(fd: RawFd) -> bool {
+    ready_now(fd, libc::POLLOUT)
+}
+
 /// Whether `fd` has bytes to read (or an end or error to report) now,
 /// asked without taking the socket's lock as a failed `recv` does.
 pub fn readable(fd: RawFd) -> bool {
-    let mut p = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
-    // SAFETY: one pollfd on the stack, valid for the call.
-    let n = unsafe { libc::poll(&mut p, 1, 0) };
-    n > 0 && p.revents != 0
+    ready_now(fd, libc::POLLIN)
 }
 
 /// An epoll instance: level-triggered readability of registered
