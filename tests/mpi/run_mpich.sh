@@ -235,7 +235,7 @@ if "$venv/bin/mpicc" -O2 -Wall -Wextra -Werror -o "$mcs" "$root/tests/mpi/mcs_lo
 	nours=$(cat "$tmp/ld.mcs".* 2>/dev/null | grep -c "calling init: $want_so$")
 	summary=$(grep -E '^mcs_lock: [0-9]+ passed, [0-9]+ failed$' "$log" | tail -1)
 	if [ "$nours" -lt 1 ] || ! grep -q "^libfabric provider: $want_prov\( \|$\)" "$log"; then
-		bad "${second}: MCS lock did not run on $want_so with provider $want_prov ($nours ranks initialised it; $(grep -m1 '^libfabric provider:' "$log"))"
+		bad "${second}: MCS lock did not run on $want_so with provider $want_prov ($nours ranks initialised it; $(grep -m1 '^libfabric provider:' "$log"); exit status $rc; full output: $log)"
 	elif [ $rc -eq 0 ] && [ "$summary" = "mcs_lock: 1 passed, 0 failed" ]; then
 		ok "${second}: MCS lock on one-sided atomics through $want_prov, 3 ranks beside $(nproc) busy processes: $(grep -m1 acquisitions "$log")"
 	else
