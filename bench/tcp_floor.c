@@ -6,16 +6,19 @@
  * (one connection per direction, as the tcp provider's device had it), so
  * no reply carries the TCP acknowledgement of the message before it.
  * With "bare", one connection, in no epoll set, and each side spins on
- * recv itself (as our tcp reads a lone connection).
+ * recv itself (as our tcp reads a lone connection). With "poll", as "bare"
+ * but each recv waits for poll (timeout 0) to say readable: poll takes no
+ * socket lock, a failed recv does.
  *
  *   cc -O2 -o tcp_floor bench/tcp_floor.c
- *   taskset -c 0 ./tcp_floor server [PORT] [ITERS] [one|two|bare] [SIZE] &
- *   taskset -c 1 ./tcp_floor client [PORT] [ITERS] [one|two|bare] [SIZE]
+ *   taskset -c 0 ./tcp_floor server [PORT] [ITERS] [one|two|bare|poll] [SIZE] &
+ *   taskset -c 1 ./tcp_floor client [PORT] [ITERS] [one|two|bare|poll] [SIZE]
  */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,14 +48,15 @@ static void send_all(int fd, const char *buf, size_t len)
 int main(int argc, char **argv)
 {
 	if (argc < 2 || (strcmp(argv[1], "server") && strcmp(argv[1], "client"))) {
-		fprintf(stderr, "usage: %s server|client [PORT] [ITERS] [one|two|bare] [SIZE]\n", argv[0]);
+		fprintf(stderr, "usage: %s server|client [PORT] [ITERS] [one|two|bare|poll] [SIZE]\n", argv[0]);
 		return 2;
 	}
 	int server = !strcmp(argv[1], "server");
 	int port = argc > 2 ? atoi(argv[2]) : 29111;
 	long iters = argc > 3 ? atol(argv[3]) : 100000;
 	int two = argc > 4 && !strcmp(argv[4], "two");
-	int bare = argc > 4 && !strcmp(argv[4], "bare");
+	int polled = argc > 4 && !strcmp(argv[4], "poll");
+	int bare = polled || (argc > 4 && !strcmp(argv[4], "bare"));
 	size_t size = argc > 5 ? strtoul(argv[5], NULL, 0) : 8;
 	if (size == 0)
 		size = 8;
@@ -104,6 +108,9 @@ int main(int argc, char **argv)
 			struct epoll_event e[4];
 			if (!bare && epoll_wait(ep, e, 4, 0) <= 0)
 				continue;
+			struct pollfd pf = { .fd = fd, .events = POLLIN };
+			if (polled && poll(&pf, 1, 0) <= 0)
+				continue;
 			ssize_t r = recv(fd, buf + got, size - got, 0);
 			if (r == 0)
 				return 0;
@@ -115,6 +122,6 @@ int main(int argc, char **argv)
 	}
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	double ns = (t1.tv_sec - t0.tv_sec) * 1e9 + (t1.tv_nsec - t0.tv_nsec);
-	printf("tcp floor (%s): %zu B, %ld round trips, %.2f us one-way\n", two ? "a connection per direction" : bare ? "one connection, recv polled" : "one connection", size, iters, ns / iters / 2 / 1e3);
+	printf("tcp floor (%s): %zu B, %ld round trips, %.2f us one-way\n", two ? "a connection per direction" : polled ? "one connection, poll then recv" : bare ? "one connection, recv polled" : "one connection", size, iters, ns / iters / 2 / 1e3);
 	return 0;
 }
