@@ -11,6 +11,7 @@
 #   make soak                  the MPICH soak on 4 ranks for SOAK_SECONDS (default 600); see docs/TESTING.md
 #   make clean
 #   make bench                 shm and network (rudp) latency/bandwidth: ours vs Debian libfabric vs UCX (docs/PERFORMANCE.md)
+#   make bench-instr           instructions per message of a loopback tcp ping-pong's server under callgrind (BENCH_INSTR_ARGS=--peers: vs Debian tcp;ofi_rxm and UCX)
 #   make check-ompi            the Open MPI 5 wheel on rudp through LD_PRELOAD: one host, then two namespaces (OMPI_REPS)
 
 PREFIX ?= $(CURDIR)/prefix
@@ -216,6 +217,13 @@ demo: install
 .PHONY: bench
 bench:
 	MAKE="$(MAKE)" bench/run.sh $(BENCH_ARGS)
+
+# Instructions per message received and answered by a loopback ping-pong's
+# server under callgrind: unlike latency, they do not move with the
+# machine's phases. BENCH_INSTR_ARGS: e.g. --peers, --sizes 8,2048, --tries 5.
+.PHONY: bench-instr
+bench-instr: build
+	python3 bench/instr.py --ours-libdir build/lib $(BENCH_INSTR_ARGS)
 
 # Unit tests of the benchmark script's parsers and report writers (no timing).
 .PHONY: check-bench

@@ -81,6 +81,7 @@ add verbs-standin 'cargo test -j2 -p rfabric-verbs -p rfabric-ibverbs && cargo t
 add verbs-no-device 'need_dl && tests/verbs/no_device.sh "$lib"'
 add mr-cache-unprivileged 'tests/verbs/mr_cache_unprivileged.sh'
 add bench-units 'make -s check-bench'
+add bench-instr 'python3 bench/instr.py --ours-libdir "$lib" --sizes 8 --tries 1 | grep -E "^\\| 8 B \\| ours tcp \\| [1-9][0-9]* \\| [1-9][0-9]* \\|$"'
 add testing-doc 'check_testing_doc'
 
 if [ "${1:-}" = --list ]; then
