@@ -22,11 +22,12 @@ import argparse
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
-import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bench  # noqa: E402
 
 SHORT, LONG = 2000, 12000
 LINE = re.compile(r"^\s*([0-9,]+)\s+(\S.*)$")
@@ -34,12 +35,6 @@ LINE = re.compile(r"^\s*([0-9,]+)\s+(\S.*)$")
 # program itself and valgrind's preload. Lines without an object are
 # code inlined into the library from Rust's standard library.
 NOT_LIBRARY = re.compile(r"\[(/\S*/(libc|ld-linux[^/]*|libgcc_s|libm)\.so[^/\]]*|/usr/bin/[^\]]+|/usr/libexec/valgrind/[^\]]+)\]\s*$")
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def counts(out):
@@ -63,49 +58,37 @@ def split_counts(ann):
     return total, own
 
 
-def run_pair(kind, size, iters, libdir, workdir):
-    port = free_port()
+def count_run(kind, size, iters, libdir, workdir, ports):
+    """One ping-pong of `iters` round trips with its server under callgrind
+    (bench.run_pair: server on core 0, client on core 1); its counts."""
+    port = ports.take()
     out = os.path.join(workdir, "cg.%s.%d.%d" % (kind, size, iters))
-    env = dict(os.environ)
     vg = ["valgrind", "--tool=callgrind", "--dump-instr=no", "--callgrind-out-file=" + out]
     if kind == "ucx":
-        env.update(UCX_TLS="tcp,self", UCX_NET_DEVICES="lo")
+        env = {"UCX_TLS": "tcp,self", "UCX_NET_DEVICES": "lo"}
         srv = ["ucx_perftest", "-p", str(port)]
         cli = ["ucx_perftest", "127.0.0.1", "-p", str(port), "-t", "tag_lat", "-s", str(size), "-n", str(iters), "-w", "0"]
     else:
         prov = "tcp" if kind == "ours" else "tcp;ofi_rxm"
-        env["LD_LIBRARY_PATH"] = libdir
-        env["FI_TCP_IFACE"] = "lo"
+        env = {"LD_LIBRARY_PATH": libdir, "FI_TCP_IFACE": "lo"}
         base = ["fi_pingpong", "-p", prov, "-e", "rdm", "-S", str(size), "-I", str(iters)]
         srv = base + ["-B", str(port)]
         cli = base + ["-P", str(port), "127.0.0.1"]
-    s = subprocess.Popen(vg + srv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        for _ in range(200):
-            time.sleep(0.1)
-            r = subprocess.run(["ss", "-ltnH", "sport = :%d" % port], capture_output=True, text=True)
-            if r.stdout.strip():
-                break
-        c = subprocess.run(cli, env=env, capture_output=True, text=True, timeout=600)
-        s.wait(timeout=120)
-    finally:
-        if s.poll() is None:
-            s.kill()
-            s.wait()
-    if c.returncode != 0 or s.returncode != 0 or not os.path.exists(out):
-        raise RuntimeError("%s %d B: client rc %s, server rc %s: %s" % (kind, size, c.returncode, s.returncode, (c.stdout + c.stderr)[-400:]))
+    ok, _, err = bench.run_pair(vg + srv, cli, env, port, timeout=600)
+    if not ok or not os.path.exists(out):
+        raise RuntimeError("%s %d B, %d round trips: %s" % (kind, size, iters, err or "no callgrind output"))
     return counts(out)
 
 
-def per_message(kind, size, libdir, workdir, tries):
+def per_message(kind, size, libdir, workdir, tries, ports):
     """The fewest instructions per message over `tries` pairs of runs. The
     client runs at full speed and the server under valgrind, so most
     rounds find a message waiting; the rounds that find none (polls that
     come up empty) vary in number from run to run and only add."""
     best = None
     for _ in range(tries):
-        t1, o1 = run_pair(kind, size, SHORT, libdir, workdir)
-        t2, o2 = run_pair(kind, size, LONG, libdir, workdir)
+        t1, o1 = count_run(kind, size, SHORT, libdir, workdir, ports)
+        t2, o2 = count_run(kind, size, LONG, libdir, workdir, ports)
         n = LONG - SHORT
         got = ((t2 - t1) / n, (o2 - o1) / n)
         if best is None or got[0] < best[0]:
@@ -128,16 +111,20 @@ def main():
         # A private loopback: nothing else's traffic, no port clashes.
         cmd = ["unshare", "--net", "sh", "-c", 'ip link set lo up && exec "$@"', "sh", sys.executable, os.path.abspath(__file__), "--in-netns"] + sys.argv[1:]
         sys.exit(subprocess.call(cmd))
+    if not os.path.exists(os.path.join(a.ours_libdir, "libfabric.so.1")):
+        # fi_pingpong would load the system's libfabric instead, and count it.
+        sys.exit("instr.py: no libfabric.so.1 in %s (make build)" % a.ours_libdir)
     kinds = ["ours"] + (["rxm"] + (["ucx"] if shutil.which("ucx_perftest") else []) if a.peers else [])
     libdirs = {"ours": os.path.abspath(a.ours_libdir), "rxm": "/usr/lib/x86_64-linux-gnu", "ucx": ""}
     names = {"ours": "ours tcp", "rxm": "Debian tcp;ofi_rxm", "ucx": "UCX tcp"}
     print("Server instructions per message received and answered (callgrind, %d - %d round trips, fewest of %d)" % (LONG, SHORT, a.tries))
     print("| size | library | whole process | in the library |")
     print("|---:|---|---:|---:|")
+    ports = bench.Ports()
     with tempfile.TemporaryDirectory(prefix="rf-instr.") as wd:
         for size in [int(x) for x in a.sizes.split(",")]:
             for k in kinds:
-                total, own = per_message(k, size, libdirs[k], wd, a.tries)
+                total, own = per_message(k, size, libdirs[k], wd, a.tries, ports)
                 print("| %d B | %s | %.0f | %.0f |" % (size, names[k], total, own), flush=True)
 
 
