@@ -38,7 +38,7 @@ pub fn headers(data: &[u8]) {
     }
     if let Some((_, h)) = ProtoHdr::decode(data) {
         let mut b = data.to_vec();
-        h.encode(&mut b[..crate::wire::PROTO_HDR]);
+        h.encode(b.first_chunk_mut().expect("decoded, so long enough"));
         assert_eq!(ProtoHdr::decode(&b).map(|x| x.1), Some(h));
     }
     let _ = crate::sockaddr::from_bytes(data);

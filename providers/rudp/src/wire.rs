@@ -184,7 +184,9 @@ pub struct ProtoHdr {
 }
 
 impl ProtoHdr {
-    pub fn encode(&self, out: &mut [u8]) {
+    /// Into a header-sized array: fixed offsets, no bounds checks on the
+    /// data path.
+    pub fn encode(&self, out: &mut [u8; PROTO_HDR]) {
         out[0] = self.pkt;
         out[1] = self.flags;
         out[2] = self.aop;
@@ -201,12 +203,10 @@ impl ProtoHdr {
         out[56..64].copy_from_slice(&self.addr.to_le_bytes());
     }
     pub fn decode(b: &[u8]) -> Option<(Pkt, ProtoHdr)> {
-        if b.len() < PROTO_HDR {
-            return None;
-        }
+        let b: &[u8; PROTO_HDR] = b.first_chunk()?;
         let pkt = Pkt::from_u8(b[0])?;
-        let u32_at = |i: usize| u32::from_le_bytes(b[i..i + 4].try_into().unwrap_or([0; 4]));
-        let u64_at = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().unwrap_or([0; 8]));
+        let u32_at = |i: usize| u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
+        let u64_at = |i: usize| u64::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3], b[i + 4], b[i + 5], b[i + 6], b[i + 7]]);
         Some((
             pkt,
             ProtoHdr {

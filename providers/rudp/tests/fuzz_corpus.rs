@@ -15,7 +15,7 @@ fn record(flags: u8, dg: &[u8]) -> Vec<u8> {
 fn data_packet(seq: u32, p: &ProtoHdr, payload: &[u8]) -> Vec<u8> {
     let mut b = vec![0u8; DEV_HDR + PROTO_HDR];
     DevHdr { kind: DevKind::Data as u8, src_conn: 7, dst_conn: 0, seq, ..DevHdr::default() }.encode(&mut b[..DEV_HDR]);
-    p.encode(&mut b[DEV_HDR..]);
+    p.encode(b[DEV_HDR..].first_chunk_mut().expect("room for the header"));
     b.extend_from_slice(payload);
     b
 }
