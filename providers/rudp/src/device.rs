@@ -77,6 +77,7 @@ impl RxBatch {
         let (idx, off) = ((it.start & !Self::OWNED) >> 32, it.start & 0xffff_ffff);
         &self.owned[idx][off..off + it.len]
     }
+    #[inline]
     pub fn clear(&mut self) {
         self.items.clear();
         self.acked.clear();

@@ -360,16 +360,22 @@ fn decode_remote(payload: &[u8], total: usize) -> ([Iov; IOV_MAX], usize) {
     (v, n)
 }
 
+#[inline]
 fn iov_len(iov: &[Iov]) -> usize {
-    iov.iter().map(|v| v.len).sum()
+    match iov {
+        [one] => one.len,
+        _ => iov.iter().map(|v| v.len).sum(),
+    }
 }
 
 fn copy_iov(src: &[Iov]) -> Result<([Iov; IOV_MAX], usize)> {
-    if src.len() > IOV_MAX {
-        return Err(EINVAL);
-    }
     let mut a = [Iov::default(); IOV_MAX];
-    a[..src.len()].copy_from_slice(src);
+    match src {
+        // One buffer (most operations): stored, not copied by `memcpy`.
+        [one] => a[0] = *one,
+        _ if src.len() > IOV_MAX => return Err(EINVAL),
+        _ => a[..src.len()].copy_from_slice(src),
+    }
     Ok((a, src.len()))
 }
 
@@ -1417,8 +1423,12 @@ impl<D: Device> Engine<D> {
             if !self.start_msg(p, pkt, h, payload) {
                 return false;
             }
-            self.peers[p as usize].next_msg = next.wrapping_add(1);
-            self.drain_early(p);
+            let st = &mut self.peers[p as usize];
+            st.next_msg = next.wrapping_add(1);
+            // Nothing held ahead (the usual case): no lookup.
+            if !st.early.is_empty() {
+                self.drain_early(p);
+            }
             return true;
         }
         if (ahead as i32) < 0 {
