@@ -66,6 +66,18 @@ pub trait Conn: Send {
     /// The connection buffers what it cannot send yet: the caller bounds
     /// that (the RDM layer by its acknowledgements).
     fn send(&mut self, parts: &[&[u8]]) -> Result<()>;
+    /// As `send`, of the byte `kind`, then `head`, then `rest` (at most six
+    /// parts): the device's packets. A connection may frame these without
+    /// gathering the parts into a list first.
+    fn send_kind(&mut self, kind: u8, head: &[u8], rest: &[&[u8]]) -> Result<()> {
+        let kind = [kind];
+        let mut parts: [&[u8]; 8] = [&[]; 8];
+        parts[0] = &kind;
+        parts[1] = head;
+        let n = rest.len().min(6);
+        parts[2..2 + n].copy_from_slice(&rest[..n]);
+        self.send(&parts[..2 + n])
+    }
     /// Sends queued bytes as far as the peer takes them; returns the bytes
     /// still queued.
     fn flush(&mut self) -> Result<usize>;

@@ -1015,11 +1015,7 @@ impl<T: Transport> Device for ConnDevice<T> {
                 return Err(EAGAIN);
             }
         }
-        let kind = [if token & TOKEN_ON_ACK != 0 && self.cfg.complete_on_write { DATA_ACK } else { DATA }];
-        let mut parts: [&[u8]; 8] = [&[]; 8];
-        parts[0] = &kind;
-        parts[1] = proto;
-        parts[2..2 + payload.len()].copy_from_slice(payload);
+        let kind = if token & TOKEN_ON_ACK != 0 && self.cfg.complete_on_write { DATA_ACK } else { DATA };
         let p = &mut self.peers[id as usize];
         let side = p.tx_side();
         let Some(c) = p.conn_mut(side) else {
@@ -1027,7 +1023,7 @@ impl<T: Transport> Device for ConnDevice<T> {
             self.lose(id, "no connection to send on", None);
             return Err(EAGAIN);
         };
-        let r = c.send(&parts[..2 + payload.len()]);
+        let r = c.send_kind(kind, proto, payload);
         let queued = c.queued() > 0;
         let o = p.out.as_mut().expect("out");
         let seq = o.next_seq;
