@@ -676,7 +676,8 @@ impl<T: Transport> ConnDevice<T> {
                     let due = if i.ack_now || i.owed_bytes >= self.cfg.max_inflight_bytes / 4 { now } else { i.ack_due };
                     self.acks_check_at = self.acks_check_at.min(due);
                     self.stats.received += 1;
-                    if !self.owed.contains(&id) {
+                    // Most often it is the last one listed (the only peer).
+                    if self.owed.last() != Some(&id) && !self.owed.contains(&id) {
                         self.owed.push(id);
                     }
                 }
@@ -687,6 +688,19 @@ impl<T: Transport> ConnDevice<T> {
             // only say so).
             if p.conn_mut(side).is_some_and(|c| c.settle_idle()) {
                 return;
+            }
+        }
+    }
+
+    /// Buffers the engine has read come back for connections to reuse.
+    #[inline(always)]
+    fn take_back(&mut self, batch: &mut RxBatch) {
+        if batch.owned.is_empty() {
+            return;
+        }
+        for b in batch.owned.drain(..) {
+            if self.spare.len() < SPARE_MAX {
+                self.spare.push(b);
             }
         }
     }
@@ -1064,11 +1078,7 @@ impl<T: Transport> Device for ConnDevice<T> {
             let quiet = self.rejected.is_empty() && self.written.is_empty() && self.failed.is_empty() && self.holding.is_empty() && self.again.is_empty() && self.backlog.is_empty();
             let only_one = self.lone_connection();
             if quiet && self.hot_rounds < HOT_EPOLL_EVERY && now < self.next_scan && only_one && self.rearm(k) {
-                for b in batch.owned.drain(..) {
-                    if self.spare.len() < SPARE_MAX {
-                        self.spare.push(b);
-                    }
-                }
+                self.take_back(batch);
                 batch.clear();
                 batch.data.clear();
                 self.hot_rounds += 1;
@@ -1089,12 +1099,7 @@ impl<T: Transport> Device for ConnDevice<T> {
                 }
             }
         }
-        // Buffers the engine has read come back for connections to reuse.
-        for b in batch.owned.drain(..) {
-            if self.spare.len() < SPARE_MAX {
-                self.spare.push(b);
-            }
-        }
+        self.take_back(batch);
         batch.clear();
         batch.data.clear();
         batch.acked.append(&mut self.written);
