@@ -24,7 +24,7 @@
 
 #![forbid(unsafe_code)]
 
-use rfabric_core::error::Result;
+use rfabric_core::error::{Result, EINVAL};
 use rfabric_rudp::device::Placement;
 use std::os::fd::RawFd;
 
@@ -60,6 +60,20 @@ pub enum Msg<'a> {
     Placed { head: &'a [u8], len: usize },
 }
 
+/// Calls `f` with the list `kind`, `head`, `rest...` (`Conn::send_kind` as
+/// parts of `Conn::send`); more than six `rest` parts: `EINVAL`.
+pub fn with_kind_parts<R>(kind: u8, head: &[u8], rest: &[&[u8]], f: impl FnOnce(&[&[u8]]) -> Result<R>) -> Result<R> {
+    if rest.len() > 6 {
+        return Err(EINVAL);
+    }
+    let kind = [kind];
+    let mut parts: [&[u8]; 8] = [&[]; 8];
+    parts[0] = &kind;
+    parts[1] = head;
+    parts[2..2 + rest.len()].copy_from_slice(rest);
+    f(&parts[..2 + rest.len()])
+}
+
 pub trait Conn: Send {
     /// Queues one message, the concatenation of `parts` (at most the
     /// transport's `max_msg` bytes), and sends what the peer takes now.
@@ -70,13 +84,7 @@ pub trait Conn: Send {
     /// parts): the device's packets. A connection may frame these without
     /// gathering the parts into a list first.
     fn send_kind(&mut self, kind: u8, head: &[u8], rest: &[&[u8]]) -> Result<()> {
-        let kind = [kind];
-        let mut parts: [&[u8]; 8] = [&[]; 8];
-        parts[0] = &kind;
-        parts[1] = head;
-        let n = rest.len().min(6);
-        parts[2..2 + n].copy_from_slice(&rest[..n]);
-        self.send(&parts[..2 + n])
+        with_kind_parts(kind, head, rest, |parts| self.send(parts))
     }
     /// Sends queued bytes as far as the peer takes them; returns the bytes
     /// still queued.

@@ -419,6 +419,9 @@ impl Conn for TcpConn {
     }
 
     fn send_kind(&mut self, kind: u8, head: &[u8], rest: &[&[u8]]) -> Result<()> {
+        if rest.len() > 6 {
+            return Err(EINVAL);
+        }
         let len = 1 + head.len() + rest.iter().map(|p| p.len()).sum::<usize>();
         if self.tx_head == self.tx.len() && !self.connecting && FRAME_HDR + len <= SMALL_FRAME && len <= self.max_msg {
             // As `send`'s small frame, with the length and the kind stored
@@ -433,13 +436,7 @@ impl Conn for TcpConn {
             self.tx_head = 0;
             return self.write_queued();
         }
-        let kind = [kind];
-        let mut parts: [&[u8]; 8] = [&[]; 8];
-        parts[0] = &kind;
-        parts[1] = head;
-        let n = rest.len().min(6);
-        parts[2..2 + n].copy_from_slice(&rest[..n]);
-        self.send(&parts[..2 + n])
+        crate::conn::with_kind_parts(kind, head, rest, |parts| self.send(parts))
     }
 
     fn flush(&mut self) -> Result<usize> {
@@ -966,6 +963,10 @@ mod tests {
         assert_eq!(r.unwrap_err().0, FI_ECONNREFUSED);
         assert_eq!(a.connect(&[1, 2, 3]).err(), Some(EINVAL));
         assert!(c.send(&[&[0u8; 65]]).is_err());
+        // send_kind: too long, or more than six parts after the header.
+        assert_eq!(c.send_kind(2, &[0u8; 60], &[&[0u8; 4]]).err(), Some(EINVAL));
+        assert_eq!(c.send_kind(2, b"h", &[&b"p"[..]; 7]).err(), Some(EINVAL));
+        assert_eq!(c.queued(), 0);
 
         let (_a, _b, mut c, mut s) = pair(64);
         // A length beyond max_msg breaks the framing.
