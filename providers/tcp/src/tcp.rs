@@ -193,6 +193,27 @@ impl TcpConn {
         Ok(())
     }
 
+    /// Whether a message of `len` bytes is framed in the send queue and
+    /// written from there in one piece: nothing waits and it is small. A
+    /// writev of four parts cost about 0.2 µs more one-way than one send
+    /// of the same 73 bytes on loopback; a copy of up to 8 KiB costs less.
+    fn frames_whole(&self, len: usize) -> bool {
+        self.tx_head == self.tx.len() && !self.connecting && FRAME_HDR + len <= SMALL_FRAME
+    }
+
+    /// Frames `lead`, `head` and `rest` in the (empty) send queue and
+    /// writes them (`frames_whole`).
+    fn write_whole(&mut self, lead: &[u8], head: &[u8], rest: &[&[u8]]) -> Result<()> {
+        self.tx.clear();
+        self.tx.extend_from_slice(lead);
+        self.tx.extend_from_slice(head);
+        for p in rest {
+            self.tx.extend_from_slice(p);
+        }
+        self.tx_head = 0;
+        self.write_queued()
+    }
+
     /// Reads what the socket has, into room after `rx_end`.
     fn fill(&mut self) -> Result<bool> {
         if self.rx_start == self.rx_end {
@@ -373,18 +394,8 @@ impl Conn for TcpConn {
         }
         let hdr = (len as u32).to_le_bytes();
         let mut done = 0;
-        if self.tx_head == self.tx.len() && !self.connecting && FRAME_HDR + len <= SMALL_FRAME {
-            // Nothing waits and the message is small: framed in the (empty)
-            // queue and written from there in one piece. A writev of four
-            // parts cost about 0.2 µs more one-way than one send of the
-            // same 73 bytes on loopback; a copy of up to 8 KiB costs less.
-            self.tx.clear();
-            self.tx.extend_from_slice(&hdr);
-            for p in parts {
-                self.tx.extend_from_slice(p);
-            }
-            self.tx_head = 0;
-            return self.write_queued();
+        if self.frames_whole(len) {
+            return self.write_whole(&hdr, &[], parts);
         }
         if self.tx_head == self.tx.len() && !self.connecting {
             // Nothing waits: straight to the socket, in one writev.
@@ -423,18 +434,10 @@ impl Conn for TcpConn {
             return Err(EINVAL);
         }
         let len = 1 + head.len() + rest.iter().map(|p| p.len()).sum::<usize>();
-        if self.tx_head == self.tx.len() && !self.connecting && FRAME_HDR + len <= SMALL_FRAME && len <= self.max_msg {
-            // As `send`'s small frame, with the length and the kind stored
-            // together.
+        if len <= self.max_msg && self.frames_whole(len) {
+            // The length and the kind stored together.
             let h = (len as u32).to_le_bytes();
-            self.tx.clear();
-            self.tx.extend_from_slice(&[h[0], h[1], h[2], h[3], kind]);
-            self.tx.extend_from_slice(head);
-            for p in rest {
-                self.tx.extend_from_slice(p);
-            }
-            self.tx_head = 0;
-            return self.write_queued();
+            return self.write_whole(&[h[0], h[1], h[2], h[3], kind], head, rest);
         }
         crate::conn::with_kind_parts(kind, head, rest, |parts| self.send(parts))
     }
