@@ -46,6 +46,15 @@ tcp;ofi_rxm alike); a ratio of medians of separate runs carries them, a
 paired ratio cancels them. On loopback a phase gate also leaves them out:
 a bare TCP stream reads the phase around each size's group of cases, and
 a group after which it read slow is measured again (see PhaseProbe).
+What the runs decide: a paired ratio of one run varies from run to run
+(on this machine by 15-30% in a noisy stretch), so a median of 5 to 9
+runs can land on either side of 1.0 when two libraries are within a few
+percent. The targets line therefore also gives, per size, the sign
+test's interval of the median paired ratio (median_interval: at 90% or
+surer, from the runs' own order statistics, whatever their
+distribution) and says where it lies wholly under or over 1.0 (decided)
+and where it straddles 1.0 (undecided: more runs or a quieter machine
+would be needed to tell).
 Streaming keeps NET_WINDOW sends in flight
 (the receiver NET_WINDOW receives posted), one pair of processes per size,
 and times STREAM_BYTES per case (LOSS_STREAM_BYTES with loss): at 32 MiB a
@@ -486,15 +495,14 @@ def medians(sizes, lat, stream):
     return out
 
 
-def paired_ratios(sizes, by_run, groups, each_run_best=False):
-    """{(ours, size): (latency, GB/s, Mmsg/s) ratios}: ours ÷ the best
+def paired_runs(sizes, by_run, groups, each_run_best=False):
+    """{(ours, size): (latency, GB/s, Mmsg/s) lists}: ours ÷ the best
     peer, the peer whose median over the runs is best at that size (lowest
-    latency, highest rate), in each run where both have a value; the
-    median over those runs (None: no such run). With `each_run_best`, ours
-    ÷ the best peer of each run instead: the best of several values that
-    each carry the run's noise, so it sides with the peers (at a 5-run
-    median it reads about 0.96 for a library level with two peers that
-    vary by 8% from run to run, see docs/PERFORMANCE.md)."""
+    latency, highest rate), in each run where both have a value. With
+    `each_run_best`, ours ÷ the best peer of each run instead: the best of
+    several values that each carry the run's noise, so it sides with the
+    peers (at a 5-run median it reads about 0.96 for a library level with
+    two peers that vary by 8% from run to run, see docs/PERFORMANCE.md)."""
     out = {}
     for ours, peers in groups:
         for s in sizes:
@@ -515,9 +523,58 @@ def paired_ratios(sizes, by_run, groups, each_run_best=False):
                     ratio = bench.ratio(val(v), [t[r] for t in theirs.values() if r in t], lower)
                     if ratio is not None:
                         rs.append(ratio)
-                cells.append(bench.median_or_none(rs))
+                cells.append(rs)
             out[(ours, s)] = tuple(cells)
     return out
+
+
+def paired_ratios(sizes, by_run, groups, each_run_best=False):
+    """{(ours, size): (latency, GB/s, Mmsg/s) ratios}: the median over
+    the runs of paired_runs' ratios (None: no run had both)."""
+    runs = paired_runs(sizes, by_run, groups, each_run_best)
+    return {k: tuple(bench.median_or_none(rs) for rs in v) for k, v in runs.items()}
+
+
+# How sure the interval around a median of paired ratios is, at least.
+INTERVAL_CONFIDENCE = 0.9
+
+
+def median_interval(values, confidence=INTERVAL_CONFIDENCE):
+    """(low, high, coverage): an interval that holds the median of the
+    distribution the values were drawn from with probability `coverage`
+    (at least `confidence`), whatever that distribution is (the sign
+    test's): the k-th smallest and k-th largest value, for the largest k
+    where fewer than k of n values fall on one side of the median with
+    probability at most (1 - confidence) / 2. None when there are too few
+    values for any k (n < 5 at 0.9)."""
+    import math
+    xs = sorted(values)
+    n = len(xs)
+    best = None
+    for k in range(1, n // 2 + 1):
+        coverage = 1 - 2 * sum(math.comb(n, i) for i in range(k)) / 2 ** n
+        if coverage < confidence:
+            break
+        best = (xs[k - 1], xs[n - k], coverage)
+    return best
+
+
+def decided(sizes, runs, ours, idx, lower, from_size=0):
+    """Sizes from `from_size` whose median_interval of the paired ratios
+    (`runs`, from paired_runs; idx 0 latency, 1 GB/s) lies wholly on one
+    side of 1.0: (for ours, against ours, undecided)."""
+    good, bad, open_ = [], [], []
+    for s in sizes:
+        if s < from_size:
+            continue
+        iv = median_interval(runs.get((ours, s), ([], [], []))[idx])
+        if iv is not None and (iv[1] < 1.0 if lower else iv[0] > 1.0):
+            good.append(s)
+        elif iv is not None and (iv[0] > 1.0 if lower else iv[1] < 1.0):
+            bad.append(s)
+        else:
+            open_.append(s)
+    return good, bad, open_
 
 
 def ratio_of(ratios, med, ours, peers, s, idx):
@@ -579,12 +636,13 @@ def failures_md(failures):
     return out
 
 
-def targets(sizes, med, ours, peers, from_size=65536, ratios=None, each_run=None):
+def targets(sizes, med, ours, peers, from_size=65536, ratios=None, each_run=None, runs=None):
     """Which targets hold: latency ≤ 1.0× the best peer at every size,
     streaming GB/s ≥ 1.0× from 64 KiB (the ratios of the tables: paired
     when `ratios` is given). One line; `each_run`, paired ratios against
     the best peer of each run (paired_ratios' each_run_best), adds where
-    those miss."""
+    those miss; `runs`, the run-by-run ratios (paired_runs), adds which
+    sizes the runs decide (see decided)."""
     def missed(rs):
         lat_bad = [s for s in sizes if (r := ratio_of(rs, med, ours, peers, s, 0)) is None or r > 1.0]
         bw_bad = [s for s in sizes if s >= from_size and
@@ -602,6 +660,20 @@ def targets(sizes, med, ours, peers, from_size=65536, ratios=None, each_run=None
         lat_bad, bw_bad = missed(each_run)
         line += (" Against the best peer of each run instead: latency missed at %s; streaming missed at %s."
                  % (sz(lat_bad), sz(bw_bad)))
+    if runs is not None:
+        def spans(lst, idx):
+            out = []
+            for s in lst:
+                iv = median_interval(runs.get((ours, s), ([], [], []))[idx])
+                out.append("%s %s" % (bench.human(s), "%.2f-%.2f" % iv[:2] if iv else "too few runs"))
+            return ", ".join(out) if out else "none"
+        parts = []
+        for what, idx, lower, lo_size, side in (("latency", 0, True, 0, "under"), ("streaming", 1, False, from_size, "over")):
+            good, bad, open_ = decided(sizes, runs, ours, idx, lower, lo_size)
+            parts.append("%s %s 1.0 at %d of %d sizes, on the wrong side at %s, undecided at %s" % (
+                what, side, len(good), len(good) + len(bad) + len(open_), sz(bad), spans(open_, idx)))
+        line += (" What the runs decide (the sign test's interval of the median paired ratio, %d%% or surer, "
+                 "wholly on one side of 1.0): %s." % (round(100 * INTERVAL_CONFIDENCE), "; ".join(parts)))
     return line
 
 
@@ -889,6 +961,7 @@ def run(repo, ours_lib, ours_err, sizes, reps, parts, log, quick=False):
         groups = [(k, peers) for k in ("ours", "ours_udp", "ours_tcp") if k in lo_keys]
         ratios = paired_ratios(sizes, by_run, groups)
         each_run = paired_ratios(sizes, by_run, groups, each_run_best=True)
+        runs = paired_runs(sizes, by_run, groups)
         text += ["## Loopback: rudp and our tcp vs tcp;ofi_rxm, udp;ofi_rxd, UCX tcp", "",
                  "On one host rudp's peers meet in shared memory (column ours); column ours UDP is rudp "
                  "with FI_RUDP_ENABLE_SHM=0, through UDP on 127.0.0.1.", "",
@@ -902,7 +975,7 @@ def run(repo, ours_lib, ours_err, sizes, reps, parts, log, quick=False):
                  % NET_WINDOW, ""]
         text += stream_table(sizes, med, groups, ratios)
         for k, _ in groups:
-            text += ["", targets(sizes, med, k, peers, ratios=ratios, each_run=each_run)]
+            text += ["", targets(sizes, med, k, peers, ratios=ratios, each_run=each_run, runs=runs)]
         text += ["", probe.summary() if probe else "Phase gate: off (%s)." % probe_err]
         text += failures_md(fails) + [""]
         sections.append(("loopback", sizes, med, groups, ratios, by_run, probe))
@@ -948,6 +1021,7 @@ def veth_and_mpi(repo, ours_lib, ours_err, sizes, reps, parts, log, quick, why, 
                 med.setdefault(k, {s: (None, None, None) for s in sizes})
             groups = [("ours", ["rxm"]), ("ours_loss", ["rxm_loss"])]
             ratios = paired_ratios(sizes, by_run, groups)
+            runs = paired_runs(sizes, by_run, groups)
             text += ["## veth between two namespaces, no loss and %d%% loss: rudp vs tcp;ofi_rxm" % LOSS_PCT, "",
                      "Client in rfbn-a (10.78.0.1, core 1), server in rfbn-b (10.78.0.2, core 0), veth rfbn0, "
                      "MTU 1500, tso/gso/gro off; loss: bench/netns.sh loss %d (in rfbn-b: UDP packets and TCP "
@@ -962,8 +1036,8 @@ def veth_and_mpi(repo, ours_lib, ours_err, sizes, reps, parts, log, quick, why, 
                      "ours ÷ tcp;ofi_rxm under the same loss in the same run, target ≥ 1.0 from 64 KiB)"
                      % NET_WINDOW, ""]
             text += stream_table(sizes, med, groups, ratios)
-            text += ["", targets(sizes, med, "ours", ["rxm"], ratios=ratios), "",
-                     targets(sizes, med, "ours_loss", ["rxm_loss"], ratios=ratios)]
+            text += ["", targets(sizes, med, "ours", ["rxm"], ratios=ratios, runs=runs), "",
+                     targets(sizes, med, "ours_loss", ["rxm_loss"], ratios=ratios, runs=runs)]
             text += failures_md(fails) + [""]
             sections.append(("veth", sizes, med, groups, ratios, by_run))
             veth_block = (sizes, med)

@@ -465,6 +465,51 @@ class Net(unittest.TestCase):
             with open(os.path.join(d, "n.csv")) as f:
                 self.assertIn("loopback,ratio:ours_tcp/rxm|ucx,8,0.9,", f.read())
 
+    def test_median_interval_is_the_sign_tests(self):
+        net = self.net
+        # n = 9: the 2nd and 8th of the sorted values hold the median with
+        # probability 1 - 2 * (1 + 9) / 512; the 3rd and 7th only 0.82.
+        lo, hi, cov = net.median_interval([9, 1, 8, 2, 7, 3, 6, 4, 5])
+        self.assertEqual((lo, hi), (2, 8))
+        self.assertAlmostEqual(cov, 1 - 20 / 512)
+        # n = 5: only the smallest and the largest (1 - 2 / 32)
+        self.assertEqual(net.median_interval([5, 4, 3, 2, 1])[:2], (1, 5))
+        # n = 4: no interval reaches 0.9 (the widest holds with 0.875)
+        self.assertIsNone(net.median_interval([1, 2, 3, 4]))
+        self.assertIsNone(net.median_interval([]))
+        self.assertEqual(net.median_interval([1, 2, 3, 4], confidence=0.8)[:2], (1, 4))
+
+    def test_targets_say_what_the_runs_decide(self):
+        net = self.net
+        groups = [("ours_tcp", ["ucx"])]
+        sizes = [8, 16, 32, 65536]
+        # ours ÷ UCX, run by run: at 8 B under 1.0 in every run; at 16 B
+        # over 1.0 in every run; at 32 B on both sides; at 64 KiB
+        # streaming over 1.0 in every run and latency in too few runs.
+        lat = {8: [0.9, 0.95, 0.8, 0.97, 0.9, 0.92, 0.99], 16: [1.1, 1.05, 1.2, 1.01, 1.1, 1.3, 1.02],
+               32: [0.8, 1.2, 0.9, 1.1, 1.0, 0.85, 1.15], 65536: [0.5, 0.6, 0.7]}
+        bw = {s: [1.2] * 7 for s in sizes}
+        by_run = {}
+        for s in sizes:
+            by_run[("ucx", "latency", s)] = {r: 10.0 for r in range(7)}
+            by_run[("ours_tcp", "latency", s)] = {r: 10.0 * v for r, v in enumerate(lat[s])}
+            by_run[("ucx", "streaming", s)] = {r: (1.0, 1.0) for r in range(7)}
+            by_run[("ours_tcp", "streaming", s)] = {r: (v, v) for r, v in enumerate(bw[s])}
+        runs = net.paired_runs(sizes, by_run, groups)
+        self.assertEqual(len(runs[("ours_tcp", 8)][0]), 7)
+        self.assertEqual(net.decided(sizes, runs, "ours_tcp", 0, True), ([8], [16], [32, 65536]))
+        self.assertEqual(net.decided(sizes, runs, "ours_tcp", 1, False, 65536), ([65536], [], []))
+        ratios = net.paired_ratios(sizes, by_run, groups)
+        self.assertAlmostEqual(ratios[("ours_tcp", 16)][0], 1.1)
+        med = net.medians(sizes, {k: {s: [] for s in sizes} for k in ("ours_tcp", "ucx")},
+                          {k: {s: [] for s in sizes} for k in ("ours_tcp", "ucx")})
+        line = net.targets(sizes, med, "ours_tcp", ["ucx"], ratios=ratios, runs=runs)
+        self.assertIn("latency ≤ 1.0× at every size: not met (missed at: 16 B)", line)
+        self.assertIn("latency under 1.0 at 1 of 4 sizes, on the wrong side at 16 B, undecided at "
+                      "32 B 0.80-1.20, 64 KiB too few runs", line)
+        self.assertIn("streaming over 1.0 at 1 of 1 sizes, on the wrong side at none, undecided at none.", line)
+        self.assertNotIn("What the runs decide", net.targets(sizes, med, "ours_tcp", ["ucx"], ratios=ratios))
+
     def test_phase_gate_measures_a_group_again_after_a_slow_probe(self):
         net = self.net
         readings = iter([10, 10, 10, 10, 4, 3, 9, 2, None, 10, 10, 10])
