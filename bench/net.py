@@ -717,6 +717,44 @@ def write_runs_csv(path, sections):
                     w.writerow([table, key, kind, size, r + 1] + vals)
 
 
+def read_runs_csv(path):
+    """{table: by_run} from a file write_runs_csv wrote (runs from 0
+    again), so that a finished run's ratios can be worked out anew."""
+    import csv
+    out = {}
+    with open(path, newline="") as f:
+        for r in csv.DictReader(f):
+            v = float(r["lat_us"]) if r["kind"] == "latency" else (float(r["gbs"]), float(r["mmsgs"]))
+            out.setdefault(r["table"], {}).setdefault((r["series"], r["kind"], int(r["size"])), {})[int(r["run"]) - 1] = v
+    return out
+
+
+def decide_lines(path):
+    """The targets lines, with what the runs decide, of the loopback and
+    veth tables of a finished run (its .runs.csv at `path`)."""
+    lines = []
+    for table, by_run in sorted(read_runs_csv(path).items()):
+        if table == "loopback":
+            peers = [k for k in LO_KEYS if not k.startswith("ours")]
+            groups = [(k, peers) for k in ("ours", "ours_udp", "ours_tcp")]
+        elif table == "veth":
+            groups = [("ours", ["rxm"]), ("ours_loss", ["rxm_loss"])]
+        else:
+            continue
+        keys = {k for k, _, _ in by_run}
+        groups = [(o, [p for p in ps if p in keys]) for o, ps in groups if o in keys]
+        groups = [(o, ps) for o, ps in groups if ps]
+        sizes = sorted({s for _, _, s in by_run})
+        lat = {k: {s: list(by_run.get((k, "latency", s), {}).values()) for s in sizes} for k in keys}
+        stream = {k: {s: list(by_run.get((k, "streaming", s), {}).values()) for s in sizes} for k in keys}
+        med = medians(sizes, lat, stream)
+        ratios = paired_ratios(sizes, by_run, groups)
+        runs = paired_runs(sizes, by_run, groups)
+        for ours, peers in groups:
+            lines.append("%s: %s" % (table, targets(sizes, med, ours, peers, ratios=ratios, runs=runs)))
+    return lines
+
+
 def write_phase_csv(path, sections):
     """Every probe of the sections that carry a PhaseProbe (a seventh
     element): table, kind, size, run (from 1), try (from 1), before and
@@ -1062,3 +1100,10 @@ def veth_and_mpi(repo, ours_lib, ours_err, sizes, reps, parts, log, quick, why, 
             except RuntimeError as e:
                 text += ["## MPI between the namespaces: not measured: %s" % e, ""]
     return veth_block
+
+
+if __name__ == "__main__":
+    import sys
+    if len(sys.argv) != 3 or sys.argv[1] != "decide":
+        sys.exit("usage: python3 bench/net.py decide bench/results/<name>.net.runs.csv")
+    print("\n\n".join(decide_lines(sys.argv[2])))

@@ -509,6 +509,19 @@ class Net(unittest.TestCase):
                       "32 B 0.80-1.20, 64 KiB too few runs", line)
         self.assertIn("streaming over 1.0 at 1 of 1 sizes, on the wrong side at none, undecided at none.", line)
         self.assertNotIn("What the runs decide", net.targets(sizes, med, "ours_tcp", ["ucx"], ratios=ratios))
+        # A finished run's file gives the same line again.
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "n.runs.csv")
+            net.write_runs_csv(path, [("loopback", sizes, med, groups, ratios, by_run)])
+            back = net.read_runs_csv(path)["loopback"]
+            self.assertEqual({k: sorted(v) for k, v in back.items()}, {k: sorted(v) for k, v in by_run.items()})
+            self.assertAlmostEqual(back[("ours_tcp", "latency", 16)][2], 12.0)
+            self.assertEqual(back[("ours_tcp", "streaming", 8)][6], (1.2, 1.2))
+            again = net.decide_lines(path)
+        self.assertEqual(len(again), 1)
+        self.assertIn("loopback: Targets (ours tcp against UCX tcp): latency ≤ 1.0× at every size: not met "
+                      "(missed at: 16 B)", again[0])
+        self.assertIn("on the wrong side at 16 B, undecided at 32 B 0.80-1.20, 64 KiB too few runs", again[0])
 
     def test_phase_gate_measures_a_group_again_after_a_slow_probe(self):
         net = self.net
