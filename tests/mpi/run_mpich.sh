@@ -31,20 +31,15 @@
 # Prints "N passed, N failed" over both runs; exits non-zero on a failure.
 #
 # /dev/shm: run as root, the script runs itself again in a mount namespace
-# of its own with a fresh tmpfs on /dev/shm, as tests/mpi/run_soak.sh does.
-# The wheel's upstream shm provider names its files by pid and leaves them
-# behind when a rank dies (its truncation run below crashes), and a later
-# rank whose pid names such a file is refused that name (a warning) and the
-# run ended with a crash: seen on a machine with 511 such files left by
-# earlier runs, where two control ranks were given pids that named two.
+# of its own with a fresh tmpfs on /dev/shm (tests/mpi/private_shm.sh), as
+# tests/mpi/run_soak.sh does. The wheel's upstream shm provider leaves its
+# files behind when a rank dies (its truncation run below crashes): seen on
+# a machine with 511 such files left by earlier runs, where two control
+# ranks were given pids that named two, and the run crashed.
 set -u
 root=$(cd "$(dirname "$0")/../.." && pwd)
-if [ "$(id -u)" = 0 ] && [ -z "${MPICH_IN_NAMESPACE:-}" ] \
-	&& unshare --mount --propagation private true 2>/dev/null; then
-	export MPICH_IN_NAMESPACE=1
-	exec unshare --mount --propagation private bash -c \
-		'mount -t tmpfs -o mode=1777 tmpfs /dev/shm && exec "$0" "$@"' "$root/tests/mpi/run_mpich.sh" "$@"
-fi
+. "$root/tests/mpi/private_shm.sh"
+private_shm MPICH_IN_NAMESPACE "$root/tests/mpi/run_mpich.sh" "$@"
 [ -n "${MPICH_IN_NAMESPACE:-}" ] && echo "--- /dev/shm: a tmpfs of this run's own mount namespace"
 . "$root/tests/c/rudp_paths.sh"
 dl=""

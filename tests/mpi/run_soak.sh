@@ -27,12 +27,8 @@ set -u
 root=$(cd "$(dirname "$0")/../.." && pwd)
 self=$root/tests/mpi/run_soak.sh
 
-if [ "$(id -u)" = 0 ] && [ -z "${SOAK_IN_NAMESPACE:-}" ] \
-	&& unshare --mount --propagation private true 2>/dev/null; then
-	export SOAK_IN_NAMESPACE=1
-	exec unshare --mount --propagation private bash -c \
-		'mount -t tmpfs -o mode=1777 tmpfs /dev/shm && exec "$0" "$@"' "$self" "$@"
-fi
+. "$root/tests/mpi/private_shm.sh"
+private_shm SOAK_IN_NAMESPACE "$self" "$@"
 
 control=""
 [ "${1:-}" = --control ] && { control=1; shift; }
