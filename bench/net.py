@@ -55,6 +55,12 @@ surer, from the runs' own order statistics, whatever their
 distribution) and says where it lies wholly under or over 1.0 (decided)
 and where it straddles 1.0 (undecided: more runs or a quieter machine
 would be needed to tell).
+What a run can show: under the loopback tables, how far our tcp's paired
+ratios scattered from run to run, and the chance that a run as noisy
+meets a target at every size if the true ratio were 1.0, 0.95, 0.9, 0.85
+or 0.8 at every size (pass_chance, by resampling the run's own scatter).
+`python3 bench/net.py decide|power bench/results/<name>.net.runs.csv`
+work both out again from a finished run's file.
 Streaming keeps NET_WINDOW sends in flight
 (the receiver NET_WINDOW receives posted), one pair of processes per size,
 and times STREAM_BYTES per case (LOSS_STREAM_BYTES with loss): at 32 MiB a
@@ -755,6 +761,87 @@ def decide_lines(path):
     return lines
 
 
+# True ratios power_lines asks about: level, and leads of 5 to 20%.
+POWER_LEADS = (1.0, 0.95, 0.9, 0.85, 0.8)
+
+
+def pass_chance(ratio_lists, lead, lower, trials=2000, seed=1):
+    """The chance that one run of the benchmark meets a target at every
+    size (the median of each size's paired ratios at or under 1.0 when
+    `lower`, else at or over), were ours's true ratio `lead` at every size
+    and did each run's ratio scatter around it as these did: each size's
+    ratios, as logarithms less their median, pooled over the sizes; each
+    trial draws as many runs per size as that size had, with replacement,
+    and the sizes independently. (trials passed ÷ trials, scatter: the
+    standard deviation of the pooled logarithms); None without ratios."""
+    import math
+    import random
+    import statistics
+    resid = []
+    for rs in ratio_lists:
+        logs = [math.log(r) for r in rs if r > 0]
+        if logs:
+            m = statistics.median(logs)
+            resid += [v - m for v in logs]
+    counts = [len(rs) for rs in ratio_lists if rs]
+    if not resid or not counts:
+        return None
+    rng = random.Random(seed)
+    shift = math.log(lead)
+    passed = 0
+    for _ in range(trials):
+        ok = True
+        for n in counts:
+            med = statistics.median(rng.choice(resid) for _ in range(n)) + shift
+            if (med > 0) if lower else (med < 0):
+                ok = False
+                break
+        passed += ok
+    return passed / trials, statistics.pstdev(resid)
+
+
+def power_of(table, sizes, by_run, ours, peers, leads=POWER_LEADS, trials=2000):
+    """Lines for `ours` against `peers` in one table's runs (`by_run`, as
+    measure fills it): how the run's paired ratios (paired_runs) scatter,
+    and the chance (pass_chance) that a run like it meets each target at
+    every size, for a library whose true ratio were each of `leads`
+    (latency; its inverse for streaming, from 64 KiB)."""
+    lines = []
+    runs = paired_runs(sizes, by_run, [(ours, peers)])
+    for what, idx, lower, lo_size in (("latency", 0, True, 0), ("streaming", 1, False, 65536)):
+        lists = [rs for s in sizes if s >= lo_size and (rs := runs[(ours, s)][idx])]
+        if not lists:
+            continue
+        got = [pass_chance(lists, lead if lower else 1 / lead, lower, trials) for lead in leads]
+        lines.append("%s, %s against %s, %s at %d sizes (%s runs each): run-to-run scatter of the paired ratio "
+                     "%.2f (standard deviation of its logarithm); chance that one run shows %s 1.0 at every "
+                     "size, if the true ratio were, at every size, %s" % (
+                         table, SHORT[ours], " / ".join(SHORT[p] for p in peers), what, len(lists),
+                         "-".join(sorted({str(len(rs)) for rs in lists}, key=int)), got[0][1],
+                         "≤" if lower else "≥",
+                         ", ".join("%.2f: %.0f%%" % (lead if lower else 1 / lead, 100 * g[0])
+                                   for lead, g in zip(leads, got))))
+    return lines
+
+
+def power_lines(path, leads=POWER_LEADS, trials=2000):
+    """power_of for the loopback table's tcp and the veth table of a
+    finished run (its .runs.csv at `path`)."""
+    lines = []
+    for table, by_run in sorted(read_runs_csv(path).items()):
+        if table == "loopback":
+            ours, peers = "ours_tcp", [k for k in LO_KEYS if not k.startswith("ours")]
+        elif table == "veth":
+            ours, peers = "ours", ["rxm"]
+        else:
+            continue
+        keys = {k for k, _, _ in by_run}
+        peers = [p for p in peers if p in keys]
+        if ours in keys and peers:
+            lines += power_of(table, sorted({s for _, _, s in by_run}), by_run, ours, peers, leads, trials)
+    return lines
+
+
 def write_phase_csv(path, sections):
     """Every probe of the sections that carry a PhaseProbe (a seventh
     element): table, kind, size, run (from 1), try (from 1), before and
@@ -1014,6 +1101,9 @@ def run(repo, ours_lib, ours_err, sizes, reps, parts, log, quick=False):
         text += stream_table(sizes, med, groups, ratios)
         for k, _ in groups:
             text += ["", targets(sizes, med, k, peers, ratios=ratios, each_run=each_run, runs=runs)]
+        if "ours_tcp" in keys and reps >= 5:
+            text += ["", "What a run like this one can show (`python3 bench/net.py power`):"]
+            text += ["- " + line for line in power_of("loopback", sizes, by_run, "ours_tcp", peers)]
         text += ["", probe.summary() if probe else "Phase gate: off (%s)." % probe_err]
         text += failures_md(fails) + [""]
         sections.append(("loopback", sizes, med, groups, ratios, by_run, probe))
@@ -1104,6 +1194,6 @@ def veth_and_mpi(repo, ours_lib, ours_err, sizes, reps, parts, log, quick, why, 
 
 if __name__ == "__main__":
     import sys
-    if len(sys.argv) != 3 or sys.argv[1] != "decide":
-        sys.exit("usage: python3 bench/net.py decide bench/results/<name>.net.runs.csv")
-    print("\n\n".join(decide_lines(sys.argv[2])))
+    if len(sys.argv) != 3 or sys.argv[1] not in ("decide", "power"):
+        sys.exit("usage: python3 bench/net.py decide|power bench/results/<name>.net.runs.csv")
+    print("\n\n".join((decide_lines if sys.argv[1] == "decide" else power_lines)(sys.argv[2])))

@@ -523,6 +523,49 @@ class Net(unittest.TestCase):
                       "(missed at: 16 B)", again[0])
         self.assertIn("on the wrong side at 16 B, undecided at 32 B 0.80-1.20, 64 KiB too few runs", again[0])
 
+    def test_pass_chance_is_the_chance_that_every_size_lands_on_the_right_side(self):
+        import math
+        net = self.net
+        # Without scatter a run lands where the true ratio is.
+        still = [[1.3] * 9, [0.7] * 9]
+        self.assertEqual(net.pass_chance(still, 0.99, True), (1.0, 0.0))
+        self.assertEqual(net.pass_chance(still, 1.01, True)[0], 0.0)
+        self.assertEqual(net.pass_chance(still, 1.01, False)[0], 1.0)
+        self.assertEqual(net.pass_chance(still, 0.99, False)[0], 0.0)
+        # Each size scatters evenly from -0.2 to 0.2 in its logarithm around
+        # its own median. One size: a median of 9 draws lands at or under
+        # the true ratio about as often as over it (5 of the 9 are ≤ 0).
+        one = [math.exp(-0.2 + 0.05 * i) for i in range(9)]
+        chance, sd = net.pass_chance([one], 1.0, True)
+        self.assertAlmostEqual(sd, math.sqrt(0.15 / 9))
+        self.assertTrue(0.5 < chance < 0.8, chance)
+        # Five sizes at once: far less often, more often with a lead.
+        many = [[2 * r for r in one]] * 5
+        level = net.pass_chance(many, 1.0, True)[0]
+        self.assertLess(level, chance / 3)
+        lead10 = net.pass_chance(many, 0.9, True)[0]
+        self.assertLess(level, lead10)
+        self.assertLess(lead10, 1.0)
+        # A lead larger than any scatter always shows.
+        self.assertEqual(net.pass_chance(many, 0.8, True)[0], 1.0)
+        self.assertEqual(net.pass_chance(many, 1.25, False)[0], 1.0)
+        self.assertIsNone(net.pass_chance([[], []], 1.0, True))
+        # From a finished run's file: the loopback table's tcp against UCX.
+        by_run = {}
+        for s in (8, 16):
+            by_run[("ucx", "latency", s)] = {r: 10.0 for r in range(9)}
+            by_run[("ours_tcp", "latency", s)] = {r: 10.0 * v for r, v in enumerate(one)}
+            by_run[("ucx", "streaming", s)] = {r: (1.0, 1.0) for r in range(9)}
+            by_run[("ours_tcp", "streaming", s)] = {r: (v, v) for r, v in enumerate(one)}
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "n.runs.csv")
+            net.write_runs_csv(path, [("loopback", [8, 16], None, None, None, by_run)])
+            lines = net.power_lines(path, leads=(1.0, 0.8))
+        self.assertEqual(len(lines), 1)
+        self.assertIn("loopback, ours tcp against UCX tcp, latency at 2 sizes (9 runs each): run-to-run scatter of "
+                      "the paired ratio 0.13", lines[0])
+        self.assertIn("1.00: %.0f%%, 0.80: 100%%" % (100 * net.pass_chance([one, one], 1.0, True)[0]), lines[0])
+
     def test_phase_gate_measures_a_group_again_after_a_slow_probe(self):
         net = self.net
         readings = iter([10, 10, 10, 10, 4, 3, 9, 2, None, 10, 10, 10])
