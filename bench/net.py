@@ -61,6 +61,11 @@ meets a target at every size if the true ratio were 1.0, 0.95, 0.9, 0.85
 or 0.8 at every size (pass_chance, by resampling the run's own scatter).
 `python3 bench/net.py decide|power bench/results/<name>.net.runs.csv`
 work both out again from a finished run's file.
+The floor comparison, `python3 bench/net.py floor [--reps N]
+bench/results/<name>.floor.runs.csv`, runs our tcp, UCX tcp and
+bench/tcp_floor.c's bare ping-pong (no library: the kernel's own path per
+message) at 8 B to 16 KiB, latency only, and prints their paired ratios:
+how much room the kernel leaves above it, beside the peer.
 Streaming keeps NET_WINDOW sends in flight
 (the receiver NET_WINDOW receives posted), one pair of processes per size,
 and times STREAM_BYTES per case (LOSS_STREAM_BYTES with loss): at 32 MiB a
@@ -78,6 +83,7 @@ and nft (nftables); without them they say so and the loopback table runs.
 """
 
 import os
+import re
 import shlex
 import signal
 import subprocess
@@ -98,7 +104,7 @@ LOSS_STREAM_BYTES = 32 << 20
 LO_KEYS = ("ours", "ours_udp", "ours_tcp", "rxm", "rxd", "ucx")
 VETH_KEYS = ("ours", "rxm", "ours_loss", "rxm_loss")
 SHORT = {"ours": "ours", "ours_udp": "ours UDP", "ours_tcp": "ours tcp", "rxm": "tcp;rxm", "rxd": "udp;rxd", "ucx": "UCX tcp",
-         "ours_loss": "ours 1% loss", "rxm_loss": "tcp;rxm 1% loss"}
+         "ours_loss": "ours 1% loss", "rxm_loss": "tcp;rxm 1% loss", "floor": "tcp floor"}
 LABELS = {"ours": "ours (rfabric rudp)", "ours_udp": "ours (rudp, FI_RUDP_ENABLE_SHM=0)", "ours_tcp": "ours (rfabric tcp)", "rxm": "Debian 1.17 tcp;ofi_rxm",
           "rxd": "Debian 1.17 udp;ofi_rxd", "ucx": "UCX 1.13 tcp",
           "ours_loss": "ours, 1% loss", "rxm_loss": "tcp;ofi_rxm, 1% loss"}
@@ -421,7 +427,8 @@ def rotated(items, rep):
     return list(items[k:]) + list(items[:k])
 
 
-def measure(series_list, sizes, reps, binary, log, loss=None, run_case=run_case, by_run=None, probe=None):
+def measure(series_list, sizes, reps, binary, log, loss=None, run_case=run_case, by_run=None, probe=None,
+            kinds=("latency", "streaming")):
     """Every (series, size) case for latency and streaming, `reps` times;
     the series alternate size by size. Returns lat {key: {size: [µs]}},
     stream {key: {size: [(GB/s, Mmsg/s)]}} and failures, a list of
@@ -430,7 +437,8 @@ def measure(series_list, sizes, reps, binary, log, loss=None, run_case=run_case,
     run too: by_run[(key, kind, size)][r] (for paired_ratios). With a
     PhaseProbe `probe`, each size's group of cases first waits for a probe
     that does not read slow, and is measured again (its values replaced)
-    while the probe after it reads slow, PHASE_TRIES times in all."""
+    while the probe after it reads slow, PHASE_TRIES times in all.
+    `kinds`: which of latency and streaming to measure."""
     ports = bench.Ports()
     keys = [s.key for s in series_list]
     lat = {k: {s: [] for s in sizes} for k in keys}
@@ -463,6 +471,8 @@ def measure(series_list, sizes, reps, binary, log, loss=None, run_case=run_case,
     for rep in range(reps):
         turn = rotated(series_list, rep)
         for kind, store in (("latency", lat), ("streaming", stream)):
+            if kind not in kinds:
+                continue
             log("  run %d/%d %s " % (rep + 1, reps, kind))
             for size in sizes:
                 for attempt in range(PHASE_TRIES if probe is not None else 1):
@@ -842,6 +852,98 @@ def power_lines(path, leads=POWER_LEADS, trials=2000):
     return lines
 
 
+# ---------------------------------------------------------------- floor
+
+# Sizes of the floor comparison: where every series is bound by the
+# kernel's per-message path rather than by copies.
+FLOOR_SIZES = [8 << i for i in range(12)]
+
+
+def floor_case(binary, size, ports, path):
+    """bench/tcp_floor.c's `bare` ping-pong (one connection, each side
+    spinning on `recv`, no library) of pp_iters(size) round trips on
+    `path`: (one-way µs, None) or (None, (error, repro line))."""
+    iters = str(pp_iters(size))
+
+    def cmds(port):
+        return ([binary, "server", str(port), iters, "bare", str(size)],
+                [binary, "client", str(port), iters, "bare", str(size)])
+    ok, out, err = bench.run_pair_on_port(ports, cmds, {}, timeout=LAT_TIMEOUT, server_ns=path.server_ns,
+                                          client_ns=path.client_ns)
+    line = " ".join(cmds(23500)[0]) + " & " + " ".join(cmds(23500)[1])
+    if not ok:
+        return None, (err, line)
+    m = re.search(r"round trips, ([0-9.]+) us one-way", out)
+    if not m:
+        return None, ("no result line: %s" % bench.last_lines(out), line)
+    return float(m.group(1)), None
+
+
+def floor_lines(sizes, by_run):
+    """The floor comparison's report: per size, the medians of our tcp,
+    UCX tcp and the floor, and the paired ratios (median and the sign
+    test's interval) ours ÷ UCX, floor ÷ UCX and ours ÷ floor; then what
+    a run like it can show (power_of) for ours and for the floor."""
+    def cell(a, b, s):
+        x, y = by_run.get((a, "latency", s), {}), by_run.get((b, "latency", s), {})
+        rs = [x[r] / y[r] for r in sorted(x) if r in y]
+        if not rs:
+            return "-"
+        iv = median_interval(rs)
+        return "%.3f (%s)" % (bench.median_or_none(rs), "%.2f-%.2f" % iv[:2] if iv else "too few runs")
+
+    def med(k, s):
+        v = bench.median_or_none(list(by_run.get((k, "latency", s), {}).values()))
+        return "-" if v is None else "%.2f" % v
+    rows = [[bench.human(s), med("ours_tcp", s), med("ucx", s), med("floor", s), cell("ours_tcp", "ucx", s),
+             cell("floor", "ucx", s), cell("ours_tcp", "floor", s)] for s in sizes]
+    out = md_table(["size", "ours tcp µs", "UCX tcp µs", "floor µs", "ours÷UCX", "floor÷UCX", "ours÷floor"], rows)
+    out.append("")
+    for k in ("ours_tcp", "floor"):
+        out += ["- " + line for line in power_of("loopback", sizes, by_run, k, ["ucx"]) if "latency" in line]
+    return out
+
+
+def floor_run(repo, ours_lib, reps, out_csv, log, sizes=FLOOR_SIZES):
+    """Our tcp, UCX tcp and bench/tcp_floor.c's bare ping-pong, latency at
+    `sizes`, `reps` rotated runs on loopback (a namespace of its own when
+    bench/netns.sh can make one). Writes the runs to `out_csv` (what
+    `decide` and `power` read) and returns the report's lines."""
+    binary, err = bench.build_c(os.path.join(repo, "bench", "tcp_floor.c"),
+                                os.path.join(repo, "build", "bench", "tcp_floor"), [])
+    if err:
+        raise RuntimeError(err)
+    path = LOOPBACK
+    why = lo_missing()
+    if not why:
+        try:
+            netns("lo-fresh")
+        except RuntimeError as e:
+            why = str(e)
+    if why:
+        path = HOST_LOOPBACK
+    series = [make_series("ours_tcp", path, ours_lib), make_series("ucx", path, ours_lib),
+              Series("floor", path, "floor", None)]
+
+    def case(se, kind, size, ports, binary_):
+        if se.key == "floor":
+            return floor_case(binary, size, ports, path)
+        return run_case(se, kind, size, ports, binary_)
+    by_run = {}
+    try:
+        _, _, fails = measure(series, sizes, reps, None, log, run_case=case, by_run=by_run, kinds=("latency",))
+    finally:
+        if not why:
+            netns("lo-down")
+    med = {k: {} for k in ("ours_tcp", "ucx", "floor")}
+    write_runs_csv(out_csv, [("loopback", sizes, med, [], None, by_run)])
+    where = "namespace %s" % LOOPBACK.server_ns if not why else "the host's loopback (%s)" % why
+    head = ["One-way latency on 127.0.0.1 in %s, %d rotated runs per case, server on core 0, client on core 1; "
+            "paired ratios: median over runs (the sign test's interval of the median, %d%% or surer)."
+            % (where, reps, round(100 * INTERVAL_CONFIDENCE)), ""]
+    return head + floor_lines(sizes, by_run) + failures_md(fails)
+
+
 def write_phase_csv(path, sections):
     """Every probe of the sections that carry a PhaseProbe (a seventh
     element): table, kind, size, run (from 1), try (from 1), before and
@@ -1194,6 +1296,19 @@ def veth_and_mpi(repo, ours_lib, ours_err, sizes, reps, parts, log, quick, why, 
 
 if __name__ == "__main__":
     import sys
-    if len(sys.argv) != 3 or sys.argv[1] not in ("decide", "power"):
-        sys.exit("usage: python3 bench/net.py decide|power bench/results/<name>.net.runs.csv")
-    print("\n\n".join((decide_lines if sys.argv[1] == "decide" else power_lines)(sys.argv[2])))
+    usage = ("usage: python3 bench/net.py decide|power bench/results/<name>.net.runs.csv\n"
+             "       python3 bench/net.py floor [--reps N] [--ours-libdir DIR] bench/results/<name>.floor.runs.csv")
+    if len(sys.argv) == 3 and sys.argv[1] in ("decide", "power"):
+        print("\n\n".join((decide_lines if sys.argv[1] == "decide" else power_lines)(sys.argv[2])))
+    elif len(sys.argv) >= 3 and sys.argv[1] == "floor":
+        import argparse
+        ap = argparse.ArgumentParser(prog="bench/net.py floor")
+        ap.add_argument("--reps", type=int, default=9)
+        ap.add_argument("--ours-libdir", default="build/lib")
+        ap.add_argument("out")
+        a = ap.parse_args(sys.argv[2:])
+        repo = os.path.dirname(HERE)
+        print("\n".join(floor_run(repo, os.path.abspath(a.ours_libdir), a.reps, a.out,
+                                  lambda t: (sys.stderr.write(t), sys.stderr.flush()))))
+    else:
+        sys.exit(usage)

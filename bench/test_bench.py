@@ -397,6 +397,60 @@ class Net(unittest.TestCase):
         self.assertIn(1, fl.states)
         self.assertEqual(fl.states[-1], 0)
 
+    def test_measure_only_the_kinds_asked_for(self):
+        net = self.net
+        seen = []
+
+        def case(se, kind, size, ports, binary):
+            seen.append((se.key, kind))
+            return 3.0, None
+        series = [net.make_series("ours_tcp", net.HOST_LOOPBACK, "ours"), net.Series("floor", net.HOST_LOOPBACK, "floor", None)]
+        by_run = {}
+        lat, st, fails = net.measure(series, [8, 16], 3, None, lambda _: None, run_case=case, by_run=by_run,
+                                     kinds=("latency",))
+        self.assertEqual(set(seen), {("ours_tcp", "latency"), ("floor", "latency")})
+        self.assertEqual(len(seen), 12)
+        self.assertEqual(lat["floor"], {8: [3.0] * 3, 16: [3.0] * 3})
+        self.assertEqual(st["floor"], {8: [], 16: []})
+        self.assertEqual(by_run[("floor", "latency", 16)], {0: 3.0, 1: 3.0, 2: 3.0})
+
+    def test_floor_case_runs_the_floor_program(self):
+        net = self.net
+        import shutil
+        if not shutil.which("cc"):
+            self.skipTest("no C compiler")
+        with tempfile.TemporaryDirectory() as d:
+            binary, err = net.bench.build_c(os.path.join(net.HERE, "tcp_floor.c"), os.path.join(d, "tcp_floor"), [])
+            self.assertIsNone(err)
+            saved = net.pp_iters
+            net.pp_iters = lambda size, loss=False: 200
+            try:
+                v, err = net.floor_case(binary, 64, net.bench.Ports(), net.HOST_LOOPBACK)
+                bad, why = net.floor_case(os.path.join(d, "missing"), 64, net.bench.Ports(), net.HOST_LOOPBACK)
+            finally:
+                net.pp_iters = saved
+        self.assertIsNone(err)
+        self.assertTrue(0 < v < 10000, v)
+        self.assertIsNone(bad)
+        self.assertIn("missing server", why[1])
+
+    def test_floor_lines_pair_ours_ucx_and_the_floor(self):
+        net = self.net
+        by_run = {}
+        for r in range(9):
+            by_run.setdefault(("ucx", "latency", 8), {})[r] = 10.0
+            by_run.setdefault(("floor", "latency", 8), {})[r] = 8.0 + 0.1 * r
+            by_run.setdefault(("ours_tcp", "latency", 8), {})[r] = 9.0
+        lines = net.floor_lines([8], by_run)
+        self.assertEqual(lines[0], "| size | ours tcp µs | UCX tcp µs | floor µs | ours÷UCX | floor÷UCX | ours÷floor |")
+        self.assertEqual(lines[2], "| 8 B | 9.00 | 10.00 | 8.40 | 0.900 (0.90-0.90) | 0.840 (0.81-0.87) | "
+                                   "1.071 (1.03-1.11) |")
+        power = [x for x in lines if x.startswith("- ")]
+        self.assertEqual(len(power), 2)
+        self.assertIn("ours tcp against UCX tcp, latency at 1 sizes (9 runs each)", power[0])
+        self.assertIn("tcp floor against UCX tcp", power[1])
+        self.assertEqual(net.floor_lines([8], {})[2], "| 8 B | - | - | - | - | - | - |")
+
     def test_tables_ratios_targets(self):
         net = self.net
         sizes = [8, 65536]
