@@ -434,6 +434,40 @@ class Net(unittest.TestCase):
         self.assertIsNone(bad)
         self.assertIn("missing server", why[1])
 
+    def test_turnaround_counts_each_answer_of_a_ping_pong(self):
+        net = self.net
+        import shutil
+        import subprocess
+        import time
+        if not shutil.which("cc"):
+            self.skipTest("no C compiler")
+        with tempfile.TemporaryDirectory() as d:
+            floor, err = net.bench.build_c(os.path.join(net.HERE, "tcp_floor.c"), os.path.join(d, "tcp_floor"), [])
+            self.assertIsNone(err)
+            shim = os.path.join(d, "turnaround.so")
+            subprocess.run(["cc", "-O2", "-Wall", "-Werror", "-shared", "-fPIC", "-o", shim,
+                            os.path.join(net.HERE, "turnaround.c"), "-ldl"], check=True)
+            port = net.bench.Ports().take()
+            env = dict(os.environ, LD_PRELOAD=shim)
+            srv = subprocess.Popen([floor, "server", str(port), "300", "bare", "64"], env=env,
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            try:
+                for _ in range(200):
+                    if net.bench.listening(port):
+                        break
+                    time.sleep(0.01)
+                cli = subprocess.run([floor, "client", str(port), "300", "bare", "64"], env=env,
+                                     capture_output=True, text=True, timeout=60)
+                srv_err = srv.communicate(timeout=60)[1]
+            finally:
+                srv.kill()
+        self.assertEqual(cli.returncode, 0, cli.stderr)
+        self.assertIn("300 round trips", cli.stdout)
+        # The server answers each of the 300 messages; the client sends
+        # after each answer but the last.
+        self.assertRegex(srv_err, r"turnaround pid \d+: 300, mean \d+ ns, median \d+ ns")
+        self.assertRegex(cli.stderr, r"turnaround pid \d+: 299, mean \d+ ns, median \d+ ns")
+
     def test_floor_lines_pair_ours_ucx_and_the_floor(self):
         net = self.net
         by_run = {}
