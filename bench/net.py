@@ -773,12 +773,14 @@ def decide_lines(path):
 
 # True ratios power_lines asks about: level, and leads of 5 to 20%.
 POWER_LEADS = (1.0, 0.95, 0.9, 0.85, 0.8)
+# Fewer runs a size than this say nothing of their scatter.
+POWER_MIN_RUNS = 5
 
 
 def pass_chance(ratio_lists, lead, lower, trials=2000, seed=1):
     """The chance that one run of the benchmark meets a target at every
     size (the median of each size's paired ratios at or under 1.0 when
-    `lower`, else at or over), were ours's true ratio `lead` at every size
+    `lower`, else at or over), were the true ratio `lead` at every size
     and did each run's ratio scatter around it as these did: each size's
     ratios, as logarithms less their median, pooled over the sizes; each
     trial draws as many runs per size as that size had, with replacement,
@@ -815,12 +817,13 @@ def power_of(table, sizes, by_run, ours, peers, leads=POWER_LEADS, trials=2000):
     measure fills it): how the run's paired ratios (paired_runs) scatter,
     and the chance (pass_chance) that a run like it meets each target at
     every size, for a library whose true ratio were each of `leads`
-    (latency; its inverse for streaming, from 64 KiB)."""
+    (latency; its inverse for streaming, from 64 KiB). None where a size
+    has fewer than POWER_MIN_RUNS runs."""
     lines = []
     runs = paired_runs(sizes, by_run, [(ours, peers)])
     for what, idx, lower, lo_size in (("latency", 0, True, 0), ("streaming", 1, False, 65536)):
         lists = [rs for s in sizes if s >= lo_size and (rs := runs[(ours, s)][idx])]
-        if not lists:
+        if not lists or min(len(rs) for rs in lists) < POWER_MIN_RUNS:
             continue
         got = [pass_chance(lists, lead if lower else 1 / lead, lower, trials) for lead in leads]
         lines.append("%s, %s against %s, %s at %d sizes (%s runs each): run-to-run scatter of the paired ratio "
@@ -885,8 +888,7 @@ def floor_lines(sizes, by_run):
     test's interval) ours ÷ UCX, floor ÷ UCX and ours ÷ floor; then what
     a run like it can show (power_of) for ours and for the floor."""
     def cell(a, b, s):
-        x, y = by_run.get((a, "latency", s), {}), by_run.get((b, "latency", s), {})
-        rs = [x[r] / y[r] for r in sorted(x) if r in y]
+        rs = paired_runs([s], by_run, [(a, [b])])[(a, s)][0]
         if not rs:
             return "-"
         iv = median_interval(rs)
@@ -935,8 +937,7 @@ def floor_run(repo, ours_lib, reps, out_csv, log, sizes=FLOOR_SIZES):
     finally:
         if not why:
             netns("lo-down")
-    med = {k: {} for k in ("ours_tcp", "ucx", "floor")}
-    write_runs_csv(out_csv, [("loopback", sizes, med, [], None, by_run)])
+    write_runs_csv(out_csv, [("loopback", sizes, None, None, None, by_run)])
     where = "namespace %s" % LOOPBACK.server_ns if not why else "the host's loopback (%s)" % why
     head = ["One-way latency on 127.0.0.1 in %s, %d rotated runs per case, server on core 0, client on core 1; "
             "paired ratios: median over runs (the sign test's interval of the median, %d%% or surer)."
@@ -1203,7 +1204,7 @@ def run(repo, ours_lib, ours_err, sizes, reps, parts, log, quick=False):
         text += stream_table(sizes, med, groups, ratios)
         for k, _ in groups:
             text += ["", targets(sizes, med, k, peers, ratios=ratios, each_run=each_run, runs=runs)]
-        if "ours_tcp" in keys and reps >= 5:
+        if "ours_tcp" in keys and reps >= POWER_MIN_RUNS:
             text += ["", "What a run like this one can show (`python3 bench/net.py power`):"]
             text += ["- " + line for line in power_of("loopback", sizes, by_run, "ours_tcp", peers)]
         text += ["", probe.summary() if probe else "Phase gate: off (%s)." % probe_err]

@@ -484,6 +484,9 @@ class Net(unittest.TestCase):
         self.assertIn("ours tcp against UCX tcp, latency at 1 sizes (9 runs each)", power[0])
         self.assertIn("tcp floor against UCX tcp", power[1])
         self.assertEqual(net.floor_lines([8], {})[2], "| 8 B | - | - | - | - | - | - |")
+        # Four runs say nothing of their scatter: no chance lines.
+        few = {k: {r: v for r, v in runs.items() if r < 4} for k, runs in by_run.items()}
+        self.assertEqual([x for x in net.floor_lines([8], few) if x.startswith("- ")], [])
 
     def test_tables_ratios_targets(self):
         net = self.net
