@@ -65,7 +65,10 @@ The floor comparison, `python3 bench/net.py floor [--reps N]
 bench/results/<name>.floor.runs.csv`, runs our tcp, UCX tcp and
 bench/tcp_floor.c's bare ping-pong (no library: the kernel's own path per
 message) at 8 B to 16 KiB, latency only, and prints their paired ratios:
-how much room the kernel leaves above it, beside the peer.
+how much room the kernel leaves above it, beside the peer. `python3
+bench/net.py turnaround` loads bench/turnaround.c into both sides of each
+library's ping-pong (and the floor's) and reports how long each takes in
+user space from a receive that returned data to its next send.
 Streaming keeps NET_WINDOW sends in flight
 (the receiver NET_WINDOW receives posted), one pair of processes per size,
 and times STREAM_BYTES per case (LOSS_STREAM_BYTES with loss): at 32 MiB a
@@ -945,6 +948,115 @@ def floor_run(repo, ours_lib, reps, out_csv, log, sizes=FLOOR_SIZES):
     return head + floor_lines(sizes, by_run) + failures_md(fails)
 
 
+# ---------------------------------------------------------------- turnaround
+
+TURN_LINE = re.compile(r"turnaround pid \d+: (\d+), mean (\d+) ns, median (\d+) ns")
+
+
+def parse_turnaround(text):
+    """[(intervals, mean ns, median ns)], one per line bench/turnaround.c
+    wrote (one per process that saw an interval)."""
+    return [tuple(int(g) for g in m.groups()) for m in TURN_LINE.finditer(text)]
+
+
+def turnaround_case(series, size, ports, shim, floor):
+    """One latency ping-pong of `series` ("floor": bench/tcp_floor.c's
+    bare one, binary `floor`) with bench/turnaround.c (`shim`) loaded in
+    both processes: (both sides' parse_turnaround, None), or (None,
+    (error, repro line))."""
+    import tempfile
+    fd, out = tempfile.mkstemp(prefix="turnaround.")
+    os.close(fd)
+
+    def cmds(port):
+        if series.key == "floor":
+            iters = str(pp_iters(size))
+            return ([floor, "server", str(port), iters, "bare", str(size)],
+                    [floor, "client", str(port), iters, "bare", str(size)])
+        if series.provider is None:
+            return ucx_cmds(series, "tag_lat", size, port)
+        return pingpong_cmds(series, size, port)
+
+    def afresh(port):
+        open(out, "w").close()  # a retried case starts with an empty file
+        return cmds(port)
+    env = {} if series.key == "floor" else series.env()
+    env.update({"LD_PRELOAD": shim, "TURNAROUND_OUT": out})
+    try:
+        ok, _, err = bench.run_pair_on_port(ports, afresh, env, timeout=LAT_TIMEOUT, server_ns=series.path.server_ns,
+                                            client_ns=series.path.client_ns)
+        with open(out) as f:
+            got = parse_turnaround(f.read())
+    finally:
+        os.unlink(out)
+    line = "LD_PRELOAD=%s %s & %s" % (shim, " ".join(cmds(23500)[0]), " ".join(cmds(23500)[1]))
+    if not ok:
+        return None, (err, line)
+    if len(got) != 2:
+        return None, ("%d turnaround lines, not one from each side" % len(got), line)
+    return got, None
+
+
+def turnaround_lines(results, keys):
+    """The turnaround report: per series, the medians and means of every
+    process of every round (results: {key: [(intervals, mean, median)]})."""
+    rows = []
+    for k in keys:
+        got = results.get(k, [])
+        if not got:
+            rows.append([SHORT[k], "-", "-", "-", "0"])
+            continue
+        meds, means = [g[2] for g in got], [g[1] for g in got]
+        rows.append([SHORT[k], "%d" % bench.median_or_none(meds), "%d-%d" % (min(meds), max(meds)),
+                     "%d-%d" % (min(means), max(means)), "%d" % len(got)])
+    return md_table(["series", "median ns (median of processes)", "medians, ns", "means, ns", "processes"], rows)
+
+
+def turnaround_run(repo, ours_lib, rounds, size, log):
+    """Our tcp, UCX tcp, tcp;ofi_rxm and bench/tcp_floor.c's bare
+    ping-pong at `size`, `rounds` rotated rounds on loopback (a namespace
+    of its own when bench/netns.sh can make one), each with
+    bench/turnaround.c in both processes: the report's lines."""
+    import shutil
+    outdir = os.path.join(repo, "build", "bench")
+    shim, err = bench.build_c(os.path.join(repo, "bench", "turnaround.c"), os.path.join(outdir, "turnaround.so"),
+                              ["-shared", "-fPIC", "-ldl"])
+    floor, err2 = bench.build_c(os.path.join(repo, "bench", "tcp_floor.c"), os.path.join(outdir, "tcp_floor"), [])
+    if err or err2:
+        raise RuntimeError(err or err2)
+    path = LOOPBACK
+    why = lo_missing()
+    if not why:
+        try:
+            netns("lo-fresh")
+        except RuntimeError as e:
+            why = str(e)
+    if why:
+        path = HOST_LOOPBACK
+    keys = ["ours_tcp"] + (["ucx"] if shutil.which("ucx_perftest") else []) + ["rxm", "floor"]
+    series = [Series("floor", path, "floor", None) if k == "floor" else make_series(k, path, ours_lib) for k in keys]
+    results, fails = {k: [] for k in keys}, []
+    ports = bench.Ports()
+    try:
+        for r in range(rounds):
+            for se in rotated(series, r):
+                got, e = turnaround_case(se, size, ports, shim, floor)
+                if e:
+                    fails.append((se.key, "latency", size, r + 1) + tuple(e))
+                else:
+                    results[se.key] += got
+                log(".")
+        log("\n")
+    finally:
+        if not why:
+            netns("lo-down")
+    where = "namespace %s" % LOOPBACK.server_ns if not why else "the host's loopback (%s)" % why
+    head = ["Turnaround (bench/turnaround.c: a receive that returned data to the next send, in user space), "
+            "%s ping-pongs on 127.0.0.1 in %s, %d rotated rounds, server on core 0, client on core 1:"
+            % (bench.human(size), where, rounds), ""]
+    return head + turnaround_lines(results, keys) + failures_md(fails)
+
+
 def write_phase_csv(path, sections):
     """Every probe of the sections that carry a PhaseProbe (a seventh
     element): table, kind, size, run (from 1), try (from 1), before and
@@ -1298,7 +1410,8 @@ def veth_and_mpi(repo, ours_lib, ours_err, sizes, reps, parts, log, quick, why, 
 if __name__ == "__main__":
     import sys
     usage = ("usage: python3 bench/net.py decide|power bench/results/<name>.net.runs.csv\n"
-             "       python3 bench/net.py floor [--reps N] [--ours-libdir DIR] bench/results/<name>.floor.runs.csv")
+             "       python3 bench/net.py floor [--reps N] [--ours-libdir DIR] bench/results/<name>.floor.runs.csv\n"
+             "       python3 bench/net.py turnaround [--rounds N] [--size BYTES] [--ours-libdir DIR]")
     if len(sys.argv) == 3 and sys.argv[1] in ("decide", "power"):
         print("\n\n".join((decide_lines if sys.argv[1] == "decide" else power_lines)(sys.argv[2])))
     elif len(sys.argv) >= 3 and sys.argv[1] == "floor":
@@ -1311,5 +1424,15 @@ if __name__ == "__main__":
         repo = os.path.dirname(HERE)
         print("\n".join(floor_run(repo, os.path.abspath(a.ours_libdir), a.reps, a.out,
                                   lambda t: (sys.stderr.write(t), sys.stderr.flush()))))
+    elif len(sys.argv) >= 2 and sys.argv[1] == "turnaround":
+        import argparse
+        ap = argparse.ArgumentParser(prog="bench/net.py turnaround")
+        ap.add_argument("--rounds", type=int, default=3)
+        ap.add_argument("--size", type=int, default=64)
+        ap.add_argument("--ours-libdir", default="build/lib")
+        a = ap.parse_args(sys.argv[2:])
+        repo = os.path.dirname(HERE)
+        print("\n".join(turnaround_run(repo, os.path.abspath(a.ours_libdir), a.rounds, a.size,
+                                       lambda t: (sys.stderr.write(t), sys.stderr.flush()))))
     else:
         sys.exit(usage)

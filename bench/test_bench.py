@@ -468,6 +468,43 @@ class Net(unittest.TestCase):
         self.assertRegex(srv_err, r"turnaround pid \d+: 300, mean \d+ ns, median \d+ ns")
         self.assertRegex(cli.stderr, r"turnaround pid \d+: 299, mean \d+ ns, median \d+ ns")
 
+    def test_turnaround_case_collects_both_sides_through_a_file(self):
+        net = self.net
+        import shutil
+        if not shutil.which("cc"):
+            self.skipTest("no C compiler")
+        text = ("noise\nturnaround pid 12: 20000, mean 845 ns, median 670 ns\n"
+                "turnaround pid 13: 19999, mean 60 ns, median 50 ns\nturnaround pid x: 1\n")
+        self.assertEqual(net.parse_turnaround(text), [(20000, 845, 670), (19999, 60, 50)])
+        with tempfile.TemporaryDirectory() as d:
+            floor, err = net.bench.build_c(os.path.join(net.HERE, "tcp_floor.c"), os.path.join(d, "tcp_floor"), [])
+            self.assertIsNone(err)
+            shim, err = net.bench.build_c(os.path.join(net.HERE, "turnaround.c"), os.path.join(d, "turnaround.so"),
+                                          ["-shared", "-fPIC", "-ldl"])
+            self.assertIsNone(err)
+            se = net.Series("floor", net.HOST_LOOPBACK, "floor", None)
+            before = {f for f in os.listdir(tempfile.gettempdir()) if f.startswith("turnaround.")}
+            saved = net.pp_iters
+            net.pp_iters = lambda size, loss=False: 200
+            try:
+                got, err = net.turnaround_case(se, 64, net.bench.Ports(), shim, floor)
+                bad, why = net.turnaround_case(se, 64, net.bench.Ports(), shim, os.path.join(d, "missing"))
+            finally:
+                net.pp_iters = saved
+        # The file both sides wrote to is gone.
+        self.assertEqual({f for f in os.listdir(tempfile.gettempdir()) if f.startswith("turnaround.")}, before)
+        self.assertIsNone(err)
+        self.assertEqual(sorted(g[0] for g in got), [199, 200])
+        self.assertTrue(all(0 < g[2] < 100000 for g in got), got)
+        self.assertIsNone(bad)
+        self.assertIn("LD_PRELOAD=", why[1])
+        lines = net.turnaround_lines({"floor": got, "ours_tcp": []}, ["ours_tcp", "floor"])
+        self.assertEqual(lines[2], "| ours tcp | - | - | - | 0 |")
+        self.assertTrue(lines[3].startswith("| tcp floor | "), lines[3])
+        self.assertTrue(lines[3].endswith(" | 2 |"), lines[3])
+        table = net.turnaround_lines({"ucx": [(10, 300, 250), (10, 400, 310), (10, 200, 160)]}, ["ucx"])
+        self.assertEqual(table[2], "| UCX tcp | 250 | 160-310 | 200-400 | 3 |")
+
     def test_floor_lines_pair_ours_ucx_and_the_floor(self):
         net = self.net
         by_run = {}

@@ -12,6 +12,9 @@
  *   LD_PRELOAD=$PWD/turnaround.so taskset -c 0 fi_pingpong -p tcp -e rdm -S 64 -I 100000 -B 23111 &
  *   LD_PRELOAD=$PWD/turnaround.so taskset -c 1 fi_pingpong -p tcp -e rdm -S 64 -I 100000 -P 23111 127.0.0.1
  *
+ * With TURNAROUND_OUT set, the line is appended to that file instead
+ * (`python3 bench/net.py turnaround` collects both sides' lines so).
+ *
  * The clock is read twice per interval (about 20 ns each through the vDSO),
  * so a program with nothing between its receive and its send (the floor,
  * bench/tcp_floor.c) reads about 50 ns.
@@ -20,6 +23,7 @@
 #include <dlfcn.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
@@ -70,8 +74,12 @@ __attribute__((destructor)) static void report(void)
 			break;
 		}
 	}
-	fprintf(stderr, "turnaround pid %d: %lld, mean %.0f ns, median %d ns\n", (int)getpid(), count,
+	const char *path = getenv("TURNAROUND_OUT");
+	FILE *out = path ? fopen(path, "a") : NULL;
+	fprintf(out ? out : stderr, "turnaround pid %d: %lld, mean %.0f ns, median %d ns\n", (int)getpid(), count,
 		(double)sum_ns / count, median * BIN_NS);
+	if (out)
+		fclose(out);
 }
 
 long syscall(long nr, ...)
