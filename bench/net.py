@@ -85,6 +85,7 @@ failed sizes is given up. The veth tables and MPI need root, ip, ethtool
 and nft (nftables); without them they say so and the loopback table runs.
 """
 
+import contextlib
 import os
 import re
 import shlex
@@ -858,6 +859,28 @@ def power_lines(path, leads=POWER_LEADS, trials=2000):
     return lines
 
 
+@contextlib.contextmanager
+def own_loopback():
+    """(path, where) for loopback cases: LOOPBACK, in a network namespace
+    made afresh for the block (bench/netns.sh lo-fresh) and removed after
+    it, or HOST_LOOPBACK where none can be made; `where` says which, for
+    the report."""
+    why = lo_missing()
+    if not why:
+        try:
+            netns("lo-fresh")
+        except RuntimeError as e:
+            why = str(e)
+    try:
+        if why:
+            yield HOST_LOOPBACK, "on the host's loopback (no namespace of its own: %s)" % why
+        else:
+            yield LOOPBACK, "in network namespace %s, made for this run (bench/netns.sh lo-fresh)" % LOOPBACK.server_ns
+    finally:
+        if not why:
+            netns("lo-down")
+
+
 # ---------------------------------------------------------------- floor
 
 # Sizes of the floor comparison: where every series is bound by the
@@ -865,15 +888,20 @@ def power_lines(path, leads=POWER_LEADS, trials=2000):
 FLOOR_SIZES = [8 << i for i in range(12)]
 
 
-def floor_case(binary, size, ports, path):
+def floor_cmds(binary, size, port):
     """bench/tcp_floor.c's `bare` ping-pong (one connection, each side
-    spinning on `recv`, no library) of pp_iters(size) round trips on
-    `path`: (one-way µs, None) or (None, (error, repro line))."""
+    spinning on `recv`, no library) of pp_iters(size) round trips:
+    (server, client)."""
     iters = str(pp_iters(size))
+    return ([binary, "server", str(port), iters, "bare", str(size)],
+            [binary, "client", str(port), iters, "bare", str(size)])
 
+
+def floor_case(binary, size, ports, path):
+    """floor_cmds' ping-pong on `path`: (one-way µs, None) or (None,
+    (error, repro line))."""
     def cmds(port):
-        return ([binary, "server", str(port), iters, "bare", str(size)],
-                [binary, "client", str(port), iters, "bare", str(size)])
+        return floor_cmds(binary, size, port)
     ok, out, err = bench.run_pair_on_port(ports, cmds, {}, timeout=LAT_TIMEOUT, server_ns=path.server_ns,
                                           client_ns=path.client_ns)
     line = " ".join(cmds(23500)[0]) + " & " + " ".join(cmds(23500)[1])
@@ -918,31 +946,18 @@ def floor_run(repo, ours_lib, reps, out_csv, log, sizes=FLOOR_SIZES):
                                 os.path.join(repo, "build", "bench", "tcp_floor"), [])
     if err:
         raise RuntimeError(err)
-    path = LOOPBACK
-    why = lo_missing()
-    if not why:
-        try:
-            netns("lo-fresh")
-        except RuntimeError as e:
-            why = str(e)
-    if why:
-        path = HOST_LOOPBACK
-    series = [make_series("ours_tcp", path, ours_lib), make_series("ucx", path, ours_lib),
-              Series("floor", path, "floor", None)]
-
-    def case(se, kind, size, ports, binary_):
-        if se.key == "floor":
-            return floor_case(binary, size, ports, path)
-        return run_case(se, kind, size, ports, binary_)
     by_run = {}
-    try:
+    with own_loopback() as (path, where):
+        series = [make_series("ours_tcp", path, ours_lib), make_series("ucx", path, ours_lib),
+                  Series("floor", path, "floor", None)]
+
+        def case(se, kind, size, ports, binary_):
+            if se.key == "floor":
+                return floor_case(binary, size, ports, path)
+            return run_case(se, kind, size, ports, binary_)
         _, _, fails = measure(series, sizes, reps, None, log, run_case=case, by_run=by_run, kinds=("latency",))
-    finally:
-        if not why:
-            netns("lo-down")
     write_runs_csv(out_csv, [("loopback", sizes, None, None, None, by_run)])
-    where = "namespace %s" % LOOPBACK.server_ns if not why else "the host's loopback (%s)" % why
-    head = ["One-way latency on 127.0.0.1 in %s, %d rotated runs per case, server on core 0, client on core 1; "
+    head = ["One-way latency on 127.0.0.1 %s, %d rotated runs per case, server on core 0, client on core 1; "
             "paired ratios: median over runs (the sign test's interval of the median, %d%% or surer)."
             % (where, reps, round(100 * INTERVAL_CONFIDENCE)), ""]
     return head + floor_lines(sizes, by_run) + failures_md(fails)
@@ -970,9 +985,7 @@ def turnaround_case(series, size, ports, shim, floor):
 
     def cmds(port):
         if series.key == "floor":
-            iters = str(pp_iters(size))
-            return ([floor, "server", str(port), iters, "bare", str(size)],
-                    [floor, "client", str(port), iters, "bare", str(size)])
+            return floor_cmds(floor, size, port)
         if series.provider is None:
             return ucx_cmds(series, "tag_lat", size, port)
         return pingpong_cmds(series, size, port)
@@ -1024,20 +1037,11 @@ def turnaround_run(repo, ours_lib, rounds, size, log):
     floor, err2 = bench.build_c(os.path.join(repo, "bench", "tcp_floor.c"), os.path.join(outdir, "tcp_floor"), [])
     if err or err2:
         raise RuntimeError(err or err2)
-    path = LOOPBACK
-    why = lo_missing()
-    if not why:
-        try:
-            netns("lo-fresh")
-        except RuntimeError as e:
-            why = str(e)
-    if why:
-        path = HOST_LOOPBACK
     keys = ["ours_tcp"] + (["ucx"] if shutil.which("ucx_perftest") else []) + ["rxm", "floor"]
-    series = [Series("floor", path, "floor", None) if k == "floor" else make_series(k, path, ours_lib) for k in keys]
     results, fails = {k: [] for k in keys}, []
     ports = bench.Ports()
-    try:
+    with own_loopback() as (path, where):
+        series = [Series("floor", path, "floor", None) if k == "floor" else make_series(k, path, ours_lib) for k in keys]
         for r in range(rounds):
             for se in rotated(series, r):
                 got, e = turnaround_case(se, size, ports, shim, floor)
@@ -1047,12 +1051,8 @@ def turnaround_run(repo, ours_lib, rounds, size, log):
                     results[se.key] += got
                 log(".")
         log("\n")
-    finally:
-        if not why:
-            netns("lo-down")
-    where = "namespace %s" % LOOPBACK.server_ns if not why else "the host's loopback (%s)" % why
     head = ["Turnaround (bench/turnaround.c: a receive that returned data to the next send, in user space), "
-            "%s ping-pongs on 127.0.0.1 in %s, %d rotated rounds, server on core 0, client on core 1:"
+            "%s ping-pongs on 127.0.0.1 %s, %d rotated rounds, server on core 0, client on core 1:"
             % (bench.human(size), where, rounds), ""]
     return head + turnaround_lines(results, keys) + failures_md(fails)
 
@@ -1273,27 +1273,15 @@ def run(repo, ours_lib, ours_err, sizes, reps, parts, log, quick=False):
     drop = (lambda keys: [k for k in keys if not k.startswith("ours")]) if ours_err else (lambda keys: list(keys))
 
     if "lo" in parts:
-        path, where = LOOPBACK, "in network namespace %s, made for this run (bench/netns.sh lo-fresh)" % LOOPBACK.server_ns
-        why = lo_missing()
-        if not why:
-            try:
-                netns("lo-fresh")
-            except RuntimeError as e:
-                why = str(e)
-        if why:
-            path, where = HOST_LOOPBACK, "on the host's loopback (no namespace of its own: %s)" % why
         keys = drop(lo_keys)
-        series = [make_series(k, path, ours_lib) for k in keys]
-        t0, load0 = time.time(), uptime()
-        log("network, loopback %s: %s\n" % (where, ", ".join(keys)))
         by_run = {}
         probe_bin, probe_err = build_probe(repo, os.path.join(repo, "build", "bench"))
-        probe = PhaseProbe(probe_bin, path.server_ns, bench.Ports()) if probe_bin else None
-        try:
+        with own_loopback() as (path, where):
+            series = [make_series(k, path, ours_lib) for k in keys]
+            t0, load0 = time.time(), uptime()
+            log("network, loopback %s: %s\n" % (where, ", ".join(keys)))
+            probe = PhaseProbe(probe_bin, path.server_ns, bench.Ports()) if probe_bin else None
             lat, stream, fails = measure(series, sizes, reps, binary, log, by_run=by_run, probe=probe)
-        finally:
-            if not why:
-                netns("lo-down")
         med = medians(sizes, lat, stream)
         for k in lo_keys:
             med.setdefault(k, {s: (None, None, None) for s in sizes})
