@@ -245,6 +245,20 @@ class Net(unittest.TestCase):
         import net
         self.net = net
 
+    def floor_tools(self, d):
+        """bench/tcp_floor.c and bench/turnaround.c (with -Werror) built
+        into `d`: (floor, shim). Skips the test without a C compiler."""
+        import shutil
+        if not shutil.which("cc"):
+            self.skipTest("no C compiler")
+        net = self.net
+        floor, err = net.bench.build_c(os.path.join(net.HERE, "tcp_floor.c"), os.path.join(d, "tcp_floor"), [])
+        self.assertIsNone(err)
+        shim, err = net.bench.build_c(os.path.join(net.HERE, "turnaround.c"), os.path.join(d, "turnaround.so"),
+                                      ["-Werror", "-shared", "-fPIC", "-ldl"])
+        self.assertIsNone(err)
+        return floor, shim
+
     def test_parse_counters(self):
         c = self.net.parse_counters("udp_seen 324807 udp_drop 3263 tcp_seen 3 tcp_drop 0 \n")
         self.assertEqual(c, {"udp_seen": 324807, "udp_drop": 3263, "tcp_seen": 3, "tcp_drop": 0})
@@ -416,12 +430,8 @@ class Net(unittest.TestCase):
 
     def test_floor_case_runs_the_floor_program(self):
         net = self.net
-        import shutil
-        if not shutil.which("cc"):
-            self.skipTest("no C compiler")
         with tempfile.TemporaryDirectory() as d:
-            binary, err = net.bench.build_c(os.path.join(net.HERE, "tcp_floor.c"), os.path.join(d, "tcp_floor"), [])
-            self.assertIsNone(err)
+            binary, _ = self.floor_tools(d)
             saved = net.pp_iters
             net.pp_iters = lambda size, loss=False: 200
             try:
@@ -436,17 +446,10 @@ class Net(unittest.TestCase):
 
     def test_turnaround_counts_each_answer_of_a_ping_pong(self):
         net = self.net
-        import shutil
         import subprocess
         import time
-        if not shutil.which("cc"):
-            self.skipTest("no C compiler")
         with tempfile.TemporaryDirectory() as d:
-            floor, err = net.bench.build_c(os.path.join(net.HERE, "tcp_floor.c"), os.path.join(d, "tcp_floor"), [])
-            self.assertIsNone(err)
-            shim = os.path.join(d, "turnaround.so")
-            subprocess.run(["cc", "-O2", "-Wall", "-Werror", "-shared", "-fPIC", "-o", shim,
-                            os.path.join(net.HERE, "turnaround.c"), "-ldl"], check=True)
+            floor, shim = self.floor_tools(d)
             port = net.bench.Ports().take()
             env = dict(os.environ, LD_PRELOAD=shim)
             srv = subprocess.Popen([floor, "server", str(port), "300", "bare", "64"], env=env,
@@ -470,18 +473,11 @@ class Net(unittest.TestCase):
 
     def test_turnaround_case_collects_both_sides_through_a_file(self):
         net = self.net
-        import shutil
-        if not shutil.which("cc"):
-            self.skipTest("no C compiler")
         text = ("noise\nturnaround pid 12: 20000, mean 845 ns, median 670 ns\n"
                 "turnaround pid 13: 19999, mean 60 ns, median 50 ns\nturnaround pid x: 1\n")
         self.assertEqual(net.parse_turnaround(text), [(20000, 845, 670), (19999, 60, 50)])
         with tempfile.TemporaryDirectory() as d:
-            floor, err = net.bench.build_c(os.path.join(net.HERE, "tcp_floor.c"), os.path.join(d, "tcp_floor"), [])
-            self.assertIsNone(err)
-            shim, err = net.bench.build_c(os.path.join(net.HERE, "turnaround.c"), os.path.join(d, "turnaround.so"),
-                                          ["-shared", "-fPIC", "-ldl"])
-            self.assertIsNone(err)
+            floor, shim = self.floor_tools(d)
             se = net.Series("floor", net.HOST_LOOPBACK, "floor", None)
             before = {f for f in os.listdir(tempfile.gettempdir()) if f.startswith("turnaround.")}
             saved = net.pp_iters
