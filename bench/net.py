@@ -888,20 +888,20 @@ def own_loopback():
 FLOOR_SIZES = [8 << i for i in range(12)]
 
 
-def floor_cmds(binary, size, port):
+def floor_cmds(binary, size, port, turn_ns=0):
     """bench/tcp_floor.c's `bare` ping-pong (one connection, each side
-    spinning on `recv`, no library) of pp_iters(size) round trips:
-    (server, client)."""
-    iters = str(pp_iters(size))
-    return ([binary, "server", str(port), iters, "bare", str(size)],
-            [binary, "client", str(port), iters, "bare", str(size)])
+    spinning on `recv`, no library) of pp_iters(size) round trips, each
+    side spinning `turn_ns` between a receive and its answer: (server,
+    client)."""
+    args = [str(pp_iters(size)), "bare", str(size)] + ([str(turn_ns)] if turn_ns else [])
+    return [binary, "server", str(port)] + args, [binary, "client", str(port)] + args
 
 
-def floor_case(binary, size, ports, path):
+def floor_case(binary, size, ports, path, turn_ns=0):
     """floor_cmds' ping-pong on `path`: (one-way µs, None) or (None,
     (error, repro line))."""
     def cmds(port):
-        return floor_cmds(binary, size, port)
+        return floor_cmds(binary, size, port, turn_ns)
     ok, out, err = bench.run_pair_on_port(ports, cmds, {}, timeout=LAT_TIMEOUT, server_ns=path.server_ns,
                                           client_ns=path.client_ns)
     line = " ".join(cmds(23500)[0]) + " & " + " ".join(cmds(23500)[1])
@@ -961,6 +961,118 @@ def floor_run(repo, ours_lib, reps, out_csv, log, sizes=FLOOR_SIZES):
             "paired ratios: median over runs (the sign test's interval of the median, %d%% or surer)."
             % (where, reps, round(100 * INTERVAL_CONFIDENCE)), ""]
     return head + floor_lines(sizes, by_run) + failures_md(fails)
+
+
+# ---------------------------------------------------------------- calibration
+
+# Turnarounds (ns) added to the floor by `calibrate`: from none to more
+# than our tcp's (about 0.5 to 1 µs, `turnaround`).
+CALIBRATE_TURNS = [0, 250, 500, 750, 1000]
+
+
+def turn_key(turn_ns):
+    """The series key of the floor with `turn_ns` added ("floor" for 0)."""
+    return "floor" if not turn_ns else "floor+%d" % turn_ns
+
+
+def fit_line(points):
+    """(slope, intercept) of the least-squares line through (x, y)
+    points, or None with fewer than two distinct x."""
+    if len({x for x, _ in points}) < 2:
+        return None
+    mx = sum(x for x, _ in points) / len(points)
+    my = sum(y for _, y in points) / len(points)
+    slope = sum((x - mx) * (y - my) for x, y in points) / sum((x - mx) ** 2 for x, _ in points)
+    return slope, my - slope * mx
+
+
+def turn_at(turns, ratios):
+    """The turnaround (ns) at which the floor's latency equals a series':
+    `ratios[i]` is floor+turns[i] ÷ that series (paired medians, None
+    where missing). A least-squares line through all of them (each is
+    noisy; a line through two neighbours would follow their noise), solved
+    for 1.0. None with fewer than two ratios or a line that does not rise;
+    a turnaround outside the turns measured is an extrapolation."""
+    line = fit_line([(t, r) for t, r in zip(turns, ratios) if r is not None])
+    if line is None or line[0] <= 0:
+        return None
+    return (1.0 - line[1]) / line[0]
+
+
+def calibrate_lines(size, turns, by_run, keys):
+    """The calibration's report: per series (our tcp, UCX tcp, the floor
+    with each turnaround), its median one-way latency and the paired ratio
+    to our tcp (median over runs, sign test's interval); then, for our tcp
+    and UCX, the turnaround added to the floor that matches it (turn_at),
+    and what 100 ns of turnaround adds to the floor's latency (the same
+    line's slope)."""
+    def ratios(a, b):
+        return paired_runs([size], by_run, [(a, [b])])[(a, size)][0]
+
+    def med(k):
+        return bench.median_or_none(list(by_run.get((k, "latency", size), {}).values()))
+    rows = []
+    for k in keys:
+        rs = ratios(k, "ours_tcp") if k != "ours_tcp" else []
+        iv = median_interval(rs) if rs else None
+        cell = "-" if not rs else "%.3f (%s)" % (bench.median_or_none(rs), "%.2f-%.2f" % iv[:2] if iv else "too few runs")
+        m = med(k)
+        label = SHORT.get(k) or "tcp floor, %d ns turnaround" % int(k.split("+")[1])
+        rows.append([label, "-" if m is None else "%.2f" % m, cell])
+    out = md_table(["series", "one-way µs (median)", "÷ ours tcp (paired)"], rows)
+    out.append("")
+    floors = [turn_key(t) for t in turns]
+    for k in ("ours_tcp", "ucx"):
+        if k not in keys:
+            continue
+        rs = [bench.median_or_none(ratios(f, k)) for f in floors]
+        t = turn_at(turns, rs)
+        if t is None:
+            what = "no turnaround: the floor's latency did not rise with it"
+        else:
+            lo, hi = min(turns), max(turns)
+            outside = "" if lo <= t <= hi else " (outside %d-%d ns: extrapolated)" % (lo, hi)
+            what = "%.0f ns of turnaround per message on each side%s" % (t, outside)
+        out.append("- %s matches the floor with %s." % (SHORT[k], what))
+    line = fit_line([(t, med(f)) for t, f in zip(turns, floors) if med(f) is not None])
+    if line is not None:
+        step = line[0] * 100
+        ours = med("ours_tcp")
+        share = "" if not ours else ", %.1f%% of our tcp's latency" % (100 * step / ours)
+        out.append("- 100 ns of turnaround adds %.3f µs to the floor's one-way latency%s." % (step, share))
+    return out
+
+
+def calibrate_run(repo, ours_lib, reps, size, turns, out_csv, log):
+    """Our tcp, UCX tcp and bench/tcp_floor.c's bare ping-pong with each
+    of `turns` (ns) added between a receive and its answer, latency at
+    `size`, `reps` rotated runs on loopback (a namespace of its own when
+    bench/netns.sh can make one). Writes the runs to `out_csv` and returns
+    the report's lines (calibrate_lines)."""
+    import shutil
+    binary, err = bench.build_c(os.path.join(repo, "bench", "tcp_floor.c"),
+                                os.path.join(repo, "build", "bench", "tcp_floor"), [])
+    if err:
+        raise RuntimeError(err)
+    turns = sorted(set(turns))
+    keys = ["ours_tcp"] + (["ucx"] if shutil.which("ucx_perftest") else []) + [turn_key(t) for t in turns]
+    by_run = {}
+    with own_loopback() as (path, where):
+        series = [make_series(k, path, ours_lib) if k in ("ours_tcp", "ucx") else Series(k, path, "floor", None)
+                  for k in keys]
+        turn_of = {turn_key(t): t for t in turns}
+
+        def case(se, kind, size_, ports, binary_):
+            if se.key in turn_of:
+                return floor_case(binary, size_, ports, path, turn_of[se.key])
+            return run_case(se, kind, size_, ports, binary_)
+        _, _, fails = measure(series, [size], reps, None, log, run_case=case, by_run=by_run, kinds=("latency",))
+    write_runs_csv(out_csv, [("loopback", [size], None, None, None, by_run)])
+    head = ["One-way latency of %s messages on 127.0.0.1 %s, %d rotated runs per series, server on core 0, client "
+            "on core 1; the floor (bench/tcp_floor.c bare) spins the given time between a receive and its answer, "
+            "on both sides. Paired ratios: median over runs (the sign test's interval of the median, %d%% or surer)."
+            % (bench.human(size), where, reps, round(100 * INTERVAL_CONFIDENCE)), ""]
+    return head + calibrate_lines(size, turns, by_run, keys) + failures_md(fails)
 
 
 # ---------------------------------------------------------------- turnaround
@@ -1399,7 +1511,9 @@ if __name__ == "__main__":
     import sys
     usage = ("usage: python3 bench/net.py decide|power bench/results/<name>.net.runs.csv\n"
              "       python3 bench/net.py floor [--reps N] [--ours-libdir DIR] bench/results/<name>.floor.runs.csv\n"
-             "       python3 bench/net.py turnaround [--rounds N] [--size BYTES] [--ours-libdir DIR]")
+             "       python3 bench/net.py turnaround [--rounds N] [--size BYTES] [--ours-libdir DIR]\n"
+             "       python3 bench/net.py calibrate [--reps N] [--size BYTES] [--turns NS,NS,..] [--ours-libdir DIR] "
+             "bench/results/<name>.calibrate.runs.csv")
     if len(sys.argv) == 3 and sys.argv[1] in ("decide", "power"):
         print("\n\n".join((decide_lines if sys.argv[1] == "decide" else power_lines)(sys.argv[2])))
     elif len(sys.argv) >= 3 and sys.argv[1] == "floor":
@@ -1412,6 +1526,25 @@ if __name__ == "__main__":
         repo = os.path.dirname(HERE)
         print("\n".join(floor_run(repo, os.path.abspath(a.ours_libdir), a.reps, a.out,
                                   lambda t: (sys.stderr.write(t), sys.stderr.flush()))))
+    elif len(sys.argv) >= 3 and sys.argv[1] == "calibrate":
+        import argparse
+        ap = argparse.ArgumentParser(prog="bench/net.py calibrate")
+        # Fewer runs leave the floor's steps of 250 ns inside the noise.
+        ap.add_argument("--reps", type=int, default=60)
+        ap.add_argument("--size", type=int, default=64)
+        ap.add_argument("--turns", default=",".join(str(t) for t in CALIBRATE_TURNS))
+        ap.add_argument("--ours-libdir", default="build/lib")
+        ap.add_argument("out")
+        a = ap.parse_args(sys.argv[2:])
+        try:
+            turns = [int(t) for t in a.turns.split(",")]
+        except ValueError:
+            sys.exit("bench/net.py calibrate: --turns takes nanoseconds separated by commas")
+        if len(turns) < 2 or min(turns) < 0:
+            sys.exit("bench/net.py calibrate: --turns needs two or more turnarounds of 0 ns or more")
+        repo = os.path.dirname(HERE)
+        print("\n".join(calibrate_run(repo, os.path.abspath(a.ours_libdir), a.reps, a.size, turns, a.out,
+                                      lambda t: (sys.stderr.write(t), sys.stderr.flush()))))
     elif len(sys.argv) >= 2 and sys.argv[1] == "turnaround":
         import argparse
         ap = argparse.ArgumentParser(prog="bench/net.py turnaround")

@@ -9,10 +9,15 @@
  * recv itself (as our tcp reads a lone connection). With "poll", as "bare"
  * but each recv waits for poll (timeout 0) to say readable: poll takes no
  * socket lock, a failed recv does.
+ * With TURN (nanoseconds), each side spins that long on the clock between
+ * a message received whole and its next send: a library's user-space work
+ * per message (its turnaround) added to the floor, so that
+ * `bench/net.py calibrate` can tell what a library's latency is worth in
+ * turnaround.
  *
  *   cc -O2 -o tcp_floor bench/tcp_floor.c
- *   taskset -c 0 ./tcp_floor server [PORT] [ITERS] [one|two|bare|poll] [SIZE] &
- *   taskset -c 1 ./tcp_floor client [PORT] [ITERS] [one|two|bare|poll] [SIZE]
+ *   taskset -c 0 ./tcp_floor server [PORT] [ITERS] [one|two|bare|poll] [SIZE] [TURN] &
+ *   taskset -c 1 ./tcp_floor client [PORT] [ITERS] [one|two|bare|poll] [SIZE] [TURN]
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -26,6 +31,21 @@
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
+
+static long elapsed_ns(const struct timespec *a, const struct timespec *b)
+{
+	return (b->tv_sec - a->tv_sec) * 1000000000L + (b->tv_nsec - a->tv_nsec);
+}
+
+/* The stand-in for a library's work between a receive and the answer. */
+static void spin_ns(long ns)
+{
+	struct timespec a, b;
+	clock_gettime(CLOCK_MONOTONIC, &a);
+	do
+		clock_gettime(CLOCK_MONOTONIC, &b);
+	while (elapsed_ns(&a, &b) < ns);
+}
 
 static void die(const char *what)
 {
@@ -48,7 +68,7 @@ static void send_all(int fd, const char *buf, size_t len)
 int main(int argc, char **argv)
 {
 	if (argc < 2 || (strcmp(argv[1], "server") && strcmp(argv[1], "client"))) {
-		fprintf(stderr, "usage: %s server|client [PORT] [ITERS] [one|two|bare|poll] [SIZE]\n", argv[0]);
+		fprintf(stderr, "usage: %s server|client [PORT] [ITERS] [one|two|bare|poll] [SIZE] [TURN]\n", argv[0]);
 		return 2;
 	}
 	int server = !strcmp(argv[1], "server");
@@ -58,6 +78,7 @@ int main(int argc, char **argv)
 	int polled = argc > 4 && !strcmp(argv[4], "poll");
 	int bare = polled || (argc > 4 && !strcmp(argv[4], "bare"));
 	size_t size = argc > 5 ? strtoul(argv[5], NULL, 0) : 8;
+	long turn = argc > 6 ? atol(argv[6]) : 0;
 	if (size == 0)
 		size = 8;
 	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(port) };
@@ -117,11 +138,13 @@ int main(int argc, char **argv)
 			if (r > 0)
 				got += r;
 		}
+		if (turn > 0)
+			spin_ns(turn);
 		if (server)
 			send_all(tx, buf, size);
 	}
 	clock_gettime(CLOCK_MONOTONIC, &t1);
-	double ns = (t1.tv_sec - t0.tv_sec) * 1e9 + (t1.tv_nsec - t0.tv_nsec);
-	printf("tcp floor (%s): %zu B, %ld round trips, %.2f us one-way\n", two ? "a connection per direction" : polled ? "one connection, poll then recv" : bare ? "one connection, recv polled" : "one connection", size, iters, ns / iters / 2 / 1e3);
+	double ns = (double)elapsed_ns(&t0, &t1);
+	printf("tcp floor (%s%s): %zu B, %ld round trips, %.2f us one-way\n", two ? "a connection per direction" : polled ? "one connection, poll then recv" : bare ? "one connection, recv polled" : "one connection", turn > 0 ? ", turnaround added" : "", size, iters, ns / iters / 2 / 1e3);
 	return 0;
 }

@@ -501,6 +501,82 @@ class Net(unittest.TestCase):
         table = net.turnaround_lines({"ucx": [(10, 300, 250), (10, 400, 310), (10, 200, 160)]}, ["ucx"])
         self.assertEqual(table[2], "| UCX tcp | 250 | 160-310 | 200-400 | 3 |")
 
+    def test_the_floor_spins_its_turnaround_between_a_receive_and_the_answer(self):
+        net = self.net
+        import subprocess
+        import time
+        self.assertEqual(net.floor_cmds("/f", 64, 7)[0][-2:], ["bare", "64"])
+        self.assertEqual(net.floor_cmds("/f", 64, 7, 500)[1][-3:], ["bare", "64", "500"])
+        with tempfile.TemporaryDirectory() as d:
+            floor, shim = self.floor_tools(d)
+            port = net.bench.Ports().take()
+            env = dict(os.environ, LD_PRELOAD=shim)
+            srv = subprocess.Popen([floor, "server", str(port), "200", "bare", "64", "20000"], env=env,
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            try:
+                for _ in range(200):
+                    if net.bench.listening(port):
+                        break
+                    time.sleep(0.01)
+                cli = subprocess.run([floor, "client", str(port), "200", "bare", "64", "20000"], env=env,
+                                     capture_output=True, text=True, timeout=60)
+                srv_err = srv.communicate(timeout=60)[1]
+            finally:
+                srv.kill()
+        self.assertEqual(cli.returncode, 0, cli.stderr)
+        self.assertIn("turnaround added", cli.stdout)
+        # Every interval from a receive to the next send holds the spin of
+        # 20 µs: no median under 19.5 µs (the shim's clock reads are its
+        # own, a few ns apart from the spin's), on either side.
+        got = net.parse_turnaround(srv_err + cli.stderr)
+        self.assertEqual(sorted(g[0] for g in got), [199, 200])
+        self.assertTrue(all(g[2] >= 19500 for g in got), got)
+
+    def test_turn_at_finds_where_the_floor_meets_a_series(self):
+        net = self.net
+        self.assertAlmostEqual(net.turn_at([0, 250, 500], [0.9, 0.98, 1.06]), 312.5)
+        self.assertAlmostEqual(net.turn_at([0, 250, 500], [0.9, 1.0, 1.1]), 250)
+        self.assertAlmostEqual(net.turn_at([0, 250, 500], [0.9, None, 1.1]), 250)
+        # Noisy ratios: the line through all three, not the two neighbours
+        # around 1.0 (which would say 375).
+        self.assertAlmostEqual(net.turn_at([0, 250, 500], [0.9, 0.95, 1.05]), 3250 / 9)
+        # Beyond the turns measured: extrapolated along the line.
+        self.assertAlmostEqual(net.turn_at([0, 250, 500], [0.8, 0.9, 1.0 - 1 / 30]), 1750 / 3)
+        # A floor that does not get slower with its turnaround says nothing.
+        self.assertIsNone(net.turn_at([0, 250, 500], [1.1, 1.0, 0.9]))
+        self.assertIsNone(net.turn_at([0, 250, 500], [1.0, 1.0, 1.0]))
+        self.assertIsNone(net.turn_at([0, 250], [None, 0.9]))
+        self.assertIsNone(net.turn_at([250, 250], [0.9, 1.1]))
+
+    def test_calibrate_lines_match_ours_and_ucx_to_a_turnaround(self):
+        net = self.net
+        by_run = {}
+        for r in range(9):
+            by_run.setdefault(("ours_tcp", "latency", 64), {})[r] = 10.0
+            by_run.setdefault(("ucx", "latency", 64), {})[r] = 10.5
+            by_run.setdefault(("floor", "latency", 64), {})[r] = 9.0
+            by_run.setdefault(("floor+500", "latency", 64), {})[r] = 9.5
+            by_run.setdefault(("floor+1000", "latency", 64), {})[r] = 10.0 + 0.01 * r
+        keys = ["ours_tcp", "ucx", "floor", "floor+500", "floor+1000"]
+        lines = net.calibrate_lines(64, [0, 500, 1000], by_run, keys)
+        self.assertEqual(lines[0], "| series | one-way µs (median) | ÷ ours tcp (paired) |")
+        self.assertEqual(lines[2], "| ours tcp | 10.00 | - |")
+        self.assertEqual(lines[3], "| UCX tcp | 10.50 | 1.050 (1.05-1.05) |")
+        self.assertEqual(lines[4], "| tcp floor | 9.00 | 0.900 (0.90-0.90) |")
+        self.assertEqual(lines[5], "| tcp floor, 500 ns turnaround | 9.50 | 0.950 (0.95-0.95) |")
+        self.assertTrue(lines[6].startswith("| tcp floor, 1000 ns turnaround | 10.04 | 1.004 ("), lines[6])
+        notes = [x for x in lines if x.startswith("- ")]
+        # Ours: on the line through 0.9, 0.95 and 1.004; UCX: beyond the
+        # turns measured.
+        self.assertEqual(notes[0], "- ours tcp matches the floor with 968 ns of turnaround per message on each side.")
+        self.assertEqual(notes[1], "- UCX tcp matches the floor with 1449 ns of turnaround per message on each side "
+                                   "(outside 0-1000 ns: extrapolated).")
+        self.assertEqual(notes[2], "- 100 ns of turnaround adds 0.104 µs to the floor's one-way latency, 1.0% of "
+                                   "our tcp's latency.")
+        # Without UCX's series, no line for it.
+        lines = net.calibrate_lines(64, [0, 500, 1000], by_run, ["ours_tcp", "floor", "floor+500", "floor+1000"])
+        self.assertEqual(len([x for x in lines if x.startswith("- ")]), 2)
+
     def test_floor_lines_pair_ours_ucx_and_the_floor(self):
         net = self.net
         by_run = {}
