@@ -1027,14 +1027,18 @@ def calibrate_lines(size, turns, by_run, keys):
             continue
         rs = [bench.median_or_none(ratios(f, k)) for f in floors]
         t = turn_at(turns, rs)
-        if t is None:
-            what = "no turnaround: the floor's latency did not rise with it"
+        if all(r is None for r in rs):
+            out.append("- %s: no run paired with the floor's." % SHORT[k])
+        elif t is None:
+            out.append("- %s: no turnaround matches it (the floor's latency did not rise with its turnaround)."
+                       % SHORT[k])
         else:
             lo, hi = min(turns), max(turns)
             outside = "" if lo <= t <= hi else " (outside %d-%d ns: extrapolated)" % (lo, hi)
-            what = "%.0f ns of turnaround per message on each side%s" % (t, outside)
-        out.append("- %s matches the floor with %s." % (SHORT[k], what))
-    line = fit_line([(t, med(f)) for t, f in zip(turns, floors) if med(f) is not None])
+            out.append("- %s matches the floor with %.0f ns of turnaround per message on each side%s."
+                       % (SHORT[k], t, outside))
+    floor_meds = [(t, med(f)) for t, f in zip(turns, floors)]
+    line = fit_line([(t, m) for t, m in floor_meds if m is not None])
     if line is not None:
         step = line[0] * 100
         ours = med("ours_tcp")
@@ -1540,8 +1544,8 @@ if __name__ == "__main__":
             turns = [int(t) for t in a.turns.split(",")]
         except ValueError:
             sys.exit("bench/net.py calibrate: --turns takes nanoseconds separated by commas")
-        if len(turns) < 2 or min(turns) < 0:
-            sys.exit("bench/net.py calibrate: --turns needs two or more turnarounds of 0 ns or more")
+        if len(set(turns)) < 2 or min(turns) < 0:
+            sys.exit("bench/net.py calibrate: --turns needs two or more different turnarounds of 0 ns or more")
         repo = os.path.dirname(HERE)
         print("\n".join(calibrate_run(repo, os.path.abspath(a.ours_libdir), a.reps, a.size, turns, a.out,
                                       lambda t: (sys.stderr.write(t), sys.stderr.flush()))))

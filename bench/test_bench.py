@@ -576,6 +576,14 @@ class Net(unittest.TestCase):
         # Without UCX's series, no line for it.
         lines = net.calibrate_lines(64, [0, 500, 1000], by_run, ["ours_tcp", "floor", "floor+500", "floor+1000"])
         self.assertEqual(len([x for x in lines if x.startswith("- ")]), 2)
+        # UCX listed but never measured; a floor that got faster with its
+        # turnaround (noise) matches nothing.
+        flat = {k: v for k, v in by_run.items() if k[0] != "ucx"}
+        flat[("floor+1000", "latency", 64)] = {r: 8.9 for r in range(9)}
+        notes = [x for x in net.calibrate_lines(64, [0, 500, 1000], flat, keys) if x.startswith("- ")]
+        self.assertEqual(notes[0], "- ours tcp: no turnaround matches it (the floor's latency did not rise with "
+                                   "its turnaround).")
+        self.assertEqual(notes[1], "- UCX tcp: no run paired with the floor's.")
 
     def test_floor_lines_pair_ours_ucx_and_the_floor(self):
         net = self.net
