@@ -259,6 +259,28 @@ class Net(unittest.TestCase):
         self.assertIsNone(err)
         return floor, shim
 
+    def floor_pair(self, floor, shim, args):
+        """The floor's server and client with `args` after the port, both
+        under the turnaround shim `shim`: (the client's completed process,
+        the server's stderr)."""
+        import subprocess
+        import time
+        net = self.net
+        port = net.bench.Ports().take()
+        env = dict(os.environ, LD_PRELOAD=shim)
+        srv = subprocess.Popen([floor, "server", str(port)] + args, env=env,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        try:
+            for _ in range(200):
+                if net.bench.listening(port):
+                    break
+                time.sleep(0.01)
+            cli = subprocess.run([floor, "client", str(port)] + args, env=env,
+                                 capture_output=True, text=True, timeout=60)
+            return cli, srv.communicate(timeout=60)[1]
+        finally:
+            srv.kill()
+
     def test_parse_counters(self):
         c = self.net.parse_counters("udp_seen 324807 udp_drop 3263 tcp_seen 3 tcp_drop 0 \n")
         self.assertEqual(c, {"udp_seen": 324807, "udp_drop": 3263, "tcp_seen": 3, "tcp_drop": 0})
@@ -445,25 +467,9 @@ class Net(unittest.TestCase):
         self.assertIn("missing server", why[1])
 
     def test_turnaround_counts_each_answer_of_a_ping_pong(self):
-        net = self.net
-        import subprocess
-        import time
         with tempfile.TemporaryDirectory() as d:
             floor, shim = self.floor_tools(d)
-            port = net.bench.Ports().take()
-            env = dict(os.environ, LD_PRELOAD=shim)
-            srv = subprocess.Popen([floor, "server", str(port), "300", "bare", "64"], env=env,
-                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-            try:
-                for _ in range(200):
-                    if net.bench.listening(port):
-                        break
-                    time.sleep(0.01)
-                cli = subprocess.run([floor, "client", str(port), "300", "bare", "64"], env=env,
-                                     capture_output=True, text=True, timeout=60)
-                srv_err = srv.communicate(timeout=60)[1]
-            finally:
-                srv.kill()
+            cli, srv_err = self.floor_pair(floor, shim, ["300", "bare", "64"])
         self.assertEqual(cli.returncode, 0, cli.stderr)
         self.assertIn("300 round trips", cli.stdout)
         # The server answers each of the 300 messages; the client sends
@@ -503,26 +509,11 @@ class Net(unittest.TestCase):
 
     def test_the_floor_spins_its_turnaround_between_a_receive_and_the_answer(self):
         net = self.net
-        import subprocess
-        import time
         self.assertEqual(net.floor_cmds("/f", 64, 7)[0][-2:], ["bare", "64"])
         self.assertEqual(net.floor_cmds("/f", 64, 7, 500)[1][-3:], ["bare", "64", "500"])
         with tempfile.TemporaryDirectory() as d:
             floor, shim = self.floor_tools(d)
-            port = net.bench.Ports().take()
-            env = dict(os.environ, LD_PRELOAD=shim)
-            srv = subprocess.Popen([floor, "server", str(port), "200", "bare", "64", "20000"], env=env,
-                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-            try:
-                for _ in range(200):
-                    if net.bench.listening(port):
-                        break
-                    time.sleep(0.01)
-                cli = subprocess.run([floor, "client", str(port), "200", "bare", "64", "20000"], env=env,
-                                     capture_output=True, text=True, timeout=60)
-                srv_err = srv.communicate(timeout=60)[1]
-            finally:
-                srv.kill()
+            cli, srv_err = self.floor_pair(floor, shim, ["200", "bare", "64", "20000"])
         self.assertEqual(cli.returncode, 0, cli.stderr)
         self.assertIn("turnaround added", cli.stdout)
         # Every interval from a receive to the next send holds the spin of
