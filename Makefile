@@ -13,6 +13,8 @@
 #   make bench                 shm and network (rudp) latency/bandwidth: ours vs Debian libfabric vs UCX (docs/PERFORMANCE.md)
 #   make bench-instr           instructions per message of a loopback tcp ping-pong's server under callgrind (BENCH_INSTR_ARGS=--peers: vs Debian tcp;ofi_rxm and UCX)
 #   make check-ompi            the Open MPI 5 wheel on rudp through LD_PRELOAD: one host, then two namespaces (OMPI_REPS)
+#   make pgo-profile           the profile of pgo/ made again: instrumented build, scripts/pgo-train.sh, llvm-profdata merge
+#   make check-pgo             the release build used pgo/'s profile, and no function it counted has changed since
 
 PREFIX ?= $(CURDIR)/prefix
 VERSION := 2.8.0
@@ -32,17 +34,25 @@ LIB_OUT ?= build/lib
 # each from its own build (target/dl-<name>).
 DL_PROVIDERS ?= shm rudp tcp verbs
 DL_OUT ?= build/dl
+# Release builds are profile-guided (docs/ARCHITECTURE.md, "The build"):
+# rustc reads pgo/rfabric-llvm<N>.profdata, N its LLVM's major version,
+# when that file exists; PGO=0 builds without it.
+PGO ?= 1
+LLVM_MAJOR := $(shell rustc -vV 2>/dev/null | sed -n 's/^LLVM version: \([0-9]*\).*/\1/p')
+PGO_PROFILE := $(CURDIR)/pgo/rfabric-llvm$(LLVM_MAJOR).profdata
+PGO_FLAGS := $(if $(filter 1,$(PGO)),$(if $(wildcard $(PGO_PROFILE)),-Cprofile-use=$(PGO_PROFILE)))
+RELEASE_ENV := RUSTFLAGS="$(strip $(RUSTFLAGS) $(PGO_FLAGS))"
 
-.PHONY: all build lib link dl install check check-ompi check-rust check-symbols check-compat-c check-valgrind check-install check-shm fuzz clean check-valgrind-c fuzz-campaign fuzz-cmin check-asan-rust check-tsan-rust check-peer-death
+.PHONY: all build lib link dl install pgo-profile check-pgo check check-ompi check-rust check-symbols check-compat-c check-valgrind check-install check-shm fuzz clean check-valgrind-c fuzz-campaign fuzz-cmin check-asan-rust check-tsan-rust check-peer-death
 
 all: build
 
 # fi_info links dynamically against the libfabric.so.1 made by `link`.
 build: lib
-	RFABRIC_LIB_DIR=$(CURDIR)/$(LIB_OUT) $(CARGO) build $(CARGO_JOBS) --release -p rfabric-fi-info
+	RFABRIC_LIB_DIR=$(CURDIR)/$(LIB_OUT) $(RELEASE_ENV) $(CARGO) build $(CARGO_JOBS) --release -p rfabric-fi-info
 
 lib:
-	$(CARGO) build $(CARGO_JOBS) --release -p rfabric-capi --no-default-features --features "$(PROVIDERS)" --target-dir $(TARGET_DIR)
+	$(RELEASE_ENV) $(CARGO) build $(CARGO_JOBS) --release -p rfabric-capi --no-default-features --features "$(PROVIDERS)" --target-dir $(TARGET_DIR)
 	$(MAKE) link
 
 link:
@@ -50,7 +60,7 @@ link:
 
 dl:
 	for p in $(DL_PROVIDERS); do \
-		$(CARGO) build $(CARGO_JOBS) --release -p rfabric-capi --no-default-features --features "dl $$p" --target-dir target/dl-$$p \
+		$(RELEASE_ENV) $(CARGO) build $(CARGO_JOBS) --release -p rfabric-capi --no-default-features --features "dl $$p" --target-dir target/dl-$$p \
 		&& capi/link_dl.sh target/dl-$$p/release/librfabric_capi.a $(DL_OUT)/librf$$p-fi.so || exit 1; \
 	done
 
@@ -224,6 +234,30 @@ bench:
 .PHONY: bench-instr
 bench-instr: build
 	python3 bench/instr.py --ours-libdir build/lib $(BENCH_INSTR_ARGS)
+
+# The profile of pgo/, made again from this tree: an instrumented build
+# (target/pgo-gen, build/pgo/lib), the training runs of scripts/pgo-train.sh
+# on it, and the counts merged sparse (functions that never ran are left
+# out, so they are compiled as without a profile). Needs llvm-profdata of
+# rustc's LLVM major (apt-get install llvm-$(LLVM_MAJOR)) and Debian's fi_pingpong.
+pgo-profile:
+	@command -v llvm-profdata-$(LLVM_MAJOR) >/dev/null || { echo "pgo-profile: needs llvm-profdata-$(LLVM_MAJOR) (apt-get install llvm-$(LLVM_MAJOR))"; exit 1; }
+	rm -rf build/pgo/raw
+	RUSTFLAGS="$(strip $(RUSTFLAGS) -Cprofile-generate=$(CURDIR)/build/pgo/raw)" $(CARGO) build $(CARGO_JOBS) --release -p rfabric-capi --no-default-features --features "$(PROVIDERS)" --target-dir target/pgo-gen
+	RFABRIC_VERSION=$(VERSION) capi/link.sh target/pgo-gen/release/librfabric_capi.a build/pgo/lib
+	LLVM_PROFILE_FILE=$(CURDIR)/build/pgo/raw/train-%m-%p.profraw scripts/pgo-train.sh $(CURDIR)/build/pgo/lib
+	mkdir -p pgo
+	llvm-profdata-$(LLVM_MAJOR) merge --sparse -o $(PGO_PROFILE) build/pgo/raw/*.profraw
+	@echo "pgo-profile: wrote $(PGO_PROFILE); make build uses it"
+
+# The release library was built with pgo/'s profile (its hot functions are
+# in .text.hot sections) and no function the training ran has changed since
+# the profile was made (rustc's "hash mismatch" warnings with counts).
+check-pgo:
+	@test -f $(PGO_PROFILE) || { echo "check-pgo: no pgo/rfabric-llvm$(LLVM_MAJOR).profdata for rustc's LLVM $(LLVM_MAJOR): make pgo-profile"; exit 1; }
+	mkdir -p build
+	$(RELEASE_ENV) $(CARGO) build $(CARGO_JOBS) --release -p rfabric-capi --no-default-features --features "$(PROVIDERS)" --target-dir $(TARGET_DIR) >build/pgo-check.log 2>&1 || { cat build/pgo-check.log; exit 1; }
+	scripts/pgo-check.sh build/pgo-check.log $(TARGET_DIR)/release/librfabric_capi.a
 
 # Unit tests of the benchmark script's parsers and report writers (no timing).
 .PHONY: check-bench
