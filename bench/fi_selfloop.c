@@ -1,4 +1,6 @@
-/* One-process, one-thread ping-pong between two shm endpoints: measures the
+/* One-process, one-thread ping-pong between two shm endpoints (or two of
+ * the provider named by RF_SELFLOOP_PROV, e.g. tcp with FI_TCP_IFACE=lo,
+ * where each send runs the kernel's loopback delivery too): measures the
  * CPU cost of the object layer (fi_send/fi_recv/fi_cq_read and progress)
  * without scheduling effects between processes, so it stays usable on a
  * loaded machine. Prints the best (minimum) nanoseconds per one-way message
@@ -56,7 +58,8 @@ int main(int argc, char **argv)
 	hints->caps = FI_MSG;
 	hints->domain_attr->threading = safe ? FI_THREAD_SAFE : FI_THREAD_DOMAIN;
 	hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
-	hints->fabric_attr->prov_name = strdup("shm");
+	const char *prov = getenv("RF_SELFLOOP_PROV");
+	hints->fabric_attr->prov_name = strdup(prov && *prov ? prov : "shm");
 	CK(fi_getinfo(FI_VERSION(1, 17), NULL, NULL, 0, hints, &info));
 	struct fid_fabric *fab;
 	struct fid_domain *dom;
