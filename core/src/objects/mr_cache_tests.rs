@@ -57,6 +57,41 @@ fn map(len: usize, at: Option<usize>) -> usize {
     map_with(len, at, if at.is_some() { libc::MAP_FIXED_NOREPLACE } else { 0 })
 }
 
+/// Another test thread mapped at the address this test released before
+/// the test could map it again.
+struct Taken;
+
+/// As `map(len, Some(at))`, but a taken address is `Err(Taken)`: other
+/// tests run in threads of the same process, and the kernel may hand the
+/// range this test just released to one of them.
+fn map_again(len: usize, at: usize) -> std::result::Result<usize, Taken> {
+    // SAFETY: a fresh anonymous mapping that replaces nothing.
+    let p = unsafe {
+        libc::mmap(at as *mut libc::c_void, len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED_NOREPLACE, -1, 0)
+    };
+    if p == libc::MAP_FAILED {
+        let e = std::io::Error::last_os_error();
+        assert_eq!(e.raw_os_error(), Some(libc::EEXIST), "mmap at {at:x}: {e}");
+        return Err(Taken);
+    }
+    assert_eq!(p as usize, at, "mmap at {at:x} placed elsewhere");
+    // Touched, as a registration would.
+    // SAFETY: the mapping just made is writable for `len` bytes.
+    unsafe { std::ptr::write_bytes(p as *mut u8, 0x5a, len) };
+    Ok(at)
+}
+
+/// Runs `attempt` again while it finds the address it released taken
+/// (each attempt cleans up after itself first).
+fn retried(what: &str, mut attempt: impl FnMut() -> std::result::Result<(), Taken>) {
+    for _ in 0..50 {
+        if attempt().is_ok() {
+            return;
+        }
+    }
+    panic!("{what}: the address released was taken 50 times over");
+}
+
 /// A fresh mapping that replaces this test's own live mapping at `at`.
 fn map_over(len: usize, at: usize) -> usize {
     map_with(len, Some(at), libc::MAP_FIXED)
@@ -149,25 +184,39 @@ fn munmap_invalidates() {
 fn a_new_mapping_at_the_same_address_is_never_served_the_old_key() {
     let _s = serial();
     for kind in kinds() {
-        let f = Fixture::new(kind);
-        let a = map(LEN, None);
-        let old = f.get(a, LEN);
-        // Keep the old pages alive elsewhere, as a registration's pin does,
-        // so the new mapping cannot get the same frames back.
-        // SAFETY: moves this test's mapping to a place the kernel picks.
-        let kept = unsafe { libc::mremap(a as *mut libc::c_void, LEN, LEN, libc::MREMAP_MAYMOVE) };
-        assert_ne!(kept, libc::MAP_FAILED);
-        // The kernel may have left it where it was.
-        let again = if kept as usize == a { map_over(LEN, a) } else { map(LEN, Some(a)) };
-        assert_eq!(again, a);
-        let new = f.get(a, LEN);
-        assert_ne!(new.id, old.id, "{kind:?}: remapped memory got the stale registration");
-        // The old one is still held by its MR (not released under it) but
-        // never handed out again.
-        assert_eq!(f.get(a, 64).id, new.id);
-        drop((old, new));
-        unmap(a, LEN);
-        unmap(kept as usize, LEN);
+        retried("remap", || {
+            let f = Fixture::new(kind);
+            let a = map(LEN, None);
+            let old = f.get(a, LEN);
+            // Keep the old pages alive elsewhere, as a registration's pin does,
+            // so the new mapping cannot get the same frames back.
+            // SAFETY: moves this test's mapping to a place the kernel picks.
+            let kept = unsafe { libc::mremap(a as *mut libc::c_void, LEN, LEN, libc::MREMAP_MAYMOVE) };
+            assert_ne!(kept, libc::MAP_FAILED);
+            // The kernel may have left it where it was.
+            let again = if kept as usize == a {
+                map_over(LEN, a)
+            } else {
+                match map_again(LEN, a) {
+                    Ok(again) => again,
+                    Err(taken) => {
+                        drop(old);
+                        unmap(kept as usize, LEN);
+                        return Err(taken);
+                    }
+                }
+            };
+            assert_eq!(again, a);
+            let new = f.get(a, LEN);
+            assert_ne!(new.id, old.id, "{kind:?}: remapped memory got the stale registration");
+            // The old one is still held by its MR (not released under it) but
+            // never handed out again.
+            assert_eq!(f.get(a, 64).id, new.id);
+            drop((old, new));
+            unmap(a, LEN);
+            unmap(kept as usize, LEN);
+            Ok(())
+        });
     }
 }
 
@@ -177,14 +226,17 @@ fn munmap_and_mmap_fixed_at_the_same_address() {
     if !uffd() {
         return;
     }
-    let f = Fixture::new(MonitorKind::Uffd);
-    let a = map(LEN, None);
-    drop(f.get(a, LEN));
-    unmap(a, LEN);
-    assert_eq!(map(LEN, Some(a)), a);
-    assert_eq!(f.get(a, LEN).id, 2);
-    assert_eq!(f.cache.stats().invalidated, 1);
-    unmap(a, LEN);
+    retried("munmap, then mmap", || {
+        let f = Fixture::new(MonitorKind::Uffd);
+        let a = map(LEN, None);
+        drop(f.get(a, LEN));
+        unmap(a, LEN);
+        map_again(LEN, a)?;
+        assert_eq!(f.get(a, LEN).id, 2);
+        assert_eq!(f.cache.stats().invalidated, 1);
+        unmap(a, LEN);
+        Ok(())
+    });
 }
 
 /// `mmap(MAP_FIXED)` straight over a registered mapping (no munmap
@@ -210,35 +262,48 @@ fn a_partial_munmap_invalidates_the_whole_entry() {
     if !uffd() {
         return;
     }
-    let f = Fixture::new(MonitorKind::Uffd);
-    let a = map(LEN, None);
-    drop(f.get(a, LEN));
-    unmap(a + 8192, 4096);
-    assert_eq!(map(4096, Some(a + 8192)), a + 8192);
-    assert_eq!(f.get(a, LEN).id, 2);
-    unmap(a, LEN);
+    retried("partial munmap", || {
+        let f = Fixture::new(MonitorKind::Uffd);
+        let a = map(LEN, None);
+        drop(f.get(a, LEN));
+        unmap(a + 8192, 4096);
+        if let Err(taken) = map_again(4096, a + 8192) {
+            unmap(a, 8192);
+            unmap(a + 12288, LEN - 12288);
+            return Err(taken);
+        }
+        assert_eq!(f.get(a, LEN).id, 2);
+        unmap(a, LEN);
+        Ok(())
+    });
 }
 
 #[test]
 fn mremap_invalidates() {
     let _s = serial();
     for kind in kinds() {
-        let f = Fixture::new(kind);
-        let a = map(LEN, None);
-        drop(f.get(a, LEN));
-        // Grow and move; then map fresh memory at the old address.
-        // SAFETY: this test's mapping, moved where the kernel likes.
-        let moved = unsafe { libc::mremap(a as *mut libc::c_void, LEN, 2 * LEN, libc::MREMAP_MAYMOVE) };
-        assert_ne!(moved, libc::MAP_FAILED);
-        let moved = moved as usize;
-        if moved != a {
-            assert_eq!(map(LEN, Some(a)), a);
-        }
-        assert_eq!(f.get(a, LEN).id, 2, "{kind:?}: mremap");
-        if moved != a {
-            unmap(a, LEN);
-        }
-        unmap(moved, 2 * LEN);
+        retried("mremap", || {
+            let f = Fixture::new(kind);
+            let a = map(LEN, None);
+            drop(f.get(a, LEN));
+            // Grow and move; then map fresh memory at the old address.
+            // SAFETY: this test's mapping, moved where the kernel likes.
+            let moved = unsafe { libc::mremap(a as *mut libc::c_void, LEN, 2 * LEN, libc::MREMAP_MAYMOVE) };
+            assert_ne!(moved, libc::MAP_FAILED);
+            let moved = moved as usize;
+            if moved != a {
+                if let Err(taken) = map_again(LEN, a) {
+                    unmap(moved, 2 * LEN);
+                    return Err(taken);
+                }
+            }
+            assert_eq!(f.get(a, LEN).id, 2, "{kind:?}: mremap");
+            if moved != a {
+                unmap(a, LEN);
+            }
+            unmap(moved, 2 * LEN);
+            Ok(())
+        });
     }
 }
 
@@ -378,7 +443,12 @@ fn fork_child_gets_fresh_registrations_and_the_parent_keeps_its_own() {
     drop(held);
     // And the parent's own munmap still reaches the parent's cache.
     unmap(a, LEN);
-    let b = map(LEN, Some(a));
-    assert_eq!(f.get(b, LEN).id, 2);
-    unmap(b, LEN);
+    match map_again(LEN, a) {
+        Ok(b) => {
+            assert_eq!(f.get(b, LEN).id, 2);
+            unmap(b, LEN);
+        }
+        // Not this test's to map or register any more.
+        Err(Taken) => eprintln!("fork test: {a:x} was taken by another thread; the last check needs it and is left out"),
+    }
 }
