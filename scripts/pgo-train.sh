@@ -27,10 +27,9 @@ export LD_LIBRARY_PATH=$lib FI_TCP_IFACE=lo FI_RUDP_IFACE=lo
 port=30100
 failed=0
 
-# pair SERVER-ARGS... -- CLIENT-ARGS...: both sides of one run; the server
-# starts first, the client retries inside its own connect.
+# pair SERVER-ARGS... -- CLIENT-ARGS...: both sides of one run on $port;
+# the server starts first, the client retries inside its own connect.
 pair() {
-	port=$((port + 1))
 	srv=""
 	while [ "$1" != "--" ]; do srv="$srv $1"; shift; done
 	shift
@@ -47,8 +46,8 @@ pair() {
 
 pingpong() { # PROVIDER EP MODE ITERS [ENV=V]
 	e=${5:-RF_PGO=1}
-	p=$((port + 1))
-	pair env "$e" fi_pingpong -p "$1" -e "$2" -m "$3" -I "$4" -B "$p" -- env "$e" fi_pingpong -p "$1" -e "$2" -m "$3" -I "$4" -P "$p" 127.0.0.1
+	port=$((port + 1))
+	pair env "$e" fi_pingpong -p "$1" -e "$2" -m "$3" -I "$4" -B "$port" -- env "$e" fi_pingpong -p "$1" -e "$2" -m "$3" -I "$4" -P "$port" 127.0.0.1
 }
 pingpong tcp rdm msg 3000
 pingpong tcp rdm tagged 3000
@@ -61,9 +60,9 @@ pingpong rudp rdm msg 1000 FI_RUDP_ENABLE_SHM=0
 
 for prov in tcp rudp shm; do
 	for size in 8 4096 65536 1048576; do
-		p=$((port + 1))
-		pair "$out/fi_stream" -p "$prov" -w 16 -n 2000 -b 33554432 -S "$size" -P "$p" -- \
-			"$out/fi_stream" -p "$prov" -w 16 -n 2000 -b 33554432 -S "$size" -P "$p" 127.0.0.1
+		port=$((port + 1))
+		pair "$out/fi_stream" -p "$prov" -w 16 -n 2000 -b 33554432 -S "$size" -P "$port" -- \
+			"$out/fi_stream" -p "$prov" -w 16 -n 2000 -b 33554432 -S "$size" -P "$port" 127.0.0.1
 	done
 done
 fi_info >/dev/null

@@ -65,20 +65,14 @@ struct Taken;
 /// tests run in threads of the same process, and the kernel may hand the
 /// range this test just released to one of them.
 fn map_again(len: usize, at: usize) -> std::result::Result<usize, Taken> {
-    // SAFETY: a fresh anonymous mapping that replaces nothing.
-    let p = unsafe {
-        libc::mmap(at as *mut libc::c_void, len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED_NOREPLACE, -1, 0)
-    };
-    if p == libc::MAP_FAILED {
-        let e = std::io::Error::last_os_error();
-        assert_eq!(e.raw_os_error(), Some(libc::EEXIST), "mmap at {at:x}: {e}");
-        return Err(Taken);
+    match try_map_with(len, Some(at), libc::MAP_FIXED_NOREPLACE) {
+        Ok(p) => {
+            assert_eq!(p, at, "mmap at {at:x} placed elsewhere");
+            Ok(p)
+        }
+        Err(e) if e.raw_os_error() == Some(libc::EEXIST) => Err(Taken),
+        Err(e) => panic!("mmap at {at:x}: {e}"),
     }
-    assert_eq!(p as usize, at, "mmap at {at:x} placed elsewhere");
-    // Touched, as a registration would.
-    // SAFETY: the mapping just made is writable for `len` bytes.
-    unsafe { std::ptr::write_bytes(p as *mut u8, 0x5a, len) };
-    Ok(at)
 }
 
 /// Runs `attempt` again while it finds the address it released taken
@@ -98,6 +92,10 @@ fn map_over(len: usize, at: usize) -> usize {
 }
 
 fn map_with(len: usize, at: Option<usize>, fixed: libc::c_int) -> usize {
+    try_map_with(len, at, fixed).unwrap_or_else(|e| panic!("mmap at {at:x?}: {e}"))
+}
+
+fn try_map_with(len: usize, at: Option<usize>, fixed: libc::c_int) -> std::io::Result<usize> {
     // SAFETY: a fresh anonymous mapping, over nothing that is mapped or
     // (`map_over`) over the caller's own mapping.
     let p = unsafe {
@@ -110,11 +108,13 @@ fn map_with(len: usize, at: Option<usize>, fixed: libc::c_int) -> usize {
             0,
         )
     };
-    assert_ne!(p, libc::MAP_FAILED, "mmap at {at:x?}: {}", std::io::Error::last_os_error());
+    if p == libc::MAP_FAILED {
+        return Err(std::io::Error::last_os_error());
+    }
     // Touched, as a registration would (it faults every page in).
     // SAFETY: the mapping just made is writable for `len` bytes.
     unsafe { std::ptr::write_bytes(p as *mut u8, 0x5a, len) };
-    p as usize
+    Ok(p as usize)
 }
 
 fn unmap(addr: usize, len: usize) {
