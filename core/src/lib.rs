@@ -5,7 +5,7 @@
 //! `tests/abi/layout.tsv`); everything else works on Rust values and is
 //! composed by providers. Entry points that C calls live in `capi/`.
 //! `unsafe` is confined to the modules that must touch memory or calls
-//! the compiler cannot check (`tostr`, `xpu`, `dl`, `objects::local_mr`,
+//! the compiler cannot check (`tostr`, `xpu`, `dl`, `copy`, `objects::local_mr`,
 //! `objects::atomic`, `objects::wait`, the C unions of `abi`); the others
 //! forbid it (`docs/ARCHITECTURE.md` lists where and why).
 
@@ -21,3 +21,4 @@ pub mod tostr;
 pub mod objects;
 pub mod xpu;
 pub mod net;
+pub mod copy;

@@ -153,7 +153,7 @@ impl<'a> Placement<'a> {
             let take = v.iov_len.min(src.len() - done);
             // SAFETY: `v` lies inside memory writable for `'a` (`new`'s
             // contract); `src` is the device's own buffer, never that memory.
-            unsafe { std::ptr::copy_nonoverlapping(src[done..].as_ptr(), v.iov_base.cast::<u8>(), take) };
+            unsafe { rfabric_core::copy::copy_bytes(src[done..].as_ptr(), v.iov_base.cast::<u8>(), take) };
             done += take;
             if done == src.len() {
                 break;

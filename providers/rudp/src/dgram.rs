@@ -72,7 +72,7 @@ impl Progress for DgramShared {
                 }
                 // SAFETY: the receive's buffers are writable until it
                 // completes (the `Endpoint::recv` contract); it completes now.
-                unsafe { std::ptr::copy_nonoverlapping(scratch[off..].as_ptr(), v.base as *mut u8, take) };
+                unsafe { rfabric_core::copy::copy_bytes(scratch[off..].as_ptr(), v.base as *mut u8, take) };
                 off += take;
             }
             st.scratch = scratch;
@@ -196,7 +196,7 @@ impl Endpoint for DgramEp {
         for v in op.iov {
             // SAFETY: readable until the send completes, which is now
             // (`Endpoint::send` contract).
-            buf.extend_from_slice(unsafe { std::slice::from_raw_parts(v.base as *const u8, v.len) });
+            rfabric_core::copy::extend_vec(&mut buf, unsafe { std::slice::from_raw_parts(v.base as *const u8, v.len) });
         }
         match self.shared.sock.send_to(&buf, to) {
             Ok(_) => {}

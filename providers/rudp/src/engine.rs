@@ -309,7 +309,7 @@ unsafe fn scatter(iov: &[Iov], cap: usize, off: usize, src: &[u8]) -> usize {
             // SAFETY: the caller's contract: `one` is writable for its
             // length, and `off + len` lies inside it; `src` is never that
             // memory.
-            unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), (one.base + off) as *mut u8, len) };
+            unsafe { rfabric_core::copy::copy_bytes(src.as_ptr(), (one.base + off) as *mut u8, len) };
         }
         return len;
     }
@@ -1623,7 +1623,7 @@ impl<D: Device> Engine<D> {
         }
         match &mut m.state {
             RxState::Unexpected(buf) => {
-                buf[off..off + payload.len()].copy_from_slice(payload);
+                rfabric_core::copy::copy_slice(&mut buf[off..off + payload.len()], payload);
                 return;
             }
             RxState::Matched { iov, niov, cap, .. } => {
@@ -1799,7 +1799,7 @@ impl<D: Device> Engine<D> {
                 // SAFETY: the registration covers [dst, dst + len) (checked
                 // by `verify`), memory the application registered for
                 // remote writes.
-                unsafe { std::ptr::copy_nonoverlapping(payload.as_ptr(), dst as *mut u8, payload.len()) };
+                unsafe { rfabric_core::copy::copy_bytes(payload.as_ptr(), dst as *mut u8, payload.len()) };
             }
             Err(e) => {
                 resp(self, e);

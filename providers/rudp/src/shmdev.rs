@@ -515,7 +515,7 @@ impl ShmDevice {
             if batch.data.len() < w + b.len() {
                 batch.data.resize(w + b.len(), 0);
             }
-            batch.data[w..w + b.len()].copy_from_slice(&b);
+            rfabric_core::copy::copy_slice(&mut batch.data[w..w + b.len()], &b);
             batch.items.push(RxItem { peer, seq: self.taken.len() as u32, start: w, len: b.len(), placed: 0 });
             w += b.len();
             self.taken.push((Taken::Held(b), peer, false));
@@ -551,7 +551,7 @@ impl ShmDevice {
             if batch.data.len() < w + keep {
                 batch.data.resize(w + keep, 0);
             }
-            batch.data[w..w + keep].copy_from_slice(&packet[..keep]);
+            rfabric_core::copy::copy_slice(&mut batch.data[w..w + keep], &packet[..keep]);
             let placed = pl.map_or(0, |pl| pl.put(0, &packet[PROTO_HDR..]));
             batch.items.push(RxItem { peer, seq: self.taken.len() as u32, start: w, len: keep, placed });
             w += keep;
@@ -683,7 +683,7 @@ impl Device for ShmDevice {
             std::ptr::write(c.add(H_ADDRLEN), self.local_raw.len().min(ADDR_MAX) as u8);
             let mut o = CELL_HDR;
             for s in std::iter::once(&proto).chain(payload.iter()) {
-                std::ptr::copy_nonoverlapping(s.as_ptr(), c.add(o), s.len());
+                rfabric_core::copy::copy_bytes(s.as_ptr(), c.add(o), s.len());
                 o += s.len();
             }
         }

@@ -303,7 +303,7 @@ impl SendBatch {
     pub fn push(&mut self, buf: &[u8], to: &std::net::SocketAddr) -> bool {
         let i = self.n;
         let len = buf.len().min(self.slot);
-        self.data[i * self.slot..i * self.slot + len].copy_from_slice(&buf[..len]);
+        rfabric_core::copy::copy_slice(&mut self.data[i * self.slot..i * self.slot + len], &buf[..len]);
         self.lens[i] = len;
         self.dests[i] = *to;
         self.namelens[i] = write_sockaddr(&mut self.names[i], to);

@@ -878,7 +878,7 @@ impl Device for UdpDevice {
         buf.resize(DEV_HDR, 0);
         buf.extend_from_slice(proto);
         for s in payload {
-            buf.extend_from_slice(s);
+            rfabric_core::copy::extend_vec(&mut buf, s);
         }
         let p = &mut self.peers[id as usize];
         let seq = p.next_seq;

@@ -613,12 +613,12 @@ impl<T: Transport> ConnDevice<T> {
                 Ok(Some(Msg::Slice(m))) if m.len() == 5 && m[0] == ACK && tx_here => Got::Ack(u32::from_le_bytes(m[1..5].try_into().unwrap_or_default())),
                 Ok(Some(Msg::Slice(m))) if m.len() > 1 && is_data(m[0]) && rx_here => {
                     let start = batch.data.len();
-                    batch.data.extend_from_slice(&m[1..]);
+                    rfabric_core::copy::extend_vec(&mut batch.data, &m[1..]);
                     Got::Data { kind: m[0], len: m.len(), start, owned: None, placed: 0 }
                 }
                 Ok(Some(Msg::Placed { head, len })) if head.len() > 1 && is_data(head[0]) && rx_here => {
                     let start = batch.data.len();
-                    batch.data.extend_from_slice(&head[1..]);
+                    rfabric_core::copy::extend_vec(&mut batch.data, &head[1..]);
                     Got::Data { kind: head[0], len: head.len(), start, owned: None, placed: len }
                 }
                 Ok(Some(Msg::Owned { buf, off, len })) if len > 1 && is_data(buf[off]) && rx_here => Got::Data { kind: buf[off], len, start: 0, owned: Some((buf, off)), placed: 0 },
@@ -1125,7 +1125,7 @@ impl<T: Transport> Device for ConnDevice<T> {
             i.last_retry = now;
             for (seq, pkt) in std::mem::take(&mut i.held) {
                 let start = batch.data.len();
-                batch.data.extend_from_slice(&pkt);
+                rfabric_core::copy::extend_vec(&mut batch.data, &pkt);
                 batch.items.push(RxItem { peer: id as PeerId, seq, start, len: pkt.len(), placed: 0 });
                 retried += 1;
             }

@@ -118,7 +118,7 @@ fn cm_data<'a>(data: &'a [u8], call: &str) -> Result<&'a [u8]> {
 
 fn copy_out(bytes: &[u8], buf: &mut [u8]) -> usize {
     let n = bytes.len().min(buf.len());
-    buf[..n].copy_from_slice(&bytes[..n]);
+    rfabric_core::copy::copy_slice(&mut buf[..n], &bytes[..n]);
     bytes.len()
 }
 
@@ -573,7 +573,7 @@ impl RxPend {
             let k = (v.len - at).min(src.len());
             // SAFETY: base..base+len is the application's writable buffer
             // (caller); at + k <= len.
-            unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), (v.base + at) as *mut u8, k) };
+            unsafe { rfabric_core::copy::copy_bytes(src.as_ptr(), (v.base + at) as *mut u8, k) };
             self.got += k;
             src = &src[k..];
             at = 0;
@@ -947,7 +947,7 @@ impl EpState {
                                 // at least p.len() bytes (checked), writable
                                 // remotely (FI_REMOTE_WRITE): the application
                                 // keeps it until fi_close of its MR.
-                                Ok(to) => unsafe { std::ptr::copy_nonoverlapping(p.as_ptr(), to as *mut u8, p.len()) },
+                                Ok(to) => unsafe { rfabric_core::copy::copy_bytes(p.as_ptr(), to as *mut u8, p.len()) },
                                 Err(e) => self.w_err = e.0,
                             }
                         }

@@ -208,7 +208,7 @@ impl TcpConn {
         self.tx.extend_from_slice(lead);
         self.tx.extend_from_slice(head);
         for p in rest {
-            self.tx.extend_from_slice(p);
+            rfabric_core::copy::extend_vec(&mut self.tx, p);
         }
         self.tx_head = 0;
         self.write_queued()

@@ -123,7 +123,7 @@ impl Endpoint {
             // off + n <= data.len().
             unsafe {
                 std::ptr::write_volatile(c.add(8).cast::<u64>(), OP_CONT as u64 | j << 32);
-                std::ptr::copy_nonoverlapping(data.as_ptr().add(off), c.add(CONT_OFF), n);
+                rfabric_core::copy::copy_bytes(data.as_ptr().add(off), c.add(CONT_OFF), n);
             }
             off += n;
             p.ring.publish(pos.wrapping_add(j));
@@ -140,11 +140,11 @@ impl Endpoint {
         // offset, else n0 <= cell_size - CELL_HDR at CELL_HDR).
         unsafe {
             if off0 >= CELL_HDR {
-                std::ptr::copy_nonoverlapping(data.as_ptr(), cell.add(off0), n0);
+                rfabric_core::copy::copy_bytes(data.as_ptr(), cell.add(off0), n0);
                 w.store(cell);
             } else {
                 w.store(cell);
-                std::ptr::copy_nonoverlapping(data.as_ptr(), cell.add(off0), n0);
+                rfabric_core::copy::copy_bytes(data.as_ptr(), cell.add(off0), n0);
             }
         }
         p.ring.publish(pos);
@@ -185,7 +185,7 @@ impl Endpoint {
         let off0 = payload_off(len, w.pflags);
         // SAFETY: n0 bytes at off0 lie inside the held first cell (see
         // post_eager) and fit in dst.
-        unsafe { std::ptr::copy_nonoverlapping(self.ring.cell(pos).add(off0), dst.as_mut_ptr(), n0) };
+        unsafe { rfabric_core::copy::copy_bytes(self.ring.cell(pos).add(off0), dst.as_mut_ptr(), n0) };
         let mut off = n0;
         let mut j = 1;
         while off < want && j < k {
@@ -194,7 +194,7 @@ impl Endpoint {
             // by `parse` and is held; n bytes fit after CONT_OFF and in
             // dst[off..want].
             unsafe {
-                std::ptr::copy_nonoverlapping(self.ring.cell(pos.wrapping_add(j)).add(CONT_OFF), dst.as_mut_ptr().add(off), n)
+                rfabric_core::copy::copy_bytes(self.ring.cell(pos.wrapping_add(j)).add(CONT_OFF), dst.as_mut_ptr().add(off), n)
             };
             off += n;
             j += 1;

@@ -216,7 +216,7 @@ impl Endpoint for ShmEp {
                     if v.len > 0 {
                         // SAFETY: each iov is readable (send contract); the
                         // total fits the destination chosen above.
-                        unsafe { std::ptr::copy_nonoverlapping(v.base as *const u8, dst.add(at), v.len) };
+                        unsafe { rfabric_core::copy::copy_bytes(v.base as *const u8, dst.add(at), v.len) };
                     }
                     at += v.len;
                 }

@@ -197,7 +197,7 @@ impl EpState {
                 if n > 0 {
                     // SAFETY: the receive buffer (or its temporary one) is
                     // writable for `cap` bytes.
-                    unsafe { std::ptr::copy_nonoverlapping(v.as_ptr(), buf as *mut u8, n) };
+                    unsafe { rfabric_core::copy::copy_bytes(v.as_ptr(), buf as *mut u8, n) };
                 }
                 self.complete_rx(r, Ok(n as u64));
             }

@@ -526,15 +526,15 @@ impl EpState {
                 // SAFETY: the op's local buffer is readable until it
                 // completes (or is our own inject copy).
                 let src = unsafe { std::slice::from_raw_parts(p.local as *const u8, p.len) };
-                buf[n..n + p.len].copy_from_slice(src);
+                rfabric_core::copy::copy_slice(&mut buf[n..n + p.len], src);
                 n += p.len;
             }
             OpKind::Atomic(k) => {
                 let total = op.pieces.iter().map(|x| x.len).sum::<usize>();
-                buf[n..n + p.len].copy_from_slice(&op.owned[p.local..p.local + p.len]);
+                rfabric_core::copy::copy_slice(&mut buf[n..n + p.len], &op.owned[p.local..p.local + p.len]);
                 n += p.len;
                 if k == AKind::Compare {
-                    buf[n..n + p.len].copy_from_slice(&op.owned[total + p.local..total + p.local + p.len]);
+                    rfabric_core::copy::copy_slice(&mut buf[n..n + p.len], &op.owned[total + p.local..total + p.local + p.len]);
                     n += p.len;
                 }
             }
@@ -646,7 +646,7 @@ impl EpState {
                 let n = v.len.min(op.result.len() - at);
                 if n > 0 {
                     // SAFETY: result buffers are writable until completion.
-                    unsafe { std::ptr::copy_nonoverlapping(op.result.as_ptr().add(at), v.base as *mut u8, n) };
+                    unsafe { rfabric_core::copy::copy_bytes(op.result.as_ptr().add(at), v.base as *mut u8, n) };
                 }
                 at += n;
             }
@@ -736,7 +736,7 @@ impl EpState {
                     if payload.len() == p.len {
                         if p.len > 0 {
                             // SAFETY: the read's local buffer is writable until completion.
-                            unsafe { std::ptr::copy_nonoverlapping(payload.as_ptr(), p.local as *mut u8, p.len) };
+                            unsafe { rfabric_core::copy::copy_bytes(payload.as_ptr(), p.local as *mut u8, p.len) };
                         }
                     } else {
                         op.err.get_or_insert(crate::err_io());
@@ -744,7 +744,7 @@ impl EpState {
                 }
                 OpKind::Atomic(k) if k != AKind::Write => {
                     if payload.len() == p.len && p.local + p.len <= op.result.len() {
-                        op.result[p.local..p.local + p.len].copy_from_slice(payload);
+                        rfabric_core::copy::copy_slice(&mut op.result[p.local..p.local + p.len], payload);
                     } else {
                         op.err.get_or_insert(crate::err_io());
                     }
@@ -937,7 +937,7 @@ impl EpState {
                     }
                     if len > 0 {
                         // SAFETY: as above; body holds len bytes.
-                        unsafe { std::ptr::copy_nonoverlapping(body.as_ptr(), target as *mut u8, len) };
+                        unsafe { rfabric_core::copy::copy_bytes(body.as_ptr(), target as *mut u8, len) };
                     }
                 }
                 (0, 0, event)
@@ -958,7 +958,7 @@ impl EpState {
                     }
                     if len > 0 {
                         // SAFETY: as above; out holds len bytes.
-                        unsafe { std::ptr::copy_nonoverlapping(target as *const u8, out.as_mut_ptr(), len) };
+                        unsafe { rfabric_core::copy::copy_bytes(target as *const u8, out.as_mut_ptr(), len) };
                     }
                     (0, len, event)
                 }
