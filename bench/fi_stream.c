@@ -28,8 +28,12 @@
  * Built against the upstream headers only, so the same binary runs on any
  * libfabric.so.1 chosen with LD_LIBRARY_PATH.
  *
+ * With -o OFFSET the data buffer starts OFFSET bytes (mod 4096) past a
+ * page boundary instead of on one.
+ *
  * Usage: fi_stream [-l] [-p prov] [-w window] [-n max_msgs] [-b bytes_per_round]
- *                  [-S size[,size...]] [-P port] [-s listen_ip] [receiver_ip]
+ *                  [-S size[,size...]] [-P port] [-s listen_ip] [-o offset]
+ *                  [receiver_ip]
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -64,7 +68,10 @@ static struct fid_mr *data_mr, *ctrl_mr;
 static void *data_desc, *ctrl_desc;
 static fi_addr_t peer;
 
-static char *data_buf;
+static char *data_buf, *data_mem;
+/* -o: where the data buffer starts past a page boundary (where a payload
+ * lies against the provider's buffers changes how fast it is copied). */
+static size_t data_offset;
 static char ctrl_rx[CTRL_LEN], ctrl_tx[CTRL_LEN];
 static struct fi_context data_ctx[MAX_WINDOW];
 static struct fi_context ctrl_rx_ctx, ctrl_tx_ctx;
@@ -228,8 +235,9 @@ static void setup(const char *prov, size_t max_size)
 	CHECK(fi_ep_bind(ep, &av->fid, 0));
 	CHECK(fi_enable(ep));
 
-	if (posix_memalign((void **)&data_buf, 4096, max_size ? max_size : 1))
+	if (posix_memalign((void **)&data_mem, 4096, data_offset + (max_size ? max_size : 1)))
 		exit(2);
+	data_buf = data_mem + data_offset;
 	memset(data_buf, 0xa5, max_size ? max_size : 1);
 	if (info->domain_attr->mr_mode & FI_MR_LOCAL) {
 		CHECK(fi_mr_reg(domain, data_buf, max_size ? max_size : 1,
@@ -253,7 +261,7 @@ static void teardown(void)
 	fi_close(&domain->fid);
 	fi_close(&fabric->fid);
 	fi_freeinfo(info);
-	free(data_buf);
+	free(data_mem);
 }
 
 /*
@@ -470,7 +478,7 @@ int main(int argc, char **argv)
 
 	for (size_t s = 8; s <= (4u << 20) && nsizes < MAX_SIZES; s <<= 1)
 		sizes[nsizes++] = s;
-	while ((opt = getopt(argc, argv, "lp:w:n:b:S:P:s:h")) != -1) {
+	while ((opt = getopt(argc, argv, "lp:w:n:b:S:P:s:o:h")) != -1) {
 		switch (opt) {
 		case 'l': latency = 1; break;
 		case 'p': prov = optarg; break;
@@ -486,6 +494,7 @@ int main(int argc, char **argv)
 			break;
 		case 'P': port = atoi(optarg); break;
 		case 's': src = optarg; break;
+		case 'o': data_offset = strtoul(optarg, NULL, 0) % 4096; break;
 		default:
 			fprintf(stderr,
 				"usage: %s [-l] [-p prov] [-w window] [-n max_msgs] "
