@@ -76,6 +76,75 @@ pub unsafe fn read_from(pid: u32, local: *mut u8, remote: u64, len: usize) -> st
     Ok(())
 }
 
+/// How many times [`page_read_ns`] times its call; the least counts.
+const PROBES: usize = 16;
+
+/// The cost of one `process_vm_readv` of a page (ns) from which CMA is
+/// the slow way here, under `FI_SHM_CMA` unset: medium messages go
+/// through the ring and large ones through bounce slots instead
+/// ([`crate::endpoint::default_eager_limits`]). On an AMD EPYC guest whose
+/// first endpoints read 3.0 to 4.8 µs (1.7 µs in a long warm loop), both
+/// beat CMA at every size measured, from 6 KiB to 4 MiB, latency and
+/// streaming alike. On the Intel Xeon guest where the adaptive defaults
+/// were measured, a whole 6 KiB CMA ping-pong took 1.2 µs one way, so its
+/// page read is well under this. See DESIGN.md.
+pub const CMA_SLOW_NS: u64 = 2000;
+
+/// Whether CMA is the slow way on a machine where one `process_vm_readv`
+/// of a page costs `page_read_ns` (`None`: not measured).
+pub fn is_slow(page_read_ns: Option<u64>) -> bool {
+    page_read_ns.is_some_and(|ns| ns >= CMA_SLOW_NS)
+}
+
+/// What one `process_vm_readv` of a page costs on this machine, in
+/// nanoseconds: the least of [`PROBES`] reads from this process into
+/// itself, measured once per process (24 calls, 50-110 µs here), at the first
+/// endpoint. `None` when the kernel refuses the call. The cost is mostly
+/// fixed (the system call, pinning the remote page) and differs severalfold
+/// between machines ([`is_slow`]).
+pub fn page_read_ns() -> Option<u64> {
+    static COST: std::sync::OnceLock<Option<u64>> = std::sync::OnceLock::new();
+    *COST.get_or_init(|| {
+        let cost = measure_page_read();
+        match cost {
+            Some(ns) if is_slow(cost) => rfabric_core::fi_info!(
+                "shm",
+                rfabric_core::abi::FI_LOG_CORE,
+                "process_vm_readv of a page: {} ns (least of {}), at least {}: messages up to {} bytes go through the ring, larger ones through bounce slots",
+                ns,
+                PROBES,
+                CMA_SLOW_NS,
+                crate::endpoint::SLOW_CMA_EAGER_MAX
+            ),
+            Some(ns) => rfabric_core::fi_info!("shm", rfabric_core::abi::FI_LOG_CORE, "process_vm_readv of a page: {} ns (least of {}): rendezvous by CMA", ns, PROBES),
+            None => rfabric_core::fi_info!("shm", rfabric_core::abi::FI_LOG_CORE, "process_vm_readv refused; its cost not measured"),
+        }
+        cost
+    })
+}
+
+fn measure_page_read() -> Option<u64> {
+    // Both pages written first (a zeroed allocation may not be mapped
+    // yet), and the first reads untimed: what is timed is the call, not
+    // faults or cold caches.
+    let src = vec![0x5au8; 4096];
+    let mut dst = vec![0xa5u8; 4096];
+    let pid = std::process::id();
+    let mut best = u64::MAX;
+    for _ in 0..PROBES / 2 {
+        // SAFETY: as below.
+        unsafe { read_from(pid, dst.as_mut_ptr(), src.as_ptr() as u64, src.len()) }.ok()?;
+    }
+    for _ in 0..PROBES {
+        let t = std::time::Instant::now();
+        // SAFETY: `dst` is ours and writable for its 4096 bytes; the
+        // remote range is `src`, in this very process, readable.
+        unsafe { read_from(pid, dst.as_mut_ptr(), src.as_ptr() as u64, src.len()) }.ok()?;
+        best = best.min(t.elapsed().as_nanos() as u64);
+    }
+    (dst == src).then_some(best)
+}
+
 /// Writes `len` bytes from `local` to `remote` in process `pid`.
 ///
 /// # Safety

@@ -44,7 +44,7 @@ mod rendezvous;
 mod shared_copy;
 mod wire;
 
-pub use eager::{eager_capacity, eager_cells, max_eager_cells, DEFAULT_EAGER_IDLE_MAX, DEFAULT_EAGER_MAX};
+pub use eager::{default_eager_limits, eager_capacity, eager_cells, max_eager_cells, DEFAULT_EAGER_IDLE_MAX, DEFAULT_EAGER_MAX, SLOW_CMA_EAGER_MAX};
 pub use shared_copy::{shared_chunk, MAX_SHARED_CHUNKS, SHARED_COPY_MIN, SHARED_COPY_QUEUED_MIN};
 #[cfg(test)]
 pub(crate) use shared_copy::{claim_parts, claim_word, claimed_count, TestHooks};
@@ -100,12 +100,16 @@ pub struct Config {
     /// Share large CMA copies with the sender (`FI_SHM_SHARED_COPY=0`
     /// turns it off; see `settings`).
     pub shared_copy: bool,
+    /// What one `process_vm_readv` of a page costs here, in ns, or `None`:
+    /// it picks the default eager limits ([`default_eager_limits`]).
+    /// [`cma::page_read_ns`] measures it; tests pin it.
+    pub page_read_ns: fn() -> Option<u64>,
 }
 
 impl Default for Config {
     fn default() -> Self {
         let shared_copy = crate::settings::shared_copy();
-        Config { geometry: Geometry::default(), max_sends: 64, max_recvs: 64, cma: CmaMode::from_env(), shared_copy }
+        Config { geometry: Geometry::default(), max_sends: 64, max_recvs: 64, cma: CmaMode::from_env(), shared_copy, page_read_ns: cma::page_read_ns }
     }
 }
 
@@ -178,6 +182,9 @@ pub struct Endpoint {
     /// peer's ring, and at least one cell).
     eager_max: usize,
     eager_idle_max: usize,
+    /// Rendezvous sends through bounce slots, not CMA, although the
+    /// mode is automatic: CMA measured slow here (`cma::is_slow`).
+    bounce_first: bool,
     /// Send-table entries not idle / receive-table entries active; when
     /// both are 0 `progress` has nothing to scan.
     sends_busy: u32,
@@ -234,7 +241,13 @@ fn eager_max_from_env() -> Option<usize> {
 
 impl Endpoint {
     pub fn new(cfg: Config) -> Result<Endpoint> {
-        let fixed_eager = eager_max_from_env();
+        // Only an automatic choice measures CMA: `FI_SHM_CMA` set either
+        // way keeps its word (and 0 keeps the process from calling it).
+        let slow_cma = cfg.cma == CmaMode::Auto && cma::is_slow((cfg.page_read_ns)());
+        let (eager_max, eager_idle_max) = match eager_max_from_env() {
+            Some(fixed) => (fixed, fixed),
+            None => default_eager_limits(slow_cma),
+        };
         RECLAIM.call_once(|| {
             crate::segment::reclaim_stale();
         });
@@ -282,8 +295,9 @@ impl Endpoint {
             held: None,
             parsed_cells: 1,
             spin_lines: 0,
-            eager_max: fixed_eager.unwrap_or(DEFAULT_EAGER_MAX),
-            eager_idle_max: fixed_eager.unwrap_or(DEFAULT_EAGER_IDLE_MAX),
+            eager_max,
+            eager_idle_max,
+            bounce_first: slow_cma,
             sends_busy: 0,
             recvs_busy: 0,
             key: addr.key(),

@@ -308,7 +308,7 @@ static TRANSPORT: Mutex<Option<Transport>> = Mutex::new(None);
 
 impl Transport {
     fn new() -> Result<Transport, String> {
-        let cfg = Config { geometry: small_geometry(), max_sends: 4, max_recvs: 4, cma: CmaMode::Auto, shared_copy: true };
+        let cfg = Config { geometry: small_geometry(), max_sends: 4, max_recvs: 4, cma: CmaMode::Auto, shared_copy: true, page_read_ns: crate::cma::page_read_ns };
         let mut r = Endpoint::new(cfg).map_err(fail)?;
         let mut s = Endpoint::new(cfg).map_err(fail)?;
         let s_to_r = s.attach(&r.address()).map_err(fail)?;
@@ -679,7 +679,7 @@ impl Objects {
         let mut name = [0u8; 64];
         let n = a.getname(&mut name).map_err(fail)?;
         let a_addr = addr_from_str(&name[..n]).map_err(fail)?;
-        let cfg = Config { geometry: Geometry::default(), max_sends: 8, max_recvs: 8, cma: CmaMode::Auto, shared_copy: true };
+        let cfg = Config { geometry: Geometry::default(), max_sends: 8, max_recvs: 8, cma: CmaMode::Auto, shared_copy: true, page_read_ns: crate::cma::page_read_ns };
         let mut x = Endpoint::new(cfg).map_err(fail)?;
         let x_to_a = x.attach(&a_addr).map_err(fail)?;
         let xs = addr_to_str(&x.address());

@@ -2,9 +2,9 @@
 //! with `RFSHM_ROLE` set, running only the `child_entry` test, which then
 //! plays the requested role.
 
-use crate::cma::CmaMode;
+use crate::cma::{CmaMode, CMA_SLOW_NS};
 use crate::endpoint::{
-    eager_capacity, eager_cells, shared_chunk, Config, Endpoint, Event, Incoming, Kind, MsgHeader, SendStatus, Wire, DEFAULT_EAGER_MAX,
+    default_eager_limits, eager_capacity, eager_cells, shared_chunk, Config, Endpoint, Event, Incoming, Kind, MsgHeader, SendStatus, Wire, DEFAULT_EAGER_MAX, SLOW_CMA_EAGER_MAX,
     OP_EAGER, OP_HELP, SHARED_COPY_MIN,
     OP_FIN, OP_RTS, TINY_MAX,
 };
@@ -46,8 +46,11 @@ fn spawn_env(role: &str, peer: Option<&Address>, arg: &str, cma: &str, stdout: b
     c.spawn().unwrap()
 }
 
+/// The tests' endpoints take the eager limits of a machine where CMA is
+/// fast, whatever this one measures (`slow_cma_eager_limits` takes the
+/// other's).
 fn cfg(cma: CmaMode) -> Config {
-    Config { cma, ..Config::default() }
+    Config { cma, page_read_ns: || None, ..Config::default() }
 }
 
 fn pattern(len: usize, seed: u8) -> Vec<u8> {
@@ -834,6 +837,64 @@ fn corrupt_bounce_chunk_is_error() {
         }
     }
     assert_eq!(buf, data);
+}
+
+/// Where CMA is slow, the default eager limit is 64 KiB whether or not a
+/// rendezvous is in flight (a 64 KiB message goes through the ring and
+/// completes at once) and a rendezvous goes through a bounce slot;
+/// `FI_SHM_CMA=1` (`Force`) is not measured and keeps the adaptive limits;
+/// a fixed limit (`set_eager_max`, as `FI_SHM_EAGER_MAX`) still wins.
+#[test]
+fn slow_cma_eager_limits() {
+    assert!(!crate::cma::is_slow(None));
+    assert!(!crate::cma::is_slow(Some(CMA_SLOW_NS - 1)));
+    assert!(crate::cma::is_slow(Some(CMA_SLOW_NS)));
+    assert_eq!(default_eager_limits(false), (DEFAULT_EAGER_MAX, 0));
+    assert_eq!(default_eager_limits(true), (SLOW_CMA_EAGER_MAX, SLOW_CMA_EAGER_MAX));
+    let slow = |cma| Config { page_read_ns: || Some(5 * CMA_SLOW_NS), ..cfg(cma) };
+    let mut forced = Endpoint::new(slow(CmaMode::Force)).unwrap();
+    let mut a = Endpoint::new(slow(CmaMode::Auto)).unwrap();
+    let mut b = Endpoint::new(slow(CmaMode::Auto)).unwrap();
+    let pf = forced.attach(&b.address()).unwrap();
+    assert_eq!(forced.inline_max(pf), Ok(CP), "FI_SHM_CMA=1: the adaptive limits");
+    let pb = a.attach(&b.address()).unwrap();
+    assert_eq!(a.inline_max(pb), Ok(SLOW_CMA_EAGER_MAX));
+    let data = pattern(SLOW_CMA_EAGER_MAX, 5);
+    // SAFETY: data outlives the call (Done means copied).
+    assert_eq!(unsafe { a.send(pb, &MsgHeader::default(), data.as_ptr(), data.len(), 1) }, Ok(SendStatus::Done));
+    let Some(Event::Msg(inc)) = b.poll() else { panic!() };
+    assert!(matches!(inc.kind, Kind::Inline { .. }));
+    let mut got = vec![0u8; data.len()];
+    assert_eq!(b.recv_inline(&inc, &mut got), Ok(data.len()));
+    assert_eq!(got, data);
+    let big = pattern(SLOW_CMA_EAGER_MAX + 1, 6);
+    // SAFETY: big outlives the transfer (completed below).
+    assert_eq!(unsafe { a.send(pb, &MsgHeader::default(), big.as_ptr(), big.len(), 2) }, Ok(SendStatus::Pending));
+    assert_eq!(a.inline_max(pb), Ok(SLOW_CMA_EAGER_MAX), "the same limit while streaming");
+    let Some(Event::Msg(inc)) = b.poll() else { panic!() };
+    assert!(matches!(inc.kind, Kind::Rndv { mode: 2, .. }), "a bounce slot (MODE_BOUNCE): {:?}", inc.kind);
+    // The sender streams the slot's chunks as it progresses: both sides.
+    let mut got = vec![0u8; big.len()];
+    // SAFETY: got outlives the transfer (completed below).
+    unsafe { b.recv_rndv(&inc, got.as_mut_ptr(), got.len(), 7) }.unwrap();
+    let (mut sent, mut recvd) = (false, false);
+    let end = Instant::now() + Duration::from_secs(30);
+    while !(sent && recvd) {
+        match a.poll() {
+            Some(Event::SendDone { ctx: 2 }) => sent = true,
+            None => {}
+            Some(e) => panic!("{e:?}"),
+        }
+        match b.poll() {
+            Some(Event::RecvDone { ctx: 7, len }) => recvd = len == big.len() as u64,
+            None => {}
+            Some(e) => panic!("{e:?}"),
+        }
+        assert!(Instant::now() < end, "timed out");
+    }
+    assert_eq!(got, big);
+    a.set_eager_max(2 * CP);
+    assert_eq!(a.inline_max(pb), Ok(2 * CP));
 }
 
 #[test]

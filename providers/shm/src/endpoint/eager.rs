@@ -45,6 +45,21 @@ pub const DEFAULT_EAGER_MAX: usize = 8 * 1024;
 /// copies through lines that move between cores. See DESIGN.md.
 pub const DEFAULT_EAGER_IDLE_MAX: usize = 0;
 
+/// The eager limit, streaming and idle, where CMA is slow
+/// ([`cma::is_slow`]): the largest size measured faster through the ring
+/// than through bounce slots there; 16 of the default ring's 128 cells.
+pub const SLOW_CMA_EAGER_MAX: usize = 64 * 1024;
+
+/// The default eager limits (streaming, idle): the adaptive ones, or one
+/// limit of [`SLOW_CMA_EAGER_MAX`] where CMA is slow.
+pub fn default_eager_limits(slow_cma: bool) -> (usize, usize) {
+    if slow_cma {
+        (SLOW_CMA_EAGER_MAX, SLOW_CMA_EAGER_MAX)
+    } else {
+        (DEFAULT_EAGER_MAX, DEFAULT_EAGER_IDLE_MAX)
+    }
+}
+
 impl Endpoint {
     /// Largest payload an eager send to `peer` can carry now: what
     /// [`send_inline`](Self::send_inline) accepts and below which

@@ -39,7 +39,7 @@ impl Endpoint {
         let bounce = match self.cma {
             CmaMode::Off => true,
             CmaMode::Force => false,
-            CmaMode::Auto => p.cma_ok != Some(true),
+            CmaMode::Auto => self.bounce_first || p.cma_ok != Some(true),
         };
         let idx = self.sends.iter().position(|s| s.state == SendState::Idle).ok_or(EAGAIN)?;
         let gen = self.sends[idx].gen.wrapping_add(1) & 0xffff_ffff_ffff;
