@@ -101,8 +101,10 @@ pub struct Config {
     /// turns it off; see `settings`).
     pub shared_copy: bool,
     /// What one `process_vm_readv` of a page costs here, in ns, or `None`:
-    /// it picks the default eager limits ([`default_eager_limits`]).
-    /// [`cma::page_read_ns`] measures it; tests pin it.
+    /// under `CmaMode::Auto` it picks the default eager limits
+    /// ([`default_eager_limits`]) and whether rendezvous sends take bounce
+    /// slots ([`cma::is_slow`]). [`cma::page_read_ns`] measures it; tests
+    /// pin it.
     pub page_read_ns: fn() -> Option<u64>,
 }
 
