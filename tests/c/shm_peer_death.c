@@ -38,7 +38,7 @@
  *                     write and an atomic wait on a stopped peer while the
  *                     third peer has backed up the survivor's queue (1400
  *                     messages, no receive posted); then the peer dies
- * Each case runs with CMA allowed and with FI_SHM_CMA=0. Checked:
+ * Each case runs with FI_SHM_CMA=1 and with FI_SHM_CMA=0. Checked:
  *   - the survivor's pending operations end with an error completion, err =
  *     FI_ECONNRESET, within FI_SHM_PEER_CHECK_MS (default 2) plus a slack
  *     of PEER_DEATH_SLACK_MS (default 2000) after the victim is seen dead

@@ -12,7 +12,7 @@
  *      new peer.
  * The ordering checks rely on the peer being blocked on a pipe (manual
  * progress: it cannot process anything then), never on timing.
- * Run once with CMA allowed and once with FI_SHM_CMA=0 (shm_peer_errors.sh). */
+ * Run once with FI_SHM_CMA=1 and once with FI_SHM_CMA=0 (shm_peer_errors.sh). */
 #define _GNU_SOURCE
 #include <poll.h>
 #include <rdma/fabric.h>

@@ -14,7 +14,7 @@
  * of a signal (a mapping of a shrunk file raises SIGBUS); the attacker must
  * have truncated files, and must never have changed the size or the seals
  * of a segment's memory.
- * Run with CMA allowed and with FI_SHM_CMA=0 (shm_truncate.sh). */
+ * Run with FI_SHM_CMA=1 and with FI_SHM_CMA=0 (shm_truncate.sh). */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <fcntl.h>
