@@ -83,12 +83,12 @@ const PROBES: usize = 16;
 /// the slow way here, under `FI_SHM_CMA` unset: medium messages go
 /// through the ring and large ones through bounce slots instead
 /// ([`crate::endpoint::default_eager_limits`]). On an AMD EPYC guest whose
-/// first endpoints read 3.0 to 4.8 µs (1.7 µs in a long warm loop), both
-/// beat CMA at every size measured, from 6 KiB to 4 MiB, latency and
-/// streaming alike. On the Intel Xeon guest where the adaptive defaults
-/// were measured, a whole 6 KiB CMA ping-pong took 1.2 µs one way, so its
-/// page read is well under this. See DESIGN.md.
-pub const CMA_SLOW_NS: u64 = 2000;
+/// processes read 1.75 to 4.8 µs (1.7 µs in a long warm loop), both beat
+/// CMA at every size measured, from 6 KiB to 4 MiB, latency and streaming
+/// alike. On the Intel Xeon guest where the adaptive defaults were
+/// measured, a whole 6 KiB CMA ping-pong took 1.2 µs one way, read
+/// included. See DESIGN.md.
+pub const CMA_SLOW_NS: u64 = 1200;
 
 /// Whether CMA is the slow way on a machine where one `process_vm_readv`
 /// of a page costs `page_read_ns` (`None`: not measured).
