@@ -86,6 +86,13 @@ pub trait Conn: Send {
     fn send_kind(&mut self, kind: u8, head: &[u8], rest: &[&[u8]]) -> Result<()> {
         with_kind_parts(kind, head, rest, |parts| self.send(parts))
     }
+    /// As `send_kind`, after the whole message `first` (a short control
+    /// message of the device, such as an acknowledgement that rides with
+    /// a packet): a connection may write both at once.
+    fn send_kind_after(&mut self, first: &[u8], kind: u8, head: &[u8], rest: &[&[u8]]) -> Result<()> {
+        self.send(&[first])?;
+        self.send_kind(kind, head, rest)
+    }
     /// Sends queued bytes as far as the peer takes them; returns the bytes
     /// still queued.
     fn flush(&mut self) -> Result<usize>;

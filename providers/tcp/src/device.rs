@@ -109,6 +109,33 @@ const K_LISTEN: u64 = 0;
 const K_OUT: u64 = 1;
 const K_IN: u64 = 2;
 const K_UNBOUND: u64 = 3;
+/// What `i`'s connection may acknowledge: every packet before the first
+/// one held, or refused in the batch just handed out (`rejected`).
+fn ack_point_of<C>(i: &In<C>, id: PeerId, rejected: &[(PeerId, u32)]) -> u32 {
+    let mut a = i.rx_seq;
+    if let Some((&s, _)) = i.held.iter().next() {
+        a = s;
+    }
+    for &(q, s) in rejected {
+        if q == id && seq_lt(s, a) {
+            a = s;
+        }
+    }
+    // Held keys wrap: the oldest is the one furthest behind rx_seq.
+    for &s in i.held.keys() {
+        if seq_lt(s, a) {
+            a = s;
+        }
+    }
+    a
+}
+
+/// An `Ack` message: every packet before `a` taken.
+fn ack_msg(a: u32) -> [u8; 5] {
+    let b = a.to_le_bytes();
+    [ACK, b[0], b[1], b[2], b[3]]
+}
+
 fn key(idx: usize, kind: u64) -> u64 {
     ((idx as u64) << 2) | kind
 }
@@ -179,6 +206,9 @@ struct In<C> {
     last_ack: Instant,
     /// `last_ack + ACK_DELAY`: when a lazy acknowledgement is due.
     ack_due: Instant,
+    /// `last_ack + ACK_DELAY / 2`: from when one rides with a packet sent
+    /// on this connection (`ConnDevice::ack_to_carry`).
+    carry_from: Instant,
     /// Bytes taken since the last `Ack`.
     owed_bytes: usize,
     /// A `DATA_ACK` packet was taken since the last `Ack`.
@@ -202,7 +232,16 @@ struct Peer<C> {
 
 impl<C> In<C> {
     fn new(c: Option<C>, reply_ok: bool, now: Instant) -> In<C> {
-        In { c, reply_ok, rx_seq: 0, acked: 0, last_ack: now, ack_due: now + ACK_DELAY, owed_bytes: 0, ack_now: false, held: BTreeMap::new(), held_bytes: 0, last_retry: now, paused: false }
+        In { c, reply_ok, rx_seq: 0, acked: 0, last_ack: now, ack_due: now + ACK_DELAY, carry_from: now + ACK_DELAY / 2, owed_bytes: 0, ack_now: false, held: BTreeMap::new(), held_bytes: 0, last_retry: now, paused: false }
+    }
+    /// An `Ack` of every packet before `a` went out at `now`.
+    fn acked_at(&mut self, a: u32, now: Instant) {
+        self.acked = a;
+        self.last_ack = now;
+        self.ack_due = now + ACK_DELAY;
+        self.carry_from = now + ACK_DELAY / 2;
+        self.owed_bytes = 0;
+        self.ack_now = false;
     }
 }
 
@@ -313,6 +352,10 @@ pub struct ConnDevice<T: Transport> {
     /// With `complete_on_write`: no `Ack` of `owed` is due before this
     /// time, so `flush` does not look at them (it did in every round).
     acks_check_at: Instant,
+    /// A batch is out with the engine (from `recv` to the next `flush`):
+    /// which of its packets it refuses is not known yet, so no `Ack` rides
+    /// with a packet sent meanwhile.
+    batch_out: bool,
     /// Refused in the batch just handed out: (peer, seq).
     rejected: Vec<(PeerId, u32)>,
     /// Lost, to report at the next `recv`.
@@ -385,6 +428,7 @@ impl<T: Transport> ConnDevice<T> {
             backlog: Vec::new(),
             owed: Vec::new(),
             acks_check_at: Instant::now(),
+            batch_out: false,
             rejected: Vec::new(),
             failed: Vec::new(),
             holding: Vec::new(),
@@ -829,29 +873,12 @@ impl<T: Transport> ConnDevice<T> {
     /// the first one held (refused now or before).
     fn ack_point(&self, id: PeerId) -> Option<u32> {
         let i = self.peers[id as usize].inn.as_ref()?;
-        let mut a = i.rx_seq;
-        if let Some((&s, _)) = i.held.iter().next() {
-            a = s;
-        }
-        for &(q, s) in &self.rejected {
-            if q == id && seq_lt(s, a) {
-                a = s;
-            }
-        }
-        // Held keys wrap: the oldest is the one furthest behind rx_seq.
-        for &s in i.held.keys() {
-            if seq_lt(s, a) {
-                a = s;
-            }
-        }
-        Some(a)
+        Some(ack_point_of(i, id, &self.rejected))
     }
 
     fn send_ack(&mut self, id: PeerId, now: Instant) {
         let Some(a) = self.ack_point(id) else { return };
-        let mut m = [0u8; 5];
-        m[0] = ACK;
-        m[1..].copy_from_slice(&a.to_le_bytes());
+        let m = ack_msg(a);
         // On the connection its packets came on.
         let p = &mut self.peers[id as usize];
         let side = p.rx_side();
@@ -859,11 +886,7 @@ impl<T: Transport> ConnDevice<T> {
         let r = c.send(&[&m]);
         let queued = c.queued() > 0;
         let Some(i) = p.inn.as_mut() else { return };
-        i.acked = a;
-        i.last_ack = now;
-        i.ack_due = now + ACK_DELAY;
-        i.owed_bytes = 0;
-        i.ack_now = false;
+        i.acked_at(a, now);
         if let Err(e) = r {
             let whose = if side == Side::Out { "our" } else { "its" };
             self.lose(id, &format!("{whose} connection failed: {e}"), None);
@@ -1032,13 +1055,31 @@ impl<T: Transport> Device for ConnDevice<T> {
         let kind = if token & TOKEN_ON_ACK != 0 && self.cfg.complete_on_write { DATA_ACK } else { DATA };
         let p = &mut self.peers[id as usize];
         let side = p.tx_side();
+        // With `complete_on_write`, a lazy acknowledgement owed on this
+        // connection and due within half `ACK_DELAY` rides with the packet.
+        // A ping-pong then never sends one on its own (each would cost both
+        // sides a system call on the reply's path); a one-way stream still
+        // gets them when due. Not while a batch is out with the engine:
+        // which of its packets it refuses is not known yet.
+        let carry = match p.inn.as_ref() {
+            Some(i) if now >= i.carry_from && i.owed_bytes > 0 && self.cfg.complete_on_write && !self.batch_out && p.rx_side() == side => {
+                Some(ack_point_of(i, id, &self.rejected)).filter(|&a| a != i.acked)
+            }
+            _ => None,
+        };
         let Some(c) = p.conn_mut(side) else {
             // Not reached: answering on its connection ends with it.
             self.lose(id, "no connection to send on", None);
             return Err(EAGAIN);
         };
-        let r = c.send_kind(kind, proto, payload);
+        let r = match carry {
+            None => c.send_kind(kind, proto, payload),
+            Some(a) => c.send_kind_after(&ack_msg(a), kind, proto, payload),
+        };
         let queued = c.queued() > 0;
+        if let (Some(a), Some(i)) = (carry, p.inn.as_mut()) {
+            i.acked_at(a, now);
+        }
         let o = p.out.as_mut().expect("out");
         let seq = o.next_seq;
         o.next_seq = seq.wrapping_add(1);
@@ -1069,6 +1110,7 @@ impl<T: Transport> Device for ConnDevice<T> {
 
     fn recv_placing(&mut self, batch: &mut RxBatch, now: Instant, place: Placer<'_, '_>) -> usize {
         self.clock = now;
+        self.batch_out = true;
         // The round of a polling loop on one connection, most often empty:
         // nothing refused, written, lost, held, left to read or queued, and
         // no timer due (buffers handed over come back as below). Only that
@@ -1206,6 +1248,7 @@ impl<T: Transport> Device for ConnDevice<T> {
     #[inline(always)]
     fn flush(&mut self, now: Instant, _all: bool) {
         self.clock = now;
+        self.batch_out = false;
         if !self.owed.is_empty() && (now >= self.acks_check_at || !self.cfg.complete_on_write) {
             self.send_owed_acks(now);
         }
@@ -1437,6 +1480,77 @@ mod tests {
         assert_eq!(a.stats().rejected, 3 * u64::from(refuse.min(n)));
         assert!(la.is_empty() && lb.is_empty());
         (a, b, pa.unwrap())
+    }
+
+    /// `recv` and `flush` on `d` at the time `now`, collecting packets.
+    fn pump_at(d: &mut ConnDevice<TcpTransport>, b: &mut RxBatch, got: &mut Vec<Vec<u8>>, now: Instant) {
+        d.flush(now, true);
+        d.recv(b, now);
+        for k in 0..b.items.len() {
+            got.push(b.packet(&b.items[k]).to_vec());
+        }
+        d.flush(now, false);
+    }
+
+    #[test]
+    fn a_lazy_acknowledgement_rides_with_the_answer_and_only_then() {
+        // The device's clock is the time given to it, so it moves only
+        // where the test says.
+        let cfg = ConnConfig { complete_on_write: true, ..ConnConfig::default() };
+        let (mut a, mut b) = (dev_with(4096, cfg.clone()), dev_with(4096, cfg));
+        let pb = a.peer(b.transport().addr()).unwrap();
+        let (mut ba, mut bb, mut ga, mut gb) = (RxBatch::default(), RxBatch::default(), vec![], vec![]);
+        let t0 = Instant::now();
+        a.send(pb, b"p0", &[], 1).unwrap();
+        until(|| {
+            pump_at(&mut a, &mut ba, &mut ga, t0);
+            pump_at(&mut b, &mut bb, &mut gb, t0);
+            !gb.is_empty()
+        });
+        let pa = b.peer(a.transport().addr()).unwrap();
+        // An answer at once: its acknowledgement is not due for ACK_DELAY,
+        // so it goes without one.
+        b.send(pa, b"q0", &[], 1).unwrap();
+        until(|| {
+            pump_at(&mut a, &mut ba, &mut ga, t0);
+            !ga.is_empty()
+        });
+        assert_eq!(a.peers[pb as usize].out.as_ref().unwrap().unacked.len(), 1);
+        assert_eq!(b.peers[pa as usize].inn.as_ref().unwrap().acked, 0);
+        // Past half the delay (not yet the whole: no Ack goes alone), the
+        // next answer carries it.
+        a.send(pb, b"p1", &[], 2).unwrap();
+        let t1 = t0 + ACK_DELAY * 3 / 4;
+        until(|| {
+            pump_at(&mut b, &mut bb, &mut gb, t1);
+            gb.len() == 2
+        });
+        // Sent while B's batch is out with the engine: nothing rides.
+        bb.clear();
+        b.recv(&mut bb, t1);
+        b.send(pa, b"x", &[], 0).unwrap();
+        assert_eq!(b.peers[pa as usize].inn.as_ref().unwrap().acked, 0);
+        b.flush(t1, false);
+        b.send(pa, b"q1", &[], 2).unwrap();
+        let i = b.peers[pa as usize].inn.as_ref().unwrap();
+        assert_eq!((i.acked, i.owed_bytes, i.ack_due), (2, 0, t1 + ACK_DELAY));
+        until(|| {
+            pump_at(&mut a, &mut ba, &mut ga, t1);
+            ga.len() == 3
+        });
+        assert_eq!(ga, vec![b"q0".to_vec(), b"x".to_vec(), b"q1".to_vec()]);
+        assert!(a.peers[pb as usize].out.as_ref().unwrap().unacked.is_empty());
+        assert!(!a.unacked());
+        // B's packets are owed an Ack by A: none rode (A sent nothing
+        // since), and one goes alone once due.
+        assert_eq!(a.peers[pb as usize].inn.as_ref().unwrap().acked, 0);
+        let t2 = t1 + ACK_DELAY * 2;
+        until(|| {
+            pump_at(&mut a, &mut ba, &mut ga, t2);
+            pump_at(&mut b, &mut bb, &mut gb, t2);
+            !b.unacked()
+        });
+        assert_eq!(a.peers[pb as usize].inn.as_ref().unwrap().acked, 3);
     }
 
     #[test]

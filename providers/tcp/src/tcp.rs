@@ -39,6 +39,8 @@ pub const LEAD_ABOVE: usize = 32 << 10;
 /// alternating rounds); 12 KiB streams were 2.5% slower, so larger frames
 /// are not copied.
 const SMALL_FRAME: usize = 8192 + 256;
+/// Largest message `send_kind_after` frames together with a packet.
+const FIRST_MAX: usize = 16;
 
 /// A listening TCP socket on one interface address.
 pub struct TcpTransport {
@@ -201,10 +203,11 @@ impl TcpConn {
         self.tx_head == self.tx.len() && !self.connecting && FRAME_HDR + len <= SMALL_FRAME
     }
 
-    /// Frames `lead`, `head` and `rest` in the (empty) send queue and
-    /// writes them (`frames_whole`).
-    fn write_whole(&mut self, lead: &[u8], head: &[u8], rest: &[&[u8]]) -> Result<()> {
+    /// Frames `lead`, `head` and `rest` in the (empty) send queue, after
+    /// `framed` (whole frames already), and writes them (`frames_whole`).
+    fn write_whole(&mut self, framed: &[u8], lead: &[u8], head: &[u8], rest: &[&[u8]]) -> Result<()> {
         self.tx.clear();
+        self.tx.extend_from_slice(framed);
         self.tx.extend_from_slice(lead);
         self.tx.extend_from_slice(head);
         for p in rest {
@@ -395,7 +398,7 @@ impl Conn for TcpConn {
         let hdr = (len as u32).to_le_bytes();
         let mut done = 0;
         if self.frames_whole(len) {
-            return self.write_whole(&hdr, &[], parts);
+            return self.write_whole(&[], &hdr, &[], parts);
         }
         if self.tx_head == self.tx.len() && !self.connecting {
             // Nothing waits: straight to the socket, in one writev.
@@ -437,9 +440,23 @@ impl Conn for TcpConn {
         if len <= self.max_msg && self.frames_whole(len) {
             // The length and the kind stored together.
             let h = (len as u32).to_le_bytes();
-            return self.write_whole(&[h[0], h[1], h[2], h[3], kind], head, rest);
+            return self.write_whole(&[], &[h[0], h[1], h[2], h[3], kind], head, rest);
         }
         crate::conn::with_kind_parts(kind, head, rest, |parts| self.send(parts))
+    }
+
+    fn send_kind_after(&mut self, first: &[u8], kind: u8, head: &[u8], rest: &[&[u8]]) -> Result<()> {
+        let len = 1 + head.len() + rest.iter().map(|p| p.len()).sum::<usize>();
+        // Both framed in one write: one segment, one system call.
+        if first.len() <= FIRST_MAX && rest.len() <= 6 && len <= self.max_msg && self.frames_whole(FRAME_HDR + first.len() + len) {
+            let mut framed = [0u8; FRAME_HDR + FIRST_MAX];
+            framed[..FRAME_HDR].copy_from_slice(&(first.len() as u32).to_le_bytes());
+            framed[FRAME_HDR..FRAME_HDR + first.len()].copy_from_slice(first);
+            let h = (len as u32).to_le_bytes();
+            return self.write_whole(&framed[..FRAME_HDR + first.len()], &[h[0], h[1], h[2], h[3], kind], head, rest);
+        }
+        self.send(&[first])?;
+        self.send_kind(kind, head, rest)
     }
 
     fn flush(&mut self) -> Result<usize> {
