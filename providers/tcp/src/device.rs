@@ -207,7 +207,7 @@ struct In<C> {
     /// `last_ack + ACK_DELAY`: when a lazy acknowledgement is due.
     ack_due: Instant,
     /// `last_ack + ACK_DELAY / 2`: from when one rides with a packet sent
-    /// on this connection (`ConnDevice::ack_to_carry`).
+    /// on this connection (`ConnDevice`'s `Device::send`).
     carry_from: Instant,
     /// Bytes taken since the last `Ack`.
     owed_bytes: usize,
@@ -1056,7 +1056,8 @@ impl<T: Transport> Device for ConnDevice<T> {
         let p = &mut self.peers[id as usize];
         let side = p.tx_side();
         // With `complete_on_write`, a lazy acknowledgement owed on this
-        // connection and due within half `ACK_DELAY` rides with the packet.
+        // connection rides with the packet from half `ACK_DELAY` after the
+        // last one.
         // A ping-pong then never sends one on its own (each would cost both
         // sides a system call on the reply's path); a one-way stream still
         // gets them when due. Not while a batch is out with the engine:
