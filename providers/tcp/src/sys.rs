@@ -66,6 +66,23 @@ pub fn send_vectored(fd: RawFd, bufs: &[std::io::IoSlice<'_>]) -> std::io::Resul
     io_result(unsafe { libc::syscall(libc::SYS_sendmsg, fd, &m as *const libc::msghdr, libc::MSG_NOSIGNAL) })
 }
 
+/// Data segments the kernel has sent on TCP socket `fd` (TCP_INFO's
+/// `tcpi_data_segs_out`): how tests see that parts went in one write.
+#[cfg(test)]
+pub fn tcp_data_segs_out(fd: RawFd) -> std::io::Result<u32> {
+    // SAFETY: an all-zero tcp_info is valid (plain integers).
+    let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
+    // SAFETY: `info` is writable for `len` bytes and `len` is a valid
+    // pointer the kernel updates; an older kernel fills less, leaving
+    // zeros.
+    let r = unsafe { libc::getsockopt(fd, libc::IPPROTO_TCP, libc::TCP_INFO, (&raw mut info).cast(), &mut len) };
+    if r != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(info.tcpi_data_segs_out)
+}
+
 /// An `FI_E*` error for an OS error number.
 pub fn fi_err(e: i32) -> Error {
     Error(match e {

@@ -217,6 +217,54 @@ impl TcpConn {
         self.write_queued()
     }
 
+    /// `Conn::send` of `parts`, after `framed` (whole frames already, such
+    /// as an acknowledgement that rides with the message), both in one
+    /// system call when nothing waits to be written.
+    fn send_after(&mut self, framed: &[u8], parts: &[&[u8]]) -> Result<()> {
+        let len: usize = parts.iter().map(|p| p.len()).sum();
+        if len > self.max_msg {
+            return Err(EINVAL);
+        }
+        let hdr = (len as u32).to_le_bytes();
+        if self.frames_whole(framed.len() + len) {
+            return self.write_whole(framed, &hdr, &[], parts);
+        }
+        let mut done = 0;
+        if self.tx_head == self.tx.len() && !self.connecting {
+            // Nothing waits: straight to the socket, in one writev.
+            let mut io: [IoSlice<'_>; 10] = [IoSlice::new(&[]); 10];
+            let lead = usize::from(!framed.is_empty());
+            let n = lead + 1 + parts.len();
+            if n <= io.len() {
+                io[0] = IoSlice::new(framed);
+                io[lead] = IoSlice::new(&hdr);
+                for (i, p) in parts.iter().enumerate() {
+                    io[lead + 1 + i] = IoSlice::new(p);
+                }
+                loop {
+                    match sys::send_vectored(self.s.as_raw_fd(), &io[..n]) {
+                        Ok(k) => done = k,
+                        Err(e) if e.kind() == ErrorKind::WouldBlock => {}
+                        Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                        Err(e) => return Err(io_err(&e)),
+                    }
+                    break;
+                }
+            }
+        }
+        // Queue what did not go.
+        let mut skip = done;
+        for p in [framed, &hdr[..]].into_iter().chain(parts.iter().copied()) {
+            if skip >= p.len() {
+                skip -= p.len();
+                continue;
+            }
+            self.tx.extend_from_slice(&p[skip..]);
+            skip = 0;
+        }
+        Ok(())
+    }
+
     /// Reads what the socket has, into room after `rx_end`.
     fn fill(&mut self) -> Result<bool> {
         if self.rx_start == self.rx_end {
@@ -391,45 +439,7 @@ impl TcpConn {
 
 impl Conn for TcpConn {
     fn send(&mut self, parts: &[&[u8]]) -> Result<()> {
-        let len: usize = parts.iter().map(|p| p.len()).sum();
-        if len > self.max_msg {
-            return Err(EINVAL);
-        }
-        let hdr = (len as u32).to_le_bytes();
-        let mut done = 0;
-        if self.frames_whole(len) {
-            return self.write_whole(&[], &hdr, &[], parts);
-        }
-        if self.tx_head == self.tx.len() && !self.connecting {
-            // Nothing waits: straight to the socket, in one writev.
-            let mut io: [IoSlice<'_>; 8] = [IoSlice::new(&[]); 8];
-            if parts.len() < io.len() {
-                io[0] = IoSlice::new(&hdr);
-                for (i, p) in parts.iter().enumerate() {
-                    io[i + 1] = IoSlice::new(p);
-                }
-                loop {
-                    match sys::send_vectored(self.s.as_raw_fd(), &io[..parts.len() + 1]) {
-                        Ok(n) => done = n,
-                        Err(e) if e.kind() == ErrorKind::WouldBlock => {}
-                        Err(e) if e.kind() == ErrorKind::Interrupted => continue,
-                        Err(e) => return Err(io_err(&e)),
-                    }
-                    break;
-                }
-            }
-        }
-        // Queue what did not go.
-        let mut skip = done;
-        for p in std::iter::once(&hdr[..]).chain(parts.iter().copied()) {
-            if skip >= p.len() {
-                skip -= p.len();
-                continue;
-            }
-            self.tx.extend_from_slice(&p[skip..]);
-            skip = 0;
-        }
-        Ok(())
+        self.send_after(&[], parts)
     }
 
     fn send_kind(&mut self, kind: u8, head: &[u8], rest: &[&[u8]]) -> Result<()> {
@@ -447,16 +457,20 @@ impl Conn for TcpConn {
 
     fn send_kind_after(&mut self, first: &[u8], kind: u8, head: &[u8], rest: &[&[u8]]) -> Result<()> {
         let len = 1 + head.len() + rest.iter().map(|p| p.len()).sum::<usize>();
-        // Both framed in one write: one segment, one system call.
-        if first.len() <= FIRST_MAX && rest.len() <= 6 && len <= self.max_msg && self.frames_whole(FRAME_HDR + first.len() + len) {
-            let mut framed = [0u8; FRAME_HDR + FIRST_MAX];
-            framed[..FRAME_HDR].copy_from_slice(&(first.len() as u32).to_le_bytes());
-            framed[FRAME_HDR..FRAME_HDR + first.len()].copy_from_slice(first);
-            let h = (len as u32).to_le_bytes();
-            return self.write_whole(&framed[..FRAME_HDR + first.len()], &[h[0], h[1], h[2], h[3], kind], head, rest);
+        if first.len() > FIRST_MAX || len > self.max_msg || rest.len() > 6 {
+            self.send(&[first])?;
+            return self.send_kind(kind, head, rest);
         }
-        self.send(&[first])?;
-        self.send_kind(kind, head, rest)
+        // Both in one write: one segment, one system call.
+        let mut framed = [0u8; FRAME_HDR + FIRST_MAX];
+        framed[..FRAME_HDR].copy_from_slice(&(first.len() as u32).to_le_bytes());
+        framed[FRAME_HDR..FRAME_HDR + first.len()].copy_from_slice(first);
+        let framed = &framed[..FRAME_HDR + first.len()];
+        if self.frames_whole(framed.len() + len) {
+            let h = (len as u32).to_le_bytes();
+            return self.write_whole(framed, &[h[0], h[1], h[2], h[3], kind], head, rest);
+        }
+        crate::conn::with_kind_parts(kind, head, rest, |parts| self.send_after(framed, parts))
     }
 
     fn flush(&mut self) -> Result<usize> {
@@ -677,20 +691,70 @@ mod tests {
         assert_eq!(back.unwrap(), b"back");
     }
 
+    fn data_segs_out(c: &TcpConn) -> u32 {
+        sys::tcp_data_segs_out(c.fd()).expect("TCP_INFO")
+    }
+
+    #[test]
+    fn a_control_message_rides_with_a_packet_of_any_size_in_the_same_write() {
+        let (_a, _b, mut c, mut s) = pair(1 << 20);
+        pump_until(|| c.established().unwrap());
+        let ack = [3u8, 1, 2, 3, 4];
+        let body = |n: usize| -> Vec<u8> { (0..n).map(|i| (i * 13) as u8).collect() };
+        let mut take = |want: usize| {
+            let mut got = Vec::new();
+            pump_until(|| {
+                while let Some(m) = s.recv().unwrap() {
+                    got.push(m.to_vec());
+                }
+                got.len() == want
+            });
+            got
+        };
+        // Sizes framed whole, and ones written from their parts (over
+        // SMALL_FRAME). Each packet goes after the control message, then
+        // again with the two written apart. The receiver takes all before
+        // the next write, so its window is open and, with TCP_NODELAY,
+        // the kernel sends each write at once in one segment (loopback's
+        // hold 64 KiB).
+        for n in [10, SMALL_FRAME / 2, SMALL_FRAME, 16 << 10, 32 << 10] {
+            let b = body(n);
+            let parts: [&[u8]; 2] = [&b[..n / 3], &b[n / 3..]];
+            let mut want = vec![2u8];
+            want.extend_from_slice(b"head");
+            want.extend_from_slice(&b);
+            let before = data_segs_out(&c);
+            c.send_kind_after(&ack, 2, b"head", &parts).unwrap();
+            assert_eq!(c.queued(), 0);
+            let riding = data_segs_out(&c) - before;
+            assert_eq!(take(2), vec![ack.to_vec(), want.clone()], "{n} bytes after the control message");
+            let before = data_segs_out(&c);
+            c.send(&[&ack]).unwrap();
+            c.send_kind(2, b"head", &parts).unwrap();
+            assert_eq!(c.queued(), 0);
+            let apart = data_segs_out(&c) - before;
+            assert_eq!(take(2), vec![ack.to_vec(), want], "{n} bytes apart");
+            assert_eq!((riding, apart), (1, 2), "{n} bytes: one write, not two");
+        }
+    }
+
     #[test]
     fn small_messages_through_a_full_socket_arrive_whole_and_in_order() {
         let (_a, _b, mut c, mut s) = pair(1 << 20);
         pump_until(|| c.established().unwrap());
         // Framed whole (up to SMALL_FRAME) and written in one piece while
         // nothing waits, or written from their parts (the larger ones);
-        // queued behind the rest once the socket is full.
+        // queued behind the rest once the socket is full. Some come after
+        // a two-byte control message of their own (`send_kind_after`).
         let body = |i: u32| -> Vec<u8> { (0..(i as usize * 37) % (SMALL_FRAME + 200)).map(|k| (k as u32 ^ i) as u8).collect() };
         let n = 20_000u32;
         let mut queued_at_some_point = false;
         for i in 0..n {
             let b = body(i);
             let k = i.to_le_bytes();
-            if i % 3 == 0 {
+            if i % 6 == 1 {
+                c.send_kind_after(&[0xee, k[0]], k[0], &k[1..], &[&b[..b.len() / 2], &b[b.len() / 2..]]).unwrap();
+            } else if i % 3 == 0 {
                 c.send_kind(k[0], &k[1..], &[&b[..b.len() / 2], &b[b.len() / 2..]]).unwrap();
             } else {
                 c.send(&[&k, &b[..b.len() / 2], &b[b.len() / 2..]]).unwrap();
@@ -698,12 +762,18 @@ mod tests {
             queued_at_some_point |= c.queued() > 0;
         }
         assert!(queued_at_some_point, "the socket filled up");
-        let mut got = 0u32;
+        let (mut got, mut controls) = (0u32, 0u32);
         pump_until(|| {
             c.flush().unwrap();
             while let Some(m) = s.recv().unwrap() {
+                if m.len() == 2 {
+                    assert_eq!((m, got % 6), (&[0xee, got as u8][..], 1), "a control message before message {got}");
+                    controls += 1;
+                    continue;
+                }
                 assert_eq!(m[..4], got.to_le_bytes());
                 assert_eq!(&m[4..], &body(got)[..]);
+                assert_eq!(controls, got.div_ceil(6), "message {got}: its control message came before it");
                 got += 1;
             }
             got == n
