@@ -749,11 +749,31 @@ def read_runs_csv(path):
     return out
 
 
+def read_runs_csvs(paths):
+    """read_runs_csv of one file, or of several pooled: each file's runs
+    are numbered on after the last file's, so that a paired ratio still
+    pairs the values of one run."""
+    if isinstance(paths, str):
+        return read_runs_csv(paths)
+    out, offset = {}, 0
+    for path in paths:
+        runs_here = 0
+        for table, by_run in read_runs_csv(path).items():
+            for key, runs in by_run.items():
+                dst = out.setdefault(table, {}).setdefault(key, {})
+                for r, v in runs.items():
+                    dst[offset + r] = v
+                    runs_here = max(runs_here, r + 1)
+        offset += runs_here
+    return out
+
+
 def decide_lines(path):
     """The targets lines, with what the runs decide, of the loopback and
-    veth tables of a finished run (its .runs.csv at `path`)."""
+    veth tables of a finished run (its .runs.csv at `path`), or of several
+    pooled (a list of paths)."""
     lines = []
-    for table, by_run in sorted(read_runs_csv(path).items()):
+    for table, by_run in sorted(read_runs_csvs(path).items()):
         if table == "loopback":
             peers = [k for k in LO_KEYS if not k.startswith("ours")]
             groups = [(k, peers) for k in ("ours", "ours_udp", "ours_tcp")]
@@ -843,9 +863,10 @@ def power_of(table, sizes, by_run, ours, peers, leads=POWER_LEADS, trials=2000):
 
 def power_lines(path, leads=POWER_LEADS, trials=2000):
     """power_of for the loopback table's tcp and the veth table of a
-    finished run (its .runs.csv at `path`)."""
+    finished run (its .runs.csv at `path`), or of several pooled (a list
+    of paths: the chance for a run with all their runs)."""
     lines = []
-    for table, by_run in sorted(read_runs_csv(path).items()):
+    for table, by_run in sorted(read_runs_csvs(path).items()):
         if table == "loopback":
             ours, peers = "ours_tcp", [k for k in LO_KEYS if not k.startswith("ours")]
         elif table == "veth":
@@ -1518,8 +1539,10 @@ if __name__ == "__main__":
              "       python3 bench/net.py turnaround [--rounds N] [--size BYTES] [--ours-libdir DIR]\n"
              "       python3 bench/net.py calibrate [--reps N] [--size BYTES] [--turns NS,NS,..] [--ours-libdir DIR] "
              "bench/results/<name>.calibrate.runs.csv")
-    if len(sys.argv) == 3 and sys.argv[1] in ("decide", "power"):
-        print("\n\n".join((decide_lines if sys.argv[1] == "decide" else power_lines)(sys.argv[2])))
+    if len(sys.argv) >= 3 and sys.argv[1] in ("decide", "power"):
+        # Several files: their runs pooled, as one run of them all.
+        paths = sys.argv[2] if len(sys.argv) == 3 else sys.argv[2:]
+        print("\n\n".join((decide_lines if sys.argv[1] == "decide" else power_lines)(paths)))
     elif len(sys.argv) >= 3 and sys.argv[1] == "floor":
         import argparse
         ap = argparse.ArgumentParser(prog="bench/net.py floor")

@@ -717,6 +717,17 @@ class Net(unittest.TestCase):
             self.assertAlmostEqual(back[("ours_tcp", "latency", 16)][2], 12.0)
             self.assertEqual(back[("ours_tcp", "streaming", 8)][6], (1.2, 1.2))
             again = net.decide_lines(path)
+            # Split in two files (runs 1-3 and 4-7, numbered from 1 in
+            # each), pooled they are the whole run again.
+            parts = []
+            for k, keep in enumerate((range(0, 3), range(3, 7))):
+                part = {key: {r - keep[0]: v for r, v in runs.items() if r in keep} for key, runs in by_run.items()}
+                parts.append(os.path.join(d, "p%d.runs.csv" % k))
+                net.write_runs_csv(parts[-1], [("loopback", sizes, med, groups, ratios, part)])
+            pooled = net.read_runs_csvs(parts)["loopback"]
+            self.assertEqual(pooled, back)
+            self.assertEqual(net.decide_lines(parts), again)
+            self.assertNotEqual(net.decide_lines(parts[:1]), again)
         self.assertEqual(len(again), 1)
         self.assertIn("loopback: Targets (ours tcp against UCX tcp): latency ≤ 1.0× at every size: not met "
                       "(missed at: 16 B)", again[0])
