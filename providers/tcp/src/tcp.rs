@@ -233,13 +233,13 @@ impl TcpConn {
         if self.tx_head == self.tx.len() && !self.connecting {
             // Nothing waits: straight to the socket, in one writev.
             let mut io: [IoSlice<'_>; 10] = [IoSlice::new(&[]); 10];
-            let lead = usize::from(!framed.is_empty());
-            let n = lead + 1 + parts.len();
+            let hdr_at = usize::from(!framed.is_empty());
+            let n = hdr_at + 1 + parts.len();
             if n <= io.len() {
                 io[0] = IoSlice::new(framed);
-                io[lead] = IoSlice::new(&hdr);
+                io[hdr_at] = IoSlice::new(&hdr);
                 for (i, p) in parts.iter().enumerate() {
-                    io[lead + 1 + i] = IoSlice::new(p);
+                    io[hdr_at + 1 + i] = IoSlice::new(p);
                 }
                 loop {
                     match sys::send_vectored(self.s.as_raw_fd(), &io[..n]) {
